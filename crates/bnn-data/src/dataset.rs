@@ -1,0 +1,210 @@
+//! The `Dataset` trait, samples and the in-memory data set used by IDX, CIFAR and SVHN.
+
+use crate::error::{DataError, Result};
+
+/// Which part of a data set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Split {
+    /// The training part.
+    Train,
+    /// The test (or ImageNet validation) part.
+    Test,
+}
+
+/// One image with its label: pixels are `u8`, channel-major (`[C, H, W]`, row-major).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sample {
+    /// `channels * height * width` bytes, channel by channel, row by row.
+    pub pixels: Vec<u8>,
+    /// Number of channels (1 for grey, 3 for RGB).
+    pub channels: usize,
+    /// Image height in pixels.
+    pub height: usize,
+    /// Image width in pixels.
+    pub width: usize,
+    /// Class index, `0..classes`.
+    pub label: u32,
+}
+
+impl Sample {
+    /// `(channels, height, width)`.
+    pub fn shape(&self) -> (usize, usize, usize) {
+        (self.channels, self.height, self.width)
+    }
+}
+
+/// A finite, indexable collection of labelled images.
+///
+/// Implementations are shared between loader threads, hence `Send + Sync`.
+pub trait Dataset: Send + Sync {
+    /// Number of samples.
+    fn len(&self) -> usize;
+
+    /// `true` when there are no samples.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Number of classes; labels lie in `0..classes()`.
+    fn classes(&self) -> usize;
+
+    /// `(channels, height, width)` of every sample.
+    fn shape(&self) -> (usize, usize, usize);
+
+    /// The `index`-th sample.
+    fn get(&self, index: usize) -> Result<Sample>;
+
+    /// The label of the `index`-th sample; lazy data sets override this so that
+    /// stratification does not decode images.
+    fn label(&self, index: usize) -> Result<u32> {
+        self.get(index).map(|s| s.label)
+    }
+}
+
+impl<D: Dataset + ?Sized> Dataset for std::sync::Arc<D> {
+    fn len(&self) -> usize {
+        (**self).len()
+    }
+    fn classes(&self) -> usize {
+        (**self).classes()
+    }
+    fn shape(&self) -> (usize, usize, usize) {
+        (**self).shape()
+    }
+    fn get(&self, index: usize) -> Result<Sample> {
+        (**self).get(index)
+    }
+    fn label(&self, index: usize) -> Result<u32> {
+        (**self).label(index)
+    }
+}
+
+impl<D: Dataset + ?Sized> Dataset for Box<D> {
+    fn len(&self) -> usize {
+        (**self).len()
+    }
+    fn classes(&self) -> usize {
+        (**self).classes()
+    }
+    fn shape(&self) -> (usize, usize, usize) {
+        (**self).shape()
+    }
+    fn get(&self, index: usize) -> Result<Sample> {
+        (**self).get(index)
+    }
+    fn label(&self, index: usize) -> Result<u32> {
+        (**self).label(index)
+    }
+}
+
+/// A data set held in memory as one contiguous `u8` buffer of CHW images.
+#[derive(Debug, Clone)]
+pub struct InMemoryDataset {
+    pixels: Vec<u8>,
+    labels: Vec<u32>,
+    shape: (usize, usize, usize),
+    classes: usize,
+}
+
+impl InMemoryDataset {
+    /// Builds a data set from `labels.len()` images of `shape`, stored one after another in CHW order.
+    ///
+    /// Fails when the buffer length does not match or a label is `>= classes`.
+    pub fn new(
+        pixels: Vec<u8>,
+        labels: Vec<u32>,
+        shape: (usize, usize, usize),
+        classes: usize,
+    ) -> Result<Self> {
+        let per = shape.0 * shape.1 * shape.2;
+        if per == 0 {
+            return Err(DataError::Config(format!(
+                "image shape {shape:?} has a zero dimension"
+            )));
+        }
+        if pixels.len() != per * labels.len() {
+            return Err(DataError::Config(format!(
+                "{} pixel bytes do not hold {} images of shape {shape:?}",
+                pixels.len(),
+                labels.len()
+            )));
+        }
+        if let Some((i, &l)) = labels
+            .iter()
+            .enumerate()
+            .find(|&(_, &l)| l as usize >= classes)
+        {
+            return Err(DataError::Config(format!(
+                "label {l} of sample {i} is not below the class count {classes}"
+            )));
+        }
+        Ok(InMemoryDataset {
+            pixels,
+            labels,
+            shape,
+            classes,
+        })
+    }
+
+    /// All labels, in sample order.
+    pub fn labels(&self) -> &[u32] {
+        &self.labels
+    }
+
+    /// The raw pixel bytes of sample `index` (CHW), without copying.
+    pub fn pixels_of(&self, index: usize) -> Result<&[u8]> {
+        if index >= self.labels.len() {
+            return Err(DataError::IndexOutOfRange {
+                index,
+                len: self.labels.len(),
+            });
+        }
+        let per = self.shape.0 * self.shape.1 * self.shape.2;
+        Ok(&self.pixels[index * per..(index + 1) * per])
+    }
+
+    /// The whole pixel buffer.
+    pub fn pixels(&self) -> &[u8] {
+        &self.pixels
+    }
+
+    /// Number of samples of each class.
+    pub fn class_counts(&self) -> Vec<usize> {
+        let mut counts = vec![0; self.classes];
+        for &l in &self.labels {
+            counts[l as usize] += 1;
+        }
+        counts
+    }
+}
+
+impl Dataset for InMemoryDataset {
+    fn len(&self) -> usize {
+        self.labels.len()
+    }
+    fn classes(&self) -> usize {
+        self.classes
+    }
+    fn shape(&self) -> (usize, usize, usize) {
+        self.shape
+    }
+    fn get(&self, index: usize) -> Result<Sample> {
+        let pixels = self.pixels_of(index)?.to_vec();
+        Ok(Sample {
+            pixels,
+            channels: self.shape.0,
+            height: self.shape.1,
+            width: self.shape.2,
+            label: self.labels[index],
+        })
+    }
+    fn label(&self, index: usize) -> Result<u32> {
+        self.labels
+            .get(index)
+            .copied()
+            .ok_or(DataError::IndexOutOfRange {
+                index,
+                len: self.labels.len(),
+            })
+    }
+}

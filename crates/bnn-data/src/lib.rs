@@ -1,0 +1,86 @@
+//! Image data for Bayesian neural network training: loaders for MNIST, Fashion-MNIST,
+//! CIFAR-10/100, SVHN and ImageNet folders, the 2DGBNN paper's augmentations, and a
+//! deterministic multi-threaded batch loader.
+//!
+//! The crate knows nothing of tensors: it yields [`Batch`]es of plain `f32` values laid out
+//! `[B, C, H, W]` (row-major) plus `u32` labels, for another crate to upload.
+//!
+//! - Data sets implement [`Dataset`] (`len`, `classes`, `shape`, `get`); IDX, CIFAR and
+//!   SVHN are held in memory ([`InMemoryDataset`]), ImageNet folders decode lazily
+//!   ([`ImageFolder`]). [`Subset`] picks the first, random or stratified `n`.
+//! - [`Transform`]s ([`RandomCrop`], [`RandomHorizontalFlip`], [`RandomResizedCrop`],
+//!   [`ColorJitter`], [`Normalize`], …) compose with [`Compose`]; every random choice is
+//!   drawn from a generator seeded by `(seed, epoch, sample index)`.
+//! - [`DataLoader`] shuffles per epoch, batches, and prefetches with worker threads; the
+//!   batches are the same for any number of workers.
+//! - [`Locator`] finds a data set (`--data DIR`, `$SWBNN_DATA`, the user cache,
+//!   `/usr/share/datasets`) or downloads it with checksum verification.
+//!
+//! ```
+//! use bnn_data::{Compose, DataLoader, Dataset, InMemoryDataset, LoaderConfig, NormStats,
+//!                Normalize, RandomCrop, RandomHorizontalFlip};
+//!
+//! // 10 tiny 3×8×8 images whose pixels all equal their index, labelled index % 2.
+//! let pixels: Vec<u8> = (0..10u8).flat_map(|i| std::iter::repeat(i).take(3 * 8 * 8)).collect();
+//! let labels: Vec<u32> = (0..10).map(|i| i % 2).collect();
+//! let data = InMemoryDataset::new(pixels, labels, (3, 8, 8), 2)?;
+//!
+//! let augment = Compose::new()
+//!     .then(RandomCrop::reflect(8, 2))
+//!     .then(RandomHorizontalFlip::default())
+//!     .then(Normalize::new(NormStats::CIFAR10));
+//! let config = LoaderConfig { batch_size: 4, seed: 42, workers: 2, ..Default::default() };
+//! let loader = DataLoader::new(data, augment, config)?;
+//!
+//! let batches: Vec<_> = loader.epoch(0).collect::<Result<_, _>>()?;
+//! assert_eq!(batches.len(), 3);
+//! assert_eq!(batches[0].shape, [4, 3, 8, 8]);
+//! assert_eq!(batches[2].shape, [2, 3, 8, 8]); // the last, partial batch
+//! let mut seen: Vec<usize> = batches.iter().flat_map(|b| b.indices.clone()).collect();
+//! seen.sort();
+//! assert_eq!(seen, (0..10).collect::<Vec<_>>());
+//! # Ok::<(), bnn_data::DataError>(())
+//! ```
+#![warn(missing_docs)]
+
+mod cifar;
+mod dataset;
+mod download;
+mod error;
+mod folder;
+mod id;
+mod idx;
+mod loader;
+mod locate;
+mod mat;
+mod rng;
+mod subset;
+mod svhn;
+mod transform;
+
+pub use cifar::{
+    CIFAR_IMAGE_BYTES, CIFAR10_SUBDIR, CIFAR100_SUBDIR, Cifar100Label, cifar10_files,
+    cifar100_file, load_cifar10, load_cifar100, read_cifar_file,
+};
+pub use dataset::{Dataset, InMemoryDataset, Sample, Split};
+pub use download::{
+    Checksum, RemoteFile, download_verified, extract_tar_gz, fetch_files, file_digest,
+};
+pub use error::{DataError, Result};
+pub use folder::{FolderConfig, ImageFolder};
+pub use id::DatasetId;
+pub use idx::{
+    IDX_IMAGES_MAGIC, IDX_LABELS_MAGIC, IdxArray, idx_file_stems, load_idx_dir, load_idx_pair,
+    parse_idx, read_idx,
+};
+pub use loader::{Batch, DataLoader, EpochIter, LoaderConfig};
+pub use locate::{DATA_ENV, Locator, default_cache_dir, open, open_dir};
+pub use mat::{MatArray, MatData, parse_mat, read_mat};
+pub use rng::{SampleRng, derive_seed};
+pub use subset::Subset;
+pub use svhn::{load_svhn, load_svhn_mat, svhn_file};
+pub use transform::{
+    CenterCrop, ColorJitter, Compose, HorizontalFlip, Image, NormStats, Normalize, PadMode,
+    RandomCrop, RandomHorizontalFlip, RandomResizedCrop, Transform, adjust_brightness,
+    adjust_contrast, adjust_hue, adjust_saturation, hsv_to_rgb, resize_bilinear, rgb_to_hsv,
+};

@@ -1,0 +1,322 @@
+//! A batched loader with worker threads and bounded prefetching.
+//!
+//! Batch `k` of an epoch is always built by worker `k % workers` and received from that
+//! worker's own bounded channel, so batches arrive in order without a reorder buffer, and at
+//! most `workers × per-worker capacity` batches are in memory. Each sample's augmentation is
+//! seeded from `(seed, epoch, dataset index)`, so the batches are identical for any worker
+//! count.
+
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::thread::JoinHandle;
+
+use crate::dataset::Dataset;
+use crate::error::{DataError, Result};
+use crate::rng::{SampleRng, derive_seed};
+use crate::transform::{Image, Transform};
+
+/// A batch of images and labels.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Batch {
+    /// `B × C × H × W` values, row-major.
+    pub images: Vec<f32>,
+    /// `B` labels.
+    pub labels: Vec<u32>,
+    /// `[B, C, H, W]`.
+    pub shape: [usize; 4],
+    /// The data set index of each sample, in batch order.
+    pub indices: Vec<usize>,
+}
+
+impl Batch {
+    /// Number of samples.
+    pub fn len(&self) -> usize {
+        self.labels.len()
+    }
+
+    /// `true` for an empty batch.
+    pub fn is_empty(&self) -> bool {
+        self.labels.is_empty()
+    }
+}
+
+/// Loader settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LoaderConfig {
+    /// Samples per batch (> 0).
+    pub batch_size: usize,
+    /// Visit samples in a per-epoch random order derived from `seed + epoch`.
+    pub shuffle: bool,
+    /// Drop the last batch when it is smaller than `batch_size`.
+    pub drop_last: bool,
+    /// Seed of shuffling and augmentation.
+    pub seed: u64,
+    /// Worker threads; 0 builds batches on the calling thread.
+    pub workers: usize,
+    /// Batches prepared ahead, shared among workers (at least one per worker).
+    pub prefetch: usize,
+}
+
+impl Default for LoaderConfig {
+    fn default() -> Self {
+        LoaderConfig {
+            batch_size: 128,
+            shuffle: true,
+            drop_last: false,
+            seed: 0,
+            workers: 2,
+            prefetch: 4,
+        }
+    }
+}
+
+/// Iterates over a data set in batches, transforming every sample.
+#[derive(Clone)]
+pub struct DataLoader {
+    dataset: Arc<dyn Dataset>,
+    transform: Arc<dyn Transform>,
+    config: LoaderConfig,
+}
+
+impl std::fmt::Debug for DataLoader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DataLoader")
+            .field("samples", &self.dataset.len())
+            .field("config", &self.config)
+            .finish()
+    }
+}
+
+/// Stream index of the shuffle generator; sample streams use the data set index.
+const SHUFFLE_STREAM: u64 = u64::MAX;
+
+struct Shared {
+    dataset: Arc<dyn Dataset>,
+    transform: Arc<dyn Transform>,
+    seed: u64,
+    epoch: u64,
+}
+
+impl Shared {
+    fn build(&self, indices: &[usize]) -> Result<Batch> {
+        let mut images = Vec::new();
+        let mut labels = Vec::with_capacity(indices.len());
+        let mut shape = (0, 0, 0);
+        for (k, &index) in indices.iter().enumerate() {
+            let sample = self.dataset.get(index)?;
+            let mut rng = SampleRng::for_sample(self.seed, self.epoch, index as u64);
+            let img = self
+                .transform
+                .apply(Image::from_sample(&sample), &mut rng)?;
+            if k == 0 {
+                shape = img.shape();
+                images.reserve(indices.len() * img.data.len());
+            } else if img.shape() != shape {
+                return Err(DataError::ShapeMismatch {
+                    index,
+                    expected: shape,
+                    got: img.shape(),
+                });
+            }
+            images.extend_from_slice(&img.data);
+            labels.push(sample.label);
+        }
+        Ok(Batch {
+            images,
+            labels,
+            shape: [indices.len(), shape.0, shape.1, shape.2],
+            indices: indices.to_vec(),
+        })
+    }
+}
+
+impl DataLoader {
+    /// A loader over `dataset` applying `transform` to every sample.
+    pub fn new(
+        dataset: impl Dataset + 'static,
+        transform: impl Transform + 'static,
+        config: LoaderConfig,
+    ) -> Result<Self> {
+        Self::from_arcs(Arc::new(dataset), Arc::new(transform), config)
+    }
+
+    /// As [`DataLoader::new`], sharing already reference-counted parts.
+    pub fn from_arcs(
+        dataset: Arc<dyn Dataset>,
+        transform: Arc<dyn Transform>,
+        config: LoaderConfig,
+    ) -> Result<Self> {
+        if config.batch_size == 0 {
+            return Err(DataError::Config("batch_size must be positive".into()));
+        }
+        Ok(DataLoader {
+            dataset,
+            transform,
+            config,
+        })
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &LoaderConfig {
+        &self.config
+    }
+
+    /// The data set.
+    pub fn dataset(&self) -> &Arc<dyn Dataset> {
+        &self.dataset
+    }
+
+    /// Number of batches per epoch.
+    pub fn num_batches(&self) -> usize {
+        let (n, b) = (self.dataset.len(), self.config.batch_size);
+        if self.config.drop_last {
+            n / b
+        } else {
+            n.div_ceil(b)
+        }
+    }
+
+    /// The order in which `epoch` visits the data set's indices.
+    pub fn order(&self, epoch: u64) -> Vec<usize> {
+        let mut order: Vec<usize> = (0..self.dataset.len()).collect();
+        if self.config.shuffle {
+            SampleRng::new(derive_seed(self.config.seed, epoch, SHUFFLE_STREAM))
+                .shuffle(&mut order);
+        }
+        order
+    }
+
+    /// The transformed sample `index` as epoch `epoch` delivers it.
+    pub fn sample(&self, epoch: u64, index: usize) -> Result<(Image, u32)> {
+        let s = self.dataset.get(index)?;
+        let mut rng = SampleRng::for_sample(self.config.seed, epoch, index as u64);
+        Ok((
+            self.transform.apply(Image::from_sample(&s), &mut rng)?,
+            s.label,
+        ))
+    }
+
+    /// The batches of `epoch`, in order; workers start at once and stop when the iterator
+    /// is dropped.
+    pub fn epoch(&self, epoch: u64) -> EpochIter {
+        let order = self.order(epoch);
+        let b = self.config.batch_size;
+        let batches: Arc<Vec<Vec<usize>>> = Arc::new(
+            order
+                .chunks(b)
+                .take(self.num_batches())
+                .map(|c| c.to_vec())
+                .collect(),
+        );
+        let shared = Arc::new(Shared {
+            dataset: self.dataset.clone(),
+            transform: self.transform.clone(),
+            seed: self.config.seed,
+            epoch,
+        });
+        let workers = self.config.workers.min(batches.len());
+        let mut receivers = Vec::with_capacity(workers);
+        let mut handles = Vec::with_capacity(workers);
+        let capacity = self.config.prefetch.div_ceil(workers.max(1)).max(1);
+        for w in 0..workers {
+            let (tx, rx): (SyncSender<Result<Batch>>, Receiver<Result<Batch>>) =
+                sync_channel(capacity);
+            let (worker_shared, worker_batches) = (shared.clone(), batches.clone());
+            let handle = std::thread::Builder::new()
+                .name(format!("bnn-data-worker-{w}"))
+                .spawn(move || {
+                    for k in (w..worker_batches.len()).step_by(workers) {
+                        // A closed channel means the consumer is gone: stop quietly.
+                        if tx.send(worker_shared.build(&worker_batches[k])).is_err() {
+                            return;
+                        }
+                    }
+                });
+            match handle {
+                Ok(h) => {
+                    receivers.push(rx);
+                    handles.push(h);
+                }
+                Err(e) => {
+                    return EpochIter {
+                        shared,
+                        batches,
+                        next: 0,
+                        receivers: Vec::new(),
+                        handles,
+                        failed: Some(DataError::Worker(format!("cannot spawn a thread: {e}"))),
+                    };
+                }
+            }
+        }
+        EpochIter {
+            shared,
+            batches,
+            next: 0,
+            receivers,
+            handles,
+            failed: None,
+        }
+    }
+}
+
+/// The batches of one epoch (see [`DataLoader::epoch`]).
+pub struct EpochIter {
+    shared: Arc<Shared>,
+    batches: Arc<Vec<Vec<usize>>>,
+    next: usize,
+    receivers: Vec<Receiver<Result<Batch>>>,
+    handles: Vec<JoinHandle<()>>,
+    failed: Option<DataError>,
+}
+
+impl Iterator for EpochIter {
+    type Item = Result<Batch>;
+
+    fn next(&mut self) -> Option<Result<Batch>> {
+        if let Some(e) = self.failed.take() {
+            self.next = self.batches.len();
+            return Some(Err(e));
+        }
+        if self.next >= self.batches.len() {
+            return None;
+        }
+        let k = self.next;
+        self.next += 1;
+        if self.receivers.is_empty() {
+            return Some(self.shared.build(&self.batches[k]));
+        }
+        let n = self.receivers.len();
+        match self.receivers[k % n].recv() {
+            Ok(batch) => Some(batch),
+            Err(_) => {
+                // The worker ended without sending: it panicked.
+                self.next = self.batches.len();
+                Some(Err(DataError::Worker(format!(
+                    "worker {} stopped before delivering batch {k}",
+                    k % n
+                ))))
+            }
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        if self.failed.is_some() {
+            return (1, Some(1));
+        }
+        let left = self.batches.len() - self.next.min(self.batches.len());
+        (left, Some(left))
+    }
+}
+
+impl ExactSizeIterator for EpochIter {}
+
+impl Drop for EpochIter {
+    fn drop(&mut self) {
+        // Closing the channels unblocks workers waiting to send; then they can be joined.
+        self.receivers.clear();
+        for h in self.handles.drain(..) {
+            let _ = h.join();
+        }
+    }
+}

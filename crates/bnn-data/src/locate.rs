@@ -1,0 +1,208 @@
+//! Finding a data set on disk (or fetching it) and opening it.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::cifar::{Cifar100Label, load_cifar10, load_cifar100};
+use crate::dataset::{Dataset, Split};
+use crate::download::{RemoteFile, fetch_files};
+use crate::error::{DataError, Result};
+use crate::folder::{FolderConfig, ImageFolder};
+use crate::id::DatasetId;
+use crate::idx::load_idx_dir;
+use crate::svhn::load_svhn;
+
+/// Name of the environment variable naming a data folder.
+pub const DATA_ENV: &str = "SWBNN_DATA";
+
+/// Where data sets are looked for, in this order:
+///
+/// 1. `explicit` (a `--data DIR` argument): `DIR/<name>` or `DIR` itself;
+/// 2. `env_dir` (`$SWBNN_DATA`): `$SWBNN_DATA/<name>` or `$SWBNN_DATA` itself;
+/// 3. `cache_dir/<name>` (`$XDG_CACHE_HOME/swbnn` or `~/.cache/swbnn`);
+/// 4. `system_dir/<name>` (`/usr/share/datasets`, where Debian's `dataset-*` packages install);
+/// 5. a verified download into `cache_dir/<name>`, when `download` is on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Locator {
+    /// The folder given on the command line, if any.
+    pub explicit: Option<PathBuf>,
+    /// The folder named by `SWBNN_DATA`, if set.
+    pub env_dir: Option<PathBuf>,
+    /// The per-user cache folder (also the download target), if one is known.
+    pub cache_dir: Option<PathBuf>,
+    /// The system-wide data folder.
+    pub system_dir: PathBuf,
+    /// Whether a missing data set may be downloaded.
+    pub download: bool,
+}
+
+/// `$XDG_CACHE_HOME/swbnn`, else `$HOME/.cache/swbnn`.
+pub fn default_cache_dir() -> Option<PathBuf> {
+    let nonempty = |k: &str| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    nonempty("XDG_CACHE_HOME")
+        .or_else(|| nonempty("HOME").map(|h| h.join(".cache")))
+        .map(|c| c.join("swbnn"))
+}
+
+impl Locator {
+    /// The standard search order, reading `SWBNN_DATA`, `XDG_CACHE_HOME` and `HOME` from the
+    /// environment; downloads allowed.
+    pub fn from_env(explicit: Option<PathBuf>) -> Self {
+        Locator {
+            explicit,
+            env_dir: std::env::var_os(DATA_ENV)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from),
+            cache_dir: default_cache_dir(),
+            system_dir: PathBuf::from("/usr/share/datasets"),
+            download: true,
+        }
+    }
+
+    /// Only `dir` (and `dir/<name>`), no download: for tests and fixed layouts.
+    pub fn only(dir: impl Into<PathBuf>) -> Self {
+        Locator {
+            explicit: Some(dir.into()),
+            env_dir: None,
+            cache_dir: None,
+            system_dir: PathBuf::from("/nonexistent"),
+            download: false,
+        }
+    }
+
+    /// The folders searched for `id`, in order.
+    pub fn candidates(&self, id: DatasetId) -> Vec<PathBuf> {
+        let name = id.name();
+        let mut out = Vec::new();
+        for d in [&self.explicit, &self.env_dir].into_iter().flatten() {
+            out.push(d.join(name));
+            out.push(d.clone());
+        }
+        if let Some(c) = &self.cache_dir {
+            out.push(c.join(name));
+        }
+        out.push(self.system_dir.join(name));
+        out
+    }
+
+    /// The folder holding `split` of `id`, downloading it if needed and allowed.
+    pub fn locate(&self, id: DatasetId, split: Split) -> Result<PathBuf> {
+        self.locate_with(id, split, &id.remote_files(split))
+    }
+
+    /// As [`Locator::locate`], with an explicit download table (mirrors, tests).
+    pub fn locate_with(
+        &self,
+        id: DatasetId,
+        split: Split,
+        remote: &[RemoteFile],
+    ) -> Result<PathBuf> {
+        let candidates = self.candidates(id);
+        if let Some(found) = candidates.iter().find(|d| id.is_present(d, split)) {
+            return Ok(found.clone());
+        }
+        let mut download_note = None;
+        match (&self.cache_dir, self.download, remote.is_empty()) {
+            (Some(cache), true, false) => {
+                let target = cache.join(id.name());
+                match fetch_files(&target, remote) {
+                    Ok(()) if id.is_present(&target, split) => return Ok(target),
+                    Ok(()) => {
+                        download_note = Some(format!(
+                            "download finished but {} lacks the expected files",
+                            target.display()
+                        ))
+                    }
+                    Err(e) => download_note = Some(format!("download failed: {e}")),
+                }
+            }
+            (None, true, false) => {
+                download_note = Some("no cache folder known (set XDG_CACHE_HOME or HOME)".into())
+            }
+            _ => {}
+        }
+        Err(self.not_found(id, &candidates, download_note))
+    }
+
+    fn not_found(
+        &self,
+        id: DatasetId,
+        searched: &[PathBuf],
+        download: Option<String>,
+    ) -> DataError {
+        let name = id.name();
+        let mut remedies = vec![
+            format!("pass the folder explicitly: --data DIR (DIR/{name} or DIR holding the files)"),
+            format!("set the environment variable {DATA_ENV}=DIR"),
+        ];
+        if let Some(c) = &self.cache_dir {
+            remedies.push(format!("put the files in {}", c.join(name).display()));
+        }
+        if let Some(pkg) = id.debian_package() {
+            remedies.push(format!("on Debian/Ubuntu: apt-get install {pkg}"));
+        }
+        match (id, download) {
+            (DatasetId::ImageNet, _) => remedies.push(
+                "ImageNet cannot be downloaded automatically: obtain ILSVRC2012 from \
+                 https://image-net.org (registration required) and arrange it as \
+                 train/<wnid>/*.JPEG and val/<wnid>/*.JPEG"
+                    .into(),
+            ),
+            (_, Some(note)) => remedies.push(format!("automatic download: {note}")),
+            (_, None) if !self.download => {
+                remedies.push("allow the automatic download (it is switched off)".into())
+            }
+            _ => {}
+        }
+        let files = id
+            .remote_files(Split::Train)
+            .into_iter()
+            .chain(id.remote_files(Split::Test))
+            .flat_map(|f| f.urls.into_iter().take(1))
+            .collect::<Vec<_>>();
+        if !files.is_empty() {
+            remedies.push(format!("or fetch by hand: {}", files.join(" ")));
+        }
+        DataError::NotFound {
+            dataset: name.to_string(),
+            searched: searched
+                .iter()
+                .map(|p| format!("  {}", p.display()))
+                .collect::<Vec<_>>()
+                .join("\n"),
+            remedies: remedies
+                .iter()
+                .map(|r| format!("  - {r}"))
+                .collect::<Vec<_>>()
+                .join("\n"),
+        }
+    }
+}
+
+/// Loads `split` of `id` from `dir` (ImageNet: with `FolderConfig::train()` for the
+/// training split and `FolderConfig::eval()` for validation).
+pub fn open_dir(id: DatasetId, split: Split, dir: &Path) -> Result<Arc<dyn Dataset>> {
+    Ok(match id {
+        DatasetId::Mnist | DatasetId::FashionMnist => Arc::new(load_idx_dir(dir, split)?),
+        DatasetId::Cifar10 => Arc::new(load_cifar10(dir, split)?),
+        DatasetId::Cifar100 => Arc::new(load_cifar100(dir, split, Cifar100Label::Fine)?),
+        DatasetId::Svhn => Arc::new(load_svhn(dir, split)?),
+        DatasetId::ImageNet => {
+            let config = match split {
+                Split::Train => FolderConfig::train(),
+                Split::Test => FolderConfig::eval(),
+            };
+            Arc::new(ImageFolder::imagenet(dir, split, config)?)
+        }
+    })
+}
+
+/// Finds (or fetches) `split` of `id` with `locator` and loads it.
+pub fn open(id: DatasetId, split: Split, locator: &Locator) -> Result<Arc<dyn Dataset>> {
+    let dir = locator.locate(id, split)?;
+    open_dir(id, split, &dir)
+}

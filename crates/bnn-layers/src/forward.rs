@@ -1,0 +1,135 @@
+//! The stochastic forward passes shared by Bayesian and weight-shared layers.
+//!
+//! Both kinds end up with a per-weight mean and standard deviation tensor; only where those come
+//! from differs (own parameters, or a gather from a shared codebook), so the estimators live here
+//! once.
+
+use burn::prelude::*;
+use burn::tensor::Distribution;
+use burn::tensor::module::{conv2d, linear};
+use burn::tensor::ops::ConvOptions;
+
+use crate::Estimator;
+
+/// Added under square roots of variances so their gradient stays finite at zero.
+const VAR_EPS: f64 = 1e-16;
+
+/// A Gaussian tensor: elementwise mean and standard deviation.
+#[derive(Debug, Clone)]
+pub struct GaussTensor<const D: usize> {
+    /// Means.
+    pub mu: Tensor<D>,
+    /// Standard deviations (positive).
+    pub sigma: Tensor<D>,
+}
+
+impl<const D: usize> GaussTensor<D> {
+    /// One draw `mu + sigma * eps`, `eps ~ N(0, I)`.
+    pub fn sample(&self) -> Tensor<D> {
+        let eps = Tensor::random(self.mu.shape(), Distribution::Normal(0.0, 1.0), &self.mu.device());
+        self.mu.clone() + self.sigma.clone() * eps
+    }
+}
+
+fn random_signs<const D: usize>(shape: [usize; D], device: &Device) -> Tensor<D> {
+    Tensor::random(shape, Distribution::Bernoulli(0.5), device)
+        .mul_scalar(2.0)
+        .sub_scalar(1.0)
+}
+
+/// Dense layer forward. `weight` is `[d_input, d_output]` (burn's layout); `input` is
+/// `[..., d_input]`. With `sample == false` the mean network is used.
+pub fn linear_forward<const D: usize>(
+    input: Tensor<D>,
+    weight: GaussTensor<2>,
+    bias: Option<GaussTensor<1>>,
+    estimator: Estimator,
+    sample: bool,
+) -> Tensor<D> {
+    if !sample {
+        return linear(input, weight.mu, bias.map(|b| b.mu));
+    }
+    match estimator {
+        Estimator::Reparameterization => {
+            linear(input, weight.sample(), bias.map(|b| b.sample()))
+        }
+        Estimator::LocalReparameterization => {
+            let mean = linear(input.clone(), weight.mu, bias.as_ref().map(|b| b.mu.clone()));
+            let var = linear(
+                input.powi_scalar(2),
+                weight.sigma.powi_scalar(2),
+                bias.map(|b| b.sigma.powi_scalar(2)),
+            );
+            let eps = Tensor::random(mean.shape(), Distribution::Normal(0.0, 1.0), &mean.device());
+            mean + var.add_scalar(VAR_EPS).sqrt() * eps
+        }
+        Estimator::Flipout => {
+            let dims = input.dims();
+            let d_in = dims[D - 1];
+            let rows = dims[..D - 1].iter().product::<usize>();
+            let d_out = weight.mu.dims()[1];
+            let device = input.device();
+            let x2: Tensor<2> = input.reshape([rows, d_in]);
+            let mean = linear(x2.clone(), weight.mu.clone(), bias.as_ref().map(|b| b.sample()));
+            let delta = weight.sigma.clone()
+                * Tensor::random(weight.sigma.shape(), Distribution::Normal(0.0, 1.0), &device);
+            let s_in = random_signs([rows, d_in], &device);
+            let s_out = random_signs([rows, d_out], &device);
+            let perturb = linear(x2 * s_in, delta, None) * s_out;
+            let mut out_dims = dims;
+            out_dims[D - 1] = d_out;
+            (mean + perturb).reshape(out_dims)
+        }
+    }
+}
+
+/// 2-D convolution forward; `weight` is `[c_out, c_in / groups, kh, kw]`.
+pub fn conv2d_forward(
+    input: Tensor<4>,
+    weight: GaussTensor<4>,
+    bias: Option<GaussTensor<1>>,
+    options: ConvOptions<2>,
+    estimator: Estimator,
+    sample: bool,
+) -> Tensor<4> {
+    if !sample {
+        return conv2d(input, weight.mu, bias.map(|b| b.mu), options);
+    }
+    match estimator {
+        Estimator::Reparameterization => {
+            conv2d(input, weight.sample(), bias.map(|b| b.sample()), options)
+        }
+        Estimator::LocalReparameterization => {
+            let mean = conv2d(
+                input.clone(),
+                weight.mu,
+                bias.as_ref().map(|b| b.mu.clone()),
+                options.clone(),
+            );
+            let var = conv2d(
+                input.powi_scalar(2),
+                weight.sigma.powi_scalar(2),
+                bias.map(|b| b.sigma.powi_scalar(2)),
+                options,
+            );
+            let eps = Tensor::random(mean.shape(), Distribution::Normal(0.0, 1.0), &mean.device());
+            mean + var.add_scalar(VAR_EPS).sqrt() * eps
+        }
+        Estimator::Flipout => {
+            let [batch, c_in, _, _] = input.dims();
+            let c_out = weight.mu.dims()[0];
+            let device = input.device();
+            let mean = conv2d(
+                input.clone(),
+                weight.mu,
+                bias.as_ref().map(|b| b.sample()),
+                options.clone(),
+            );
+            let delta = weight.sigma.clone()
+                * Tensor::random(weight.sigma.shape(), Distribution::Normal(0.0, 1.0), &device);
+            let s_in = random_signs([batch, c_in, 1, 1], &device);
+            let s_out = random_signs([batch, c_out, 1, 1], &device);
+            mean + conv2d(input * s_in, delta, None, options) * s_out
+        }
+    }
+}

@@ -1,0 +1,61 @@
+//! Priors and the closed-form KL divergence of a mean-field Gaussian posterior.
+
+use burn::config::Config;
+use burn::prelude::*;
+
+/// The prior `p(w)` of the ELBO.
+#[derive(Config, Debug, Copy, PartialEq)]
+pub enum Prior {
+    /// `N(mu, sigma^2)` for every weight. The paper's comparison against quantisation uses
+    /// `N(0, 0.1^2)` (section "Comparison against Quantisation"), our default.
+    Normal {
+        /// Prior mean.
+        mu: f64,
+        /// Prior standard deviation.
+        sigma: f64,
+    },
+    /// An empirical (MOPED-style, Krishnan et al. 2020) prior `N(w_det, sigma^2)` centred on the
+    /// weights of a deterministic network, stored in each layer's `*_prior_mu` tensors by
+    /// [`crate::bayes_from_deterministic`]. Layers without stored centres fall back to 0.
+    Empirical {
+        /// Prior standard deviation around the deterministic weights.
+        sigma: f64,
+    },
+}
+
+impl Default for Prior {
+    fn default() -> Self {
+        Self::Normal { mu: 0.0, sigma: 0.1 }
+    }
+}
+
+impl Prior {
+    /// The prior's standard deviation.
+    pub fn sigma(&self) -> f64 {
+        match *self {
+            Self::Normal { sigma, .. } | Self::Empirical { sigma } => sigma,
+        }
+    }
+}
+
+/// `sum_i KL(N(mu_i, sigma_i^2) || N(prior_mu_i, prior_sigma^2))`, in closed form:
+/// `ln(sp / sq) + (sq^2 + (mq - mp)^2) / (2 sp^2) - 1/2` per weight.
+///
+/// `prior_mu` is `None` for a scalar prior mean `scalar_mu`.
+pub fn kl_gaussian_sum(
+    mu: Tensor<1>,
+    sigma: Tensor<1>,
+    prior_mu: Option<Tensor<1>>,
+    scalar_mu: f64,
+    prior_sigma: f64,
+) -> Tensor<1> {
+    let n = mu.dims()[0] as f64;
+    let diff = match prior_mu {
+        Some(p) => mu - p,
+        None => mu.sub_scalar(scalar_mu),
+    };
+    let var_p = prior_sigma * prior_sigma;
+    let quad = (sigma.clone().powi_scalar(2) + diff.powi_scalar(2)).div_scalar(2.0 * var_p);
+    let log_ratio = sigma.log().neg().add_scalar(prior_sigma.ln());
+    (quad + log_ratio).sum().sub_scalar(0.5 * n)
+}

@@ -1,0 +1,364 @@
+//! Walking a model's parameters by path: KL collection, export of (mu, sigma, grad) and the
+//! sampling switch.
+//!
+//! Paths are burn's field paths joined with `.` (e.g. `layer1.0.conv1.weight_mu`), with enum
+//! variant names left out, so a deterministic, a Bayesian and a shared build of one architecture
+//! give the same layer paths. The order is the visiting order: the declaration order of fields,
+//! which is stable for a given architecture.
+
+use std::collections::HashMap;
+
+use burn::module::{Flag, Module, ModuleMapper, ModuleVisitor, Param};
+use burn::prelude::*;
+use burn::tensor::Int;
+use burn::tensor::activation::softplus;
+
+use crate::prior::kl_gaussian_sum;
+use crate::shared::{CodebookView, MAX_BLEND};
+use crate::Prior;
+
+/// One float parameter seen by the collector.
+#[derive(Debug, Clone)]
+pub(crate) struct FloatEntry {
+    pub(crate) path: String,
+    pub(crate) parent: String,
+    pub(crate) shape: Vec<usize>,
+    pub(crate) flat: Tensor<1>,
+    pub(crate) grad: Option<Tensor<1>>,
+}
+
+/// Collects every float and int parameter with its path.
+#[derive(Default)]
+pub(crate) struct Collector<'g> {
+    path: Vec<String>,
+    parents: Vec<String>,
+    skipped: Vec<bool>,
+    pub(crate) floats: Vec<FloatEntry>,
+    pub(crate) ints: HashMap<String, Tensor<1, Int>>,
+    grads: Option<&'g burn::tensor::Gradients>,
+}
+
+fn flatten<const D: usize, K: burn::tensor::BasicOps>(t: Tensor<D, K>) -> Tensor<1, K> {
+    let n = t.shape().num_elements();
+    t.reshape([n])
+}
+
+impl<'g> Collector<'g> {
+    pub(crate) fn collect<M: Module>(model: &M, grads: Option<&'g burn::tensor::Gradients>) -> Self {
+        let mut c = Collector { grads, ..Default::default() };
+        model.visit(&mut c);
+        c
+    }
+
+    fn current(&self) -> String {
+        self.path.join(".")
+    }
+
+    pub(crate) fn float(&self, path: &str) -> Option<&FloatEntry> {
+        self.floats.iter().find(|e| e.path == path)
+    }
+}
+
+impl ModuleVisitor for Collector<'_> {
+    fn enter_module(&mut self, name: &str, container_type: &str) {
+        let skip = container_type.starts_with("Enum:");
+        self.skipped.push(skip);
+        if !skip {
+            self.path.push(name.to_string());
+            self.parents.push(container_type.to_string());
+        }
+    }
+
+    fn exit_module(&mut self, _name: &str, _container_type: &str) {
+        if !self.skipped.pop().unwrap_or(false) {
+            self.path.pop();
+            self.parents.pop();
+        }
+    }
+
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+        let value = param.val();
+        let grad = self.grads.and_then(|g| value.grad(g)).map(flatten);
+        self.floats.push(FloatEntry {
+            path: self.current(),
+            parent: self.parents.last().cloned().unwrap_or_default(),
+            shape: value.dims().to_vec(),
+            flat: flatten(value),
+            grad,
+        });
+    }
+
+    fn visit_int<const D: usize>(&mut self, param: &Param<Tensor<D, Int>>) {
+        self.ints.insert(self.current(), flatten(param.val()));
+    }
+}
+
+/// Whether a Bayesian tensor is a layer's weight (shareable) or its bias (never shared).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum ParamRole {
+    /// A weight tensor: candidate for sharing.
+    Weight,
+    /// A bias: kept per-weight (the paper shares weights only).
+    Bias,
+}
+
+/// A Bayesian tensor of a model, exported to the host.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BayesTensor {
+    /// Path of the tensor without the `_mu` suffix, e.g. `layer1.0.conv1.weight`.
+    pub path: String,
+    /// Weight or bias.
+    pub role: ParamRole,
+    /// Tensor shape.
+    pub shape: Vec<usize>,
+    /// Posterior means, row-major.
+    pub mu: Vec<f32>,
+    /// Posterior standard deviations `softplus(rho)`.
+    pub sigma: Vec<f32>,
+    /// `d loss / d mu`, when gradients were given.
+    pub grad_mu: Option<Vec<f32>>,
+}
+
+fn to_vec(t: Tensor<1>) -> Vec<f32> {
+    t.into_data().convert::<f32>().into_vec::<f32>().unwrap_or_default()
+}
+
+/// Pairs of `<x>_mu` / `<x>_rho` parameters, in visiting order.
+fn bayes_pairs<'a>(c: &'a Collector<'_>) -> Vec<(String, &'a FloatEntry, &'a FloatEntry)> {
+    c.floats
+        .iter()
+        .filter_map(|e| {
+            let base = e.path.strip_suffix("_mu")?;
+            if base.ends_with("_prior") {
+                return None;
+            }
+            let rho = c.float(&format!("{base}_rho"))?;
+            Some((base.to_string(), e, rho))
+        })
+        .collect()
+}
+
+fn role_of(base: &str) -> ParamRole {
+    if base.rsplit('.').next().is_some_and(|n| n.starts_with("bias")) {
+        ParamRole::Bias
+    } else {
+        ParamRole::Weight
+    }
+}
+
+/// Exports every per-weight Bayesian tensor (`*_mu` / `*_rho` pairs) with its path, in the
+/// stable visiting order; with `grads`, also `d loss / d mu`.
+///
+/// Shared layers' outliers are not included: use this on the Bayesian model before sharing.
+pub fn export_bayes<M: Module>(model: &M, grads: Option<&burn::tensor::Gradients>) -> Vec<BayesTensor> {
+    let c = Collector::collect(model, grads);
+    bayes_pairs(&c)
+        .into_iter()
+        .filter(|(_, mu, _)| mu.parent != "Struct:Codebook" && mu.parent != "Struct:SharedWeight")
+        .map(|(base, mu, rho)| BayesTensor {
+            role: role_of(&base),
+            path: base,
+            shape: mu.shape.clone(),
+            mu: to_vec(mu.flat.clone()),
+            sigma: to_vec(softplus(rho.flat.clone(), 1.0)),
+            grad_mu: mu.grad.clone().map(to_vec),
+        })
+        .collect()
+}
+
+/// The model's total KL divergence `KL(q(w) || p(w))` over every Bayesian tensor, in closed form,
+/// as a one-element tensor that carries gradients. `None` if the model has no Bayesian parameter.
+///
+/// Shared weights contribute `sum_i KL(q_i || p)` with `q_i` the weight's gathered distribution,
+/// which equals `sum_k n_k KL(N(mu_k, sigma_k^2) || p)` plus the outliers' and ellipse weights'
+/// terms: exact, since each weight draws independently from its shared distribution.
+pub fn kl_divergence<M: Module>(model: &M, prior: &Prior) -> Option<Tensor<1>> {
+    let c = Collector::collect(model, None);
+    let (scalar_mu, sigma_p) = match *prior {
+        Prior::Normal { mu, sigma } => (mu, sigma),
+        Prior::Empirical { sigma } => (0.0, sigma),
+    };
+    let empirical = matches!(prior, Prior::Empirical { .. });
+    let mut terms: Vec<Tensor<1>> = Vec::new();
+    for (base, mu, rho) in bayes_pairs(&c) {
+        if mu.parent == "Struct:Codebook" || mu.parent == "Struct:SharedWeight" {
+            continue;
+        }
+        let centre = empirical
+            .then(|| c.float(&format!("{base}_prior_mu")).map(|e| e.flat.clone()))
+            .flatten();
+        let sigma = softplus(rho.flat.clone(), 1.0);
+        terms.push(kl_gaussian_sum(mu.flat.clone(), sigma, centre, scalar_mu, sigma_p));
+    }
+    if let Some(view) = codebook_view(&c) {
+        for (prefix, index) in c.ints.iter().filter_map(|(p, t)| Some((p.strip_suffix(".index")?, t))) {
+            let gathered = gather_shared(&c, prefix, index.clone(), &view);
+            let centre = empirical
+                .then(|| c.float(&format!("{prefix}.prior_mu")).map(|e| e.flat.clone()))
+                .flatten();
+            terms.push(kl_gaussian_sum(gathered.0, gathered.1, centre, scalar_mu, sigma_p));
+        }
+    }
+    terms.into_iter().reduce(|a, b| a + b)
+}
+
+fn codebook_view(c: &Collector<'_>) -> Option<CodebookView> {
+    let mu = c.floats.iter().find(|e| e.parent == "Struct:Codebook" && e.path.ends_with("mu"))?;
+    let rho = c.floats.iter().find(|e| e.parent == "Struct:Codebook" && e.path.ends_with("rho"))?;
+    Some(CodebookView {
+        mu: mu.flat.clone(),
+        sigma: softplus(rho.flat.clone(), 1.0),
+    })
+}
+
+/// Re-gathers a shared weight from the collected tensors (same rule as `SharedWeight::gather`).
+fn gather_shared(
+    c: &Collector<'_>,
+    prefix: &str,
+    index: Tensor<1, Int>,
+    view: &CodebookView,
+) -> (Tensor<1>, Tensor<1>) {
+    let mut mus = vec![view.mu.clone()];
+    let mut sigmas = vec![view.sigma.clone()];
+    if let (Some(m), Some(r)) = (
+        c.float(&format!("{prefix}.outlier_mu")),
+        c.float(&format!("{prefix}.outlier_rho")),
+    ) {
+        mus.push(m.flat.clone());
+        sigmas.push(softplus(r.flat.clone(), 1.0));
+    }
+    if let (Some(comps), Some(alphas)) = (
+        c.ints.get(&format!("{prefix}.ellipse_components")),
+        c.float(&format!("{prefix}.ellipse_alphas")),
+    ) {
+        let e = comps.dims()[0] / MAX_BLEND;
+        let a = alphas.flat.clone().reshape([e, MAX_BLEND]);
+        let m = view.mu.clone().select(0, comps.clone()).reshape([e, MAX_BLEND]);
+        let s = view.sigma.clone().select(0, comps.clone()).reshape([e, MAX_BLEND]);
+        let mean = (a.clone() * m.clone()).sum_dim(1);
+        let var = (a * (s.powi_scalar(2) + (m - mean.clone()).powi_scalar(2))).sum_dim(1);
+        mus.push(mean.reshape([e]));
+        sigmas.push(var.clamp_min(1e-30).sqrt().reshape([e]));
+    }
+    (
+        Tensor::cat(mus, 0).select(0, index.clone()),
+        Tensor::cat(sigmas, 0).select(0, index),
+    )
+}
+
+/// Number of per-weight Bayesian scalars (each has a mean and a `rho`) in the model, codebook
+/// and outliers included.
+pub fn num_bayes_weights<M: Module>(model: &M) -> usize {
+    let c = Collector::collect(model, None);
+    bayes_pairs(&c).iter().map(|(_, mu, _)| mu.flat.dims()[0]).sum()
+}
+
+/// Number of weights in the model's shared tensors (each costs an index, not parameters).
+pub fn num_shared_weights<M: Module>(model: &M) -> usize {
+    let c = Collector::collect(model, None);
+    c.ints
+        .iter()
+        .filter(|(p, _)| p.ends_with(".index"))
+        .map(|(_, t)| t.dims()[0])
+        .sum()
+}
+
+struct SamplingMapper {
+    path: Vec<String>,
+    enabled: bool,
+}
+
+impl ModuleMapper for SamplingMapper {
+    fn enter_module(&mut self, name: &str, _container_type: &str) {
+        self.path.push(name.to_string());
+    }
+
+    fn exit_module(&mut self, _name: &str, _container_type: &str) {
+        self.path.pop();
+    }
+
+    fn map_flag(&mut self, flag: Param<Flag>) -> Param<Flag> {
+        if self.path.last().is_some_and(|n| n == "sampling") {
+            flag.with_value(self.enabled)
+        } else {
+            flag
+        }
+    }
+}
+
+/// Switches every Bayesian and shared layer to stochastic (`true`) or mean (`false`) forward.
+///
+/// burn's `Module::valid()` disables all flags, so call this after it to keep sampling for
+/// Monte-Carlo evaluation.
+pub fn set_sampling<M: Module>(model: M, enabled: bool) -> M {
+    model.map(&mut SamplingMapper {
+        path: Vec::new(),
+        enabled,
+    })
+}
+
+/// Parameter counts of a model, read from shapes only, so lazily initialised parameters stay
+/// unallocated (a ViT-B/16 can be counted without 700 MB of memory).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ParamCounts {
+    /// Trainable scalars: every float parameter except batch-norm running statistics,
+    /// empirical-prior centres and fixed ellipse alphas.
+    pub trainable: usize,
+    /// Per-weight Bayesian weights (`weight_mu` entries, outside shared tensors).
+    pub bayes_weights: usize,
+    /// Per-weight Bayesian biases (`bias_mu` entries).
+    pub bayes_biases: usize,
+    /// Weights of shared tensors (each an index into the codebook, outliers or ellipses).
+    pub shared_weights: usize,
+    /// Shared Gaussians in the codebook.
+    pub codebook: usize,
+}
+
+#[derive(Default)]
+struct ShapeCounter {
+    path: Vec<String>,
+    parents: Vec<String>,
+    counts: ParamCounts,
+}
+
+impl ModuleVisitor for ShapeCounter {
+    fn enter_module(&mut self, name: &str, container_type: &str) {
+        self.path.push(name.to_string());
+        self.parents.push(container_type.to_string());
+    }
+
+    fn exit_module(&mut self, _name: &str, _container_type: &str) {
+        self.path.pop();
+        self.parents.pop();
+    }
+
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+        let n = param.lazy_shape().num_elements();
+        let name = self.path.last().map(String::as_str).unwrap_or("");
+        let parent = self.parents.last().map(String::as_str).unwrap_or("");
+        let fixed = name.starts_with("running_") || name.ends_with("prior_mu") || name == "ellipse_alphas";
+        if !fixed {
+            self.counts.trainable += n;
+        }
+        match (parent, name) {
+            ("Struct:Codebook", "mu") => self.counts.codebook += n,
+            ("Struct:SharedWeight", _) => {}
+            (_, "weight_mu") => self.counts.bayes_weights += n,
+            (_, "bias_mu") => self.counts.bayes_biases += n,
+            _ => {}
+        }
+    }
+
+    fn visit_int<const D: usize>(&mut self, param: &Param<Tensor<D, Int>>) {
+        if self.path.last().is_some_and(|n| n == "index") {
+            self.counts.shared_weights += param.lazy_shape().num_elements();
+        }
+    }
+}
+
+/// Counts a model's parameters without initialising lazy ones; see [`ParamCounts`].
+pub fn count_params<M: Module>(model: &M) -> ParamCounts {
+    let mut c = ShapeCounter::default();
+    model.visit(&mut c);
+    c.counts
+}

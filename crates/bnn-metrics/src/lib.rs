@@ -1,0 +1,68 @@
+//! Uncertainty and calibration metrics for (Bayesian) classifiers, on plain slices.
+//!
+//! No deep-learning framework needed: predictions are row-major `[n, classes]` `f32` buffers.
+//!
+//! * [`Probabilities`]: validated probability matrix (shape, finite, non-negative, rows sum
+//!   to 1 within [`ROW_SUM_TOLERANCE`]), or built from logits by a stable softmax.
+//! * Labels: any primitive integer slice (`&[u32]`, `&[i64]`, `&[usize]`, ...; see [`Label`]);
+//!   negative or `>= classes` values are errors.
+//! * Classification / calibration: [`accuracy`], [`nll`] (clamped at [`NLL_EPSILON`]), [`brier`],
+//!   [`ece`] / [`mce`] with 15 equal-width `(lo, hi]` bins by default, [`reliability_diagram`],
+//!   and [`EvalSummary`] for all of them in one pass.
+//! * Uncertainty: [`predictive_entropy`], [`mutual_information`], and the Monte Carlo
+//!   accumulator [`McPredictive`] that averages *probabilities* over `N_s`
+//!   ([`DEFAULT_MC_SAMPLES`] = 30) stochastic forward passes.
+//! * Out-of-distribution detection (in-distribution = positive class): [`auroc`],
+//!   [`average_precision`], [`fpr_at_tpr`], [`roc_curve`], and [`OodSummary`] with the score
+//!   chosen by [`OodScore`]. Ties are handled as scikit-learn does.
+//!
+//! All sums are accumulated in `f64`; results are deterministic (per-row work may run in
+//! parallel with rayon, reductions are sequential). Bad input returns a [`MetricsError`], never
+//! panics.
+//!
+//! ```
+//! use bnn_metrics::{EvalSummary, McPredictive, OodScore, OodSummary, Predictive, Probabilities};
+//!
+//! // Two MC samples of logits for 3 examples, 2 classes.
+//! let mut mc = McPredictive::new(3, 2)?;
+//! mc.push_logits(&[2.0, 0.0, 0.0, 1.0, 3.0, 0.0])?;
+//! mc.push_logits(&[1.0, 0.0, 0.5, 0.0, 2.5, 0.0])?;
+//! let pred = mc.finish()?;
+//!
+//! let summary = EvalSummary::compute(pred.probabilities(), &[0u32, 1, 0])?;
+//! assert_eq!(summary.n, 3);
+//! assert!((0.0..=1.0).contains(&summary.ece));
+//!
+//! // OOD: a flat prediction should look less in-distribution than confident ones.
+//! let ood = Predictive::from_probabilities(Probabilities::new(vec![0.5, 0.5], 1, 2)?);
+//! let s = OodSummary::from_predictive(&pred, &ood, OodScore::Entropy)?;
+//! assert_eq!(s.auroc, 1.0);
+//! # Ok::<(), bnn_metrics::MetricsError>(())
+//! ```
+#![warn(missing_docs)]
+
+mod calibration;
+mod classification;
+mod error;
+mod mc;
+mod ood;
+mod probabilities;
+mod summary;
+mod uncertainty;
+
+pub use calibration::{
+    DEFAULT_N_BINS, ReliabilityBin, ReliabilityDiagram, ece, ece_with_bins, mce, mce_with_bins,
+    reliability_diagram,
+};
+pub use classification::{NLL_EPSILON, accuracy, brier, nll};
+pub use error::{MetricsError, Result};
+pub use mc::{DEFAULT_MC_SAMPLES, McPredictive, Predictive};
+pub use ood::{OodScore, OodSummary, RocCurve, auroc, average_precision, fpr_at_tpr, roc_curve};
+pub use probabilities::{Label, Probabilities, ROW_SUM_TOLERANCE};
+pub use summary::EvalSummary;
+pub use uncertainty::{entropy, mutual_information, predictive_entropy};
+
+/// Compiles and runs the README example as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

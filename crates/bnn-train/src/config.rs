@@ -1,0 +1,142 @@
+//! Training configuration.
+
+use bnn_layers::Prior;
+use serde::{Deserialize, Serialize};
+
+/// Optimiser.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OptimizerKind {
+    /// Adam (Kingma & Ba 2015).
+    Adam,
+    /// SGD with (Nesterov) momentum.
+    Sgd {
+        /// Momentum factor.
+        momentum: f64,
+        /// Nesterov momentum.
+        nesterov: bool,
+    },
+}
+
+/// Learning-rate schedule over the whole run.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LrSchedule {
+    /// The base rate throughout.
+    Constant,
+    /// One-cycle (Smith & Topin 2019, as PyTorch's `OneCycleLR` with linear annealing): from
+    /// `lr / 25` up to `lr` over the first `pct_start` of the steps, then down to `lr / 1e4`.
+    OneCycle {
+        /// Fraction of steps spent warming up.
+        pct_start: f64,
+    },
+    /// Cosine decay from `lr` to 0.
+    Cosine,
+}
+
+impl LrSchedule {
+    /// Multiplier of the base rate at `step` of `total` steps.
+    pub fn factor(&self, step: usize, total: usize) -> f64 {
+        let t = (step as f64 + 1.0) / total.max(1) as f64;
+        match *self {
+            LrSchedule::Constant => 1.0,
+            LrSchedule::Cosine => 0.5 * (1.0 + (std::f64::consts::PI * t.min(1.0)).cos()),
+            LrSchedule::OneCycle { pct_start } => {
+                let (start, end) = (1.0 / 25.0, 1.0 / 25.0 / 1e4);
+                let p = pct_start.clamp(1e-6, 1.0 - 1e-6);
+                if t <= p {
+                    start + (1.0 - start) * t / p
+                } else {
+                    1.0 + (end - 1.0) * ((t - p) / (1.0 - p)).min(1.0)
+                }
+            }
+        }
+    }
+}
+
+/// How to train a model. Defaults are for Bayes-by-Backprop on small images; see the
+/// constructors for the settings of each stage.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrainConfig {
+    /// Passes over the training set.
+    pub epochs: usize,
+    /// Mini-batch size.
+    pub batch_size: usize,
+    /// Learning rate of means and deterministic parameters.
+    pub lr: f64,
+    /// Learning rate of the `rho` (standard deviation) parameters; the paper's appendix trains
+    /// them faster than the means (1e-3 vs 1e-4).
+    pub lr_rho: f64,
+    /// Optimiser.
+    pub optimizer: OptimizerKind,
+    /// L2 weight decay (deterministic training; the KL term regularises Bayesian models).
+    pub weight_decay: f64,
+    /// Learning-rate schedule.
+    pub schedule: LrSchedule,
+    /// Prior of the ELBO.
+    pub prior: Prior,
+    /// Extra factor on the KL term (1 = the ELBO).
+    pub kl_weight: f64,
+    /// Linear KL warm-up over this many steps (0 = none).
+    pub kl_warmup_steps: usize,
+    /// Seed of the data order, augmentations and weight noise.
+    pub seed: u64,
+    /// Data-loading worker threads.
+    pub workers: usize,
+}
+
+impl Default for TrainConfig {
+    fn default() -> Self {
+        Self::bayes_by_backprop(5)
+    }
+}
+
+impl TrainConfig {
+    /// Deterministic training: SGD with Nesterov momentum 0.9, one-cycle to 0.05, weight decay
+    /// 5e-4 (the usual CIFAR recipe).
+    pub fn deterministic(epochs: usize) -> Self {
+        Self {
+            epochs,
+            batch_size: 128,
+            lr: 0.05,
+            lr_rho: 0.0,
+            optimizer: OptimizerKind::Sgd { momentum: 0.9, nesterov: true },
+            weight_decay: 5e-4,
+            schedule: LrSchedule::OneCycle { pct_start: 0.25 },
+            prior: Prior::default(),
+            kl_weight: 1.0,
+            kl_warmup_steps: 0,
+            seed: 0,
+            workers: 2,
+        }
+    }
+
+    /// Bayes by Backprop: Adam, one-cycle, means at 1e-3, `rho` at 1e-2, prior `N(0, 0.1^2)`.
+    pub fn bayes_by_backprop(epochs: usize) -> Self {
+        Self {
+            epochs,
+            batch_size: 128,
+            lr: 1e-3,
+            lr_rho: 1e-2,
+            optimizer: OptimizerKind::Adam,
+            weight_decay: 0.0,
+            schedule: LrSchedule::OneCycle { pct_start: 0.25 },
+            prior: Prior::default(),
+            kl_weight: 1.0,
+            kl_warmup_steps: 0,
+            seed: 0,
+            workers: 2,
+        }
+    }
+
+    /// 2DGBNN stage-3 retraining: the paper's appendix rates, 1e-4 for means and 1e-3 for
+    /// sigmas, with Adam at a constant rate.
+    pub fn retrain(epochs: usize) -> Self {
+        Self {
+            lr: 1e-4,
+            lr_rho: 1e-3,
+            schedule: LrSchedule::Constant,
+            ..Self::bayes_by_backprop(epochs)
+        }
+    }
+}

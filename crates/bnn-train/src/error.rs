@@ -1,0 +1,36 @@
+//! Errors of this crate.
+
+/// What can go wrong while training or evaluating.
+#[derive(Debug, thiserror::Error)]
+pub enum TrainError {
+    /// The loss became NaN or infinite; training stopped.
+    #[error("the loss became {value} at epoch {epoch}, step {step}; training stopped (the last good checkpoint is kept)")]
+    NonFiniteLoss {
+        /// Epoch of the bad step.
+        epoch: usize,
+        /// Step within the epoch.
+        step: usize,
+        /// The loss value.
+        value: f32,
+    },
+    /// Data loading failed.
+    #[error(transparent)]
+    Data(#[from] bnn_data::DataError),
+    /// A metric could not be computed.
+    #[error(transparent)]
+    Metrics(#[from] bnn_metrics::MetricsError),
+    /// A checkpoint could not be written or read.
+    #[error("checkpoint {path}: {reason}")]
+    Checkpoint {
+        /// The file.
+        path: String,
+        /// What went wrong.
+        reason: String,
+    },
+    /// Invalid settings.
+    #[error("invalid training configuration: {0}")]
+    Config(String),
+    /// A model could not be built.
+    #[error(transparent)]
+    Model(#[from] models::ModelError),
+}

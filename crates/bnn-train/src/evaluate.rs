@@ -1,0 +1,102 @@
+//! Monte-Carlo evaluation: predictive probabilities averaged over weight samples, and the
+//! metrics the paper reports.
+
+use bnn_data::DataLoader;
+use bnn_layers::set_sampling;
+use bnn_metrics::{EvalSummary, McPredictive, OodScore, OodSummary, Predictive};
+use burn::module::Module;
+use models::Network;
+use serde::{Deserialize, Serialize};
+
+use crate::TrainError;
+use crate::batch::{to_tensors, to_vec};
+
+/// Predictions of a model on a data set.
+#[derive(Debug, Clone)]
+pub struct Predictions {
+    /// The predictive distribution (mean of the samples' softmax).
+    pub predictive: Predictive,
+    /// True labels, in data-set order.
+    pub labels: Vec<u32>,
+}
+
+/// Runs `samples` stochastic passes (one mean pass if `samples <= 1` or the model has no
+/// Bayesian layers) over the loader's data set in index order and averages the probabilities.
+///
+/// The loader must not drop the last batch. `model` may live on an autodiff device; evaluation
+/// runs on `model.valid()`.
+pub fn predict(model: &Network, loader: &DataLoader, samples: usize) -> Result<Predictions, TrainError> {
+    let n = loader.dataset().len();
+    let valid = model.valid();
+    let stochastic = samples > 1 && bnn_layers::count_params(&valid).bayes_weights
+        + bnn_layers::count_params(&valid).shared_weights
+        > 0;
+    let valid = set_sampling(valid, stochastic);
+    let passes = if stochastic { samples } else { 1 };
+    let device = valid.devices().first().cloned().unwrap_or_default();
+    let mut labels = vec![0u32; n];
+    let mut acc: Option<McPredictive> = None;
+    for _ in 0..passes {
+        let mut logits_all: Vec<f32> = Vec::new();
+        let mut classes = 0;
+        for batch in loader.epoch(0) {
+            let batch = batch?;
+            let (x, _) = to_tensors(&batch, &device);
+            let logits = valid.forward(x);
+            classes = logits.dims()[1];
+            if logits_all.is_empty() {
+                logits_all = vec![0.0; n * classes];
+            }
+            let host = to_vec(logits);
+            for (row, &i) in batch.indices.iter().enumerate() {
+                logits_all[i * classes..(i + 1) * classes]
+                    .copy_from_slice(&host[row * classes..(row + 1) * classes]);
+                labels[i] = batch.labels[row];
+            }
+        }
+        let mc = match acc.as_mut() {
+            Some(mc) => mc,
+            None => acc.insert(McPredictive::new(n, classes)?),
+        };
+        mc.push_logits(&logits_all)?;
+    }
+    let predictive = acc
+        .ok_or_else(|| TrainError::Config("empty evaluation set".into()))?
+        .finish()?;
+    Ok(Predictions { predictive, labels })
+}
+
+/// Accuracy, NLL, ECE (15 bins) and the rest, plus OOD detection against a second data set.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Evaluation {
+    /// In-distribution metrics.
+    pub summary: EvalSummary,
+    /// OOD detection by max-probability, if an OOD set was given.
+    pub ood_max_prob: Option<OodSummary>,
+    /// OOD detection by predictive entropy, if an OOD set was given.
+    pub ood_entropy: Option<OodSummary>,
+    /// Monte-Carlo samples used.
+    pub samples: usize,
+}
+
+/// Evaluates a model on `test` (and optionally against `ood`) with `samples` MC samples.
+pub fn evaluate(
+    model: &Network,
+    test: &DataLoader,
+    ood: Option<&DataLoader>,
+    samples: usize,
+) -> Result<Evaluation, TrainError> {
+    let pred = predict(model, test, samples)?;
+    let summary = EvalSummary::compute(pred.predictive.probabilities(), &pred.labels)?;
+    let (ood_max_prob, ood_entropy) = match ood {
+        Some(loader) => {
+            let out = predict(model, loader, samples)?;
+            (
+                Some(OodSummary::from_predictive(&pred.predictive, &out.predictive, OodScore::MaxProb)?),
+                Some(OodSummary::from_predictive(&pred.predictive, &out.predictive, OodScore::Entropy)?),
+            )
+        }
+        None => (None, None),
+    };
+    Ok(Evaluation { summary, ood_max_prob, ood_entropy, samples })
+}

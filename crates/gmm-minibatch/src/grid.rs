@@ -1,0 +1,277 @@
+//! Uniform 2-D grid in the standardised space, points bucketed by a stable parallel counting
+//! sort in Morton (Z-) order, so every quadtree node is a contiguous range of cells.
+
+use rayon::prelude::*;
+
+use crate::data::Standardizer;
+
+/// `x` with a zero bit inserted above each of its low 16 bits.
+#[inline(always)]
+pub(crate) fn part1by1(x: u32) -> u32 {
+    let mut x = x & 0xffff;
+    x = (x | (x << 8)) & 0x00ff_00ff;
+    x = (x | (x << 4)) & 0x0f0f_0f0f;
+    x = (x | (x << 2)) & 0x3333_3333;
+    x = (x | (x << 1)) & 0x5555_5555;
+    x
+}
+
+/// Inverse of [`part1by1`] (takes the even bits).
+#[inline(always)]
+pub(crate) fn compact1by1(x: u32) -> u32 {
+    let mut x = x & 0x5555_5555;
+    x = (x | (x >> 1)) & 0x3333_3333;
+    x = (x | (x >> 2)) & 0x0f0f_0f0f;
+    x = (x | (x >> 4)) & 0x00ff_00ff;
+    x = (x | (x >> 8)) & 0x0000_ffff;
+    x
+}
+
+/// Axis-aligned rectangle in the standardised space.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Rect {
+    pub x0: f64,
+    pub x1: f64,
+    pub y0: f64,
+    pub y1: f64,
+}
+
+/// Grid geometry: `G = 2^bits` cells per axis over `[lo, lo + G w]`; points outside fall in
+/// the border cells, whose rectangles are widened to the data extremes `zmin`/`zmax`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Geom {
+    pub bits: u32,
+    pub lo: [f64; 2],
+    pub w: [f64; 2],
+    pub inv_w: [f64; 2],
+    pub zmin: [f64; 2],
+    pub zmax: [f64; 2],
+}
+
+/// Quantile of the robust range (each side) and its relative padding.
+const RANGE_Q: f64 = 1e-4;
+const RANGE_PAD: f64 = 0.02;
+const RANGE_SAMPLE: usize = 1 << 16;
+
+impl Geom {
+    /// Geometry for `points` standardised by `std`: range from the `1e-4` / `1 - 1e-4`
+    /// quantiles of a strided sample, padded by 2 %, clipped to the data extremes.
+    pub(crate) fn new(points: &[[f32; 2]], std: &Standardizer, bits: u32) -> Self {
+        let n = points.len();
+        let stride = n.div_ceil(RANGE_SAMPLE).max(1);
+        let sample: Vec<[f64; 2]> = points.iter().step_by(stride).map(|p| std.to_std(*p)).collect();
+        let mut zmin = [f64::INFINITY; 2];
+        let mut zmax = [f64::NEG_INFINITY; 2];
+        // Exact extremes (cheap, parallel, order-independent).
+        let ext = points
+            .par_chunks(crate::data::CHUNK)
+            .map(|c| {
+                let mut mn = [f64::INFINITY; 2];
+                let mut mx = [f64::NEG_INFINITY; 2];
+                for p in c {
+                    let z = std.to_std(*p);
+                    for a in 0..2 {
+                        mn[a] = mn[a].min(z[a]);
+                        mx[a] = mx[a].max(z[a]);
+                    }
+                }
+                (mn, mx)
+            })
+            .collect::<Vec<_>>();
+        for (mn, mx) in ext {
+            for a in 0..2 {
+                zmin[a] = zmin[a].min(mn[a]);
+                zmax[a] = zmax[a].max(mx[a]);
+            }
+        }
+        let g = f64::from(1u32 << bits);
+        let mut lo = [0.0; 2];
+        let mut w = [0.0; 2];
+        for a in 0..2 {
+            let mut v: Vec<f64> = sample.iter().map(|z| z[a]).collect();
+            v.sort_by(f64::total_cmp);
+            let m = v.len();
+            let i0 = ((RANGE_Q * m as f64).floor() as usize).min(m - 1);
+            let i1 = (((1.0 - RANGE_Q) * m as f64).ceil() as usize).clamp(1, m) - 1;
+            let (q0, q1) = (v[i0], v[i1.max(i0)]);
+            let pad = RANGE_PAD * (q1 - q0);
+            let (mut a0, mut a1) = ((q0 - pad).max(zmin[a]), (q1 + pad).min(zmax[a]));
+            if !(a1 - a0 > 1e-9 * (1.0 + a0.abs())) {
+                // Degenerate axis: a unit-wide range around the value.
+                a0 = zmin[a] - 0.5;
+                a1 = a0 + 1.0;
+            }
+            lo[a] = a0;
+            w[a] = (a1 - a0) / g;
+        }
+        Self {
+            bits,
+            lo,
+            w,
+            inv_w: [1.0 / w[0], 1.0 / w[1]],
+            zmin,
+            zmax,
+        }
+    }
+
+    /// Cells per axis.
+    #[inline(always)]
+    pub(crate) fn side(&self) -> u32 {
+        1 << self.bits
+    }
+
+    /// Morton code of the cell holding standardised point `z`.
+    #[inline(always)]
+    pub(crate) fn cell_of(&self, z: [f64; 2]) -> u32 {
+        let last = self.side() - 1;
+        // `as u32` saturates: negative -> 0; the min clamps the top.
+        let ix = (((z[0] - self.lo[0]) * self.inv_w[0]) as u32).min(last);
+        let iy = (((z[1] - self.lo[1]) * self.inv_w[1]) as u32).min(last);
+        part1by1(ix) | (part1by1(iy) << 1)
+    }
+
+    /// Rectangle of the quadtree node whose first cell has code `code0` and side `2^s` cells;
+    /// padded so that rounding in [`Geom::cell_of`] can never put a point outside it.
+    pub(crate) fn rect(&self, code0: u32, s: u32) -> Rect {
+        let side = 1u32 << s;
+        let ix = compact1by1(code0);
+        let iy = compact1by1(code0 >> 1);
+        let edge = |a: usize, i: u32| -> (f64, f64) {
+            let mut l = self.lo[a] + f64::from(i) * self.w[a];
+            let mut h = self.lo[a] + f64::from(i + side) * self.w[a];
+            if i == 0 {
+                l = l.min(self.zmin[a]);
+            }
+            if i + side >= self.side() {
+                h = h.max(self.zmax[a]);
+            }
+            let pad = 1e-9 * self.w[a] + 1e-12 * (l.abs() + h.abs());
+            (l - pad, h + pad)
+        };
+        let (x0, x1) = edge(0, ix);
+        let (y0, y1) = edge(1, iy);
+        Rect { x0, x1, y0, y1 }
+    }
+}
+
+/// Points bucketed by cell: `perm[starts[c]..starts[c + 1]]` are the indices of the points in
+/// occupied cell `codes[c]` (ascending index within a cell: the sort is stable).
+pub(crate) struct Buckets {
+    pub codes: Vec<u32>,
+    pub starts: Vec<usize>,
+    pub perm: Vec<u32>,
+}
+
+#[derive(Clone, Copy)]
+struct SyncPtr(*mut u32);
+// SAFETY: used only to write disjoint indices of one buffer from several threads.
+unsafe impl Send for SyncPtr {}
+unsafe impl Sync for SyncPtr {}
+
+/// Stable parallel counting sort of the points by Morton cell. The result does not depend on
+/// the thread count (only the temporary chunking does).
+pub(crate) fn bucket(points: &[[f32; 2]], std: &Standardizer, geom: &Geom) -> Buckets {
+    let n = points.len();
+    let ncell = 1usize << (2 * geom.bits);
+    let nchunks = if n < (1 << 16) || geom.bits >= 12 {
+        1
+    } else {
+        rayon::current_num_threads().clamp(1, 8)
+    };
+    let chunk = n.div_ceil(nchunks).max(1);
+    let mut counts: Vec<Vec<u32>> = points
+        .par_chunks(chunk)
+        .map(|c| {
+            let mut cnt = vec![0u32; ncell];
+            for p in c {
+                cnt[geom.cell_of(std.to_std(*p)) as usize] += 1;
+            }
+            cnt
+        })
+        .collect();
+    // Counts -> per-chunk write offsets; collect the occupied cells.
+    let mut codes = Vec::new();
+    let mut starts = Vec::new();
+    let mut running = 0u32;
+    for c in 0..ncell {
+        let start = running;
+        for cnt in counts.iter_mut() {
+            let k = cnt[c];
+            cnt[c] = running;
+            running += k;
+        }
+        if running > start {
+            codes.push(c as u32);
+            starts.push(start as usize);
+        }
+    }
+    starts.push(n);
+    let mut perm = vec![0u32; n];
+    let out = SyncPtr(perm.as_mut_ptr());
+    points
+        .par_chunks(chunk)
+        .zip(counts.par_iter_mut())
+        .enumerate()
+        .for_each(|(ci, (c, off))| {
+            let out = out;
+            let base = ci * chunk;
+            for (j, p) in c.iter().enumerate() {
+                let cell = geom.cell_of(std.to_std(*p)) as usize;
+                let pos = off[cell] as usize;
+                off[cell] += 1;
+                // SAFETY: the offsets of different (chunk, cell) pairs are disjoint ranges of
+                // `0..n` by construction of the prefix sums above, and pos < n.
+                unsafe { *out.0.add(pos) = (base + j) as u32 };
+            }
+        });
+    Buckets {
+        codes,
+        starts,
+        perm,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn morton_round_trip() {
+        for (x, y) in [(0u32, 0u32), (5, 9), (1023, 1), (4095, 4095)] {
+            let c = part1by1(x) | (part1by1(y) << 1);
+            assert_eq!((compact1by1(c), compact1by1(c >> 1)), (x, y));
+        }
+    }
+
+    #[test]
+    fn buckets_are_consistent_and_rects_contain_points() {
+        let pts: Vec<[f32; 2]> = (0..5000)
+            .map(|i| {
+                let t = i as f32 * 0.37;
+                [t.sin() * (1.0 + (i % 7) as f32), (t * 1.3).cos() * 0.01 + 3.0]
+            })
+            .chain([[1e6, -1e6]])
+            .collect();
+        let std = Standardizer {
+            offset: [0.0, 3.0],
+            scale: [2.0, 0.01],
+        };
+        let geom = Geom::new(&pts, &std, 6);
+        let b = bucket(&pts, &std, &geom);
+        assert_eq!(b.perm.len(), pts.len());
+        let mut seen = vec![false; pts.len()];
+        for (c, &code) in b.codes.iter().enumerate() {
+            let r = geom.rect(code, 0);
+            let idx = &b.perm[b.starts[c]..b.starts[c + 1]];
+            assert!(idx.windows(2).all(|w| w[0] < w[1]), "stable");
+            for &i in idx {
+                seen[i as usize] = true;
+                let z = std.to_std(pts[i as usize]);
+                assert_eq!(geom.cell_of(z), code);
+                assert!(z[0] >= r.x0 && z[0] <= r.x1 && z[1] >= r.y0 && z[1] <= r.y1);
+            }
+        }
+        assert!(seen.iter().all(|&s| s));
+        assert!(b.codes.windows(2).all(|w| w[0] < w[1]));
+    }
+}

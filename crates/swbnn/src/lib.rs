@@ -1,0 +1,51 @@
+//! The `swbnn` command line's library: data loading with the paper's transforms, the
+//! three-method experiment of the paper's tables ([`experiment::run`]) and its presets
+//! ([`presets`]), shared by the `swbnn` binary and `cargo xtask reproduce`.
+#![warn(missing_docs)]
+
+pub mod data;
+pub mod experiment;
+pub mod presets;
+
+use std::path::Path;
+
+/// Errors of the pipeline.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Data loading.
+    #[error(transparent)]
+    Data(#[from] bnn_data::DataError),
+    /// Training or evaluation.
+    #[error(transparent)]
+    Train(#[from] bnn_train::TrainError),
+    /// Building a model.
+    #[error(transparent)]
+    Model(#[from] models::ModelError),
+    /// Converting layers.
+    #[error(transparent)]
+    Layer(#[from] bnn_layers::LayerError),
+    /// The weight-sharing stages.
+    #[error(transparent)]
+    Swshare(#[from] swshare::SwshareError),
+    /// The weight-sharing burn edges.
+    #[error(transparent)]
+    Edge(#[from] swshare::burn_edges::EdgeError),
+    /// A file system error.
+    #[error("{path}: {source}")]
+    Io {
+        /// The path.
+        path: String,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// Anything else.
+    #[error("{0}")]
+    Other(String),
+}
+
+impl Error {
+    /// An I/O error with its path.
+    pub fn io(path: &Path, source: std::io::Error) -> Self {
+        Error::Io { path: path.display().to_string(), source }
+    }
+}

@@ -1,0 +1,331 @@
+//! `swbnn`: train, compress, evaluate and inspect weight-shared Bayesian neural networks.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use bnn_data::{Dataset, DatasetId, Split};
+use bnn_layers::{Estimator, bayes_from_deterministic, device_by_name, export_bayes};
+use bnn_train::{Checkpointer, EpochStats, Observer, StepInfo, TrainConfig, evaluate, load_model, mean_mu_gradients, train};
+use burn::module::Module;
+use burn::prelude::*;
+use clap::{Parser, Subcommand, ValueEnum};
+use indicatif::{ProgressBar, ProgressStyle};
+use models::{Arch, Kind, ModelConfig, Network};
+use swbnn::data::{eval_loader, norm_stats, open_ood, open_split, subset, train_loader};
+use swbnn::experiment::{Progress, Row};
+use swshare::burn_edges::{build_shared_model, from_swb, table_from_tensors, to_swb};
+use swshare::{SwshareConfig, build_plan};
+
+#[derive(Parser)]
+#[command(name = "swbnn", version, about = "Stochastic weight sharing for Bayesian neural networks (2DGBNN)")]
+struct Cli {
+    /// Backend: flex (default CPU), ndarray, cpu or wgpu (each if compiled in).
+    #[arg(long, global = true, default_value = "flex")]
+    backend: String,
+    /// Threads for the CPU backends (default: all cores).
+    #[arg(long, global = true)]
+    threads: Option<usize>,
+    /// Print results as JSON.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum TrainKind {
+    Deterministic,
+    Bayesian,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Train a deterministic or Bayes-by-Backprop model; checkpoints every epoch into --out.
+    Train {
+        #[arg(long)]
+        dataset: DatasetId,
+        #[arg(long)]
+        arch: Arch,
+        #[arg(long, value_enum)]
+        kind: TrainKind,
+        #[arg(long, default_value_t = 5)]
+        epochs: usize,
+        /// Directory for model.bpk, config.json and the checkpoint state.
+        #[arg(long)]
+        out: PathBuf,
+        /// Start the Bayesian means from a trained deterministic model directory.
+        #[arg(long)]
+        from: Option<PathBuf>,
+        /// Continue from the last checkpoint in --out.
+        #[arg(long)]
+        resume: bool,
+        #[arg(long)]
+        data: Option<PathBuf>,
+        /// Use a stratified subset of the training set.
+        #[arg(long)]
+        subset: Option<usize>,
+        #[arg(long, default_value = "reparam")]
+        estimator: String,
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+    },
+    /// Run 2DGBNN stages 1-3 on a trained Bayesian model directory and save a .swb file.
+    Compress {
+        /// Directory written by `swbnn train --kind bayesian`.
+        #[arg(long)]
+        model: PathBuf,
+        #[arg(long)]
+        dataset: DatasetId,
+        /// Output .swb file.
+        #[arg(long)]
+        out: PathBuf,
+        /// Number of GMM components.
+        #[arg(long)]
+        k: Option<usize>,
+        /// A SwshareConfig JSON file (overrides the defaults).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Retraining epochs (stage 3).
+        #[arg(long, default_value_t = 2)]
+        epochs: usize,
+        #[arg(long)]
+        data: Option<PathBuf>,
+        #[arg(long)]
+        subset: Option<usize>,
+    },
+    /// Evaluate a model (.swb file or a training directory): accuracy, NLL, ECE, OOD AUROC.
+    Eval {
+        /// A .swb file or a directory with model.bpk and config.json.
+        model: PathBuf,
+        #[arg(long)]
+        dataset: DatasetId,
+        /// Out-of-distribution data set; --ood-dir gives its directory.
+        #[arg(long)]
+        ood: Option<DatasetId>,
+        #[arg(long)]
+        ood_dir: Option<PathBuf>,
+        #[arg(long, default_value_t = 30)]
+        samples: usize,
+        #[arg(long)]
+        data: Option<PathBuf>,
+        #[arg(long)]
+        subset: Option<usize>,
+    },
+    /// Print a .swb file's statistics.
+    Inspect {
+        /// The .swb file.
+        model: PathBuf,
+    },
+}
+
+struct Bars {
+    bar: Option<ProgressBar>,
+    quiet: bool,
+}
+
+impl Bars {
+    fn new(quiet: bool) -> Self {
+        Self { bar: None, quiet }
+    }
+}
+
+impl Observer for Bars {
+    fn on_step(&mut self, info: &StepInfo) {
+        if self.quiet {
+            return;
+        }
+        let bar = self.bar.get_or_insert_with(|| {
+            let b = ProgressBar::new(info.steps as u64);
+            b.set_style(
+                ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} {msg} ETA {eta}")
+                    .unwrap_or_else(|_| ProgressStyle::default_bar()),
+            );
+            b
+        });
+        bar.set_prefix(format!("epoch {}", info.epoch + 1));
+        bar.set_position(info.step as u64 + 1);
+        bar.set_message(format!("loss {:.4} {:.0} img/s", info.loss, info.images_per_s));
+    }
+
+    fn on_epoch(&mut self, s: &EpochStats) {
+        if let Some(b) = self.bar.take() {
+            b.finish_and_clear();
+        }
+        if !self.quiet {
+            eprintln!(
+                "epoch {}: loss {:.4} nll {:.4} kl {:.1} train acc {:.4} ({:.0} img/s, {:.0} s)",
+                s.epoch + 1, s.loss, s.nll, s.kl, s.accuracy, s.images_per_s, s.seconds
+            );
+        }
+    }
+}
+
+impl Progress for Bars {
+    fn stage(&mut self, name: &str) {
+        if !self.quiet {
+            eprintln!("== {name}");
+        }
+    }
+
+    fn row(&mut self, r: &Row) {
+        if !self.quiet {
+            eprintln!("{} {}: acc {:.4} nll {:.4} ece {:.4}", r.arch, r.method, r.accuracy, r.nll, r.ece);
+        }
+    }
+}
+
+fn read_config(dir: &Path) -> Result<ModelConfig> {
+    let path = dir.join("config.json");
+    let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))
+}
+
+fn load_dir_model(dir: &Path, device: &Device) -> Result<(Network, ModelConfig)> {
+    let config = read_config(dir)?;
+    let model = load_model(&dir.join("model.bpk"), config.init(device)?)?;
+    Ok((model, config))
+}
+
+fn main() -> Result<()> {
+    let cli = Cli::parse();
+    if let Some(t) = cli.threads {
+        rayon_threads(t)?;
+    }
+    let device = device_by_name(&cli.backend)?;
+    let ad = device.clone().autodiff();
+    let mut bars = Bars::new(cli.json);
+    match cli.command {
+        Command::Train { dataset, arch, kind, epochs, out, from, resume, data, subset: n, estimator, seed } => {
+            let train_data = subset(open_split(dataset, Split::Train, data.as_deref())?, n, 1)?;
+            let (c, h, _) = train_data.shape();
+            let mut config = ModelConfig::for_input(arch, Kind::Deterministic, train_data.classes(), c, h);
+            config.bayes.estimator = Estimator::from_name(&estimator)
+                .with_context(|| format!("unknown estimator {estimator} (reparam, local-reparam, flipout)"))?;
+            let mut tc = match kind {
+                TrainKind::Deterministic => TrainConfig::deterministic(epochs),
+                TrainKind::Bayesian => {
+                    config = config.with_kind(Kind::Bayesian);
+                    TrainConfig::bayes_by_backprop(epochs)
+                }
+            };
+            tc.seed = seed;
+            ad.seed(seed);
+            let mut model = config.init(&ad)?;
+            if let Some(dir) = from {
+                let (det, _) = load_dir_model(&dir, &ad)?;
+                model = bayes_from_deterministic(&det, model)?.0;
+            }
+            let ck = Checkpointer::new(&out)?;
+            if !resume && ck.model_path().exists() {
+                bail!("{} already holds a model; pass --resume to continue it", out.display());
+            }
+            bnn_train::write_atomic(&out.join("config.json"), serde_json::to_string_pretty(&config)?.as_bytes())?;
+            let loader = train_loader(dataset, train_data, tc.batch_size, seed, 2)?;
+            let (_, history) = train(model, &loader, &tc, Some(&ck), &mut bars)?;
+            if cli.json {
+                println!("{}", serde_json::to_string(&history)?);
+            }
+        }
+        Command::Compress { model, dataset, out, k, config, epochs, data, subset: n } => {
+            let (bayes, bayes_config) = load_dir_model(&model, &ad)?;
+            let mut cfg = match config {
+                Some(p) => SwshareConfig::from_json(&std::fs::read_to_string(&p)?)?,
+                None => SwshareConfig::default(),
+            };
+            if let Some(k) = k {
+                cfg.gmm.k = k;
+            }
+            let train_data = subset(open_split(dataset, Split::Train, data.as_deref())?, n, 1)?;
+            let tc = TrainConfig::retrain(epochs);
+            let loader = train_loader(dataset, train_data, tc.batch_size, tc.seed, 2)?;
+            let tensors = if cfg.outliers.grad_top_fraction > 0.0 {
+                mean_mu_gradients(&bayes, &loader, &tc.prior, cfg.outliers.grad_batches)?
+            } else {
+                export_bayes(&bayes, None)
+            };
+            let table = table_from_tensors(&tensors)?;
+            let (plan, mut report) = build_plan(&table, &cfg)?;
+            let shared = build_shared_model(&bayes_config, &bayes, &table, &plan, &ad)?;
+            let (shared, _) = train(shared, &loader, &tc, None, &mut bars)?;
+            let shared_config = bayes_config.with_kind(Kind::Shared).with_codebook_len(plan.k());
+            let data = to_swb(&shared.valid(), &shared_config, &table, &plan)?;
+            let sizes = swshare::format::save(&out, &data, &Default::default())?;
+            report.file_sizes = Some(sizes.into());
+            if cli.json {
+                println!("{}", serde_json::to_string(&report)?);
+            } else {
+                println!("{report}");
+            }
+        }
+        Command::Eval { model, dataset, ood, ood_dir, samples, data, subset: n } => {
+            let net = if model.extension().is_some_and(|e| e == "swb") {
+                from_swb(&swshare::format::load(&model)?, &device)?.0
+            } else {
+                load_dir_model(&model, &device)?.0
+            };
+            let test = subset(open_split(dataset, Split::Test, data.as_deref())?, n, 2)?;
+            let stats = norm_stats(dataset);
+            let test = eval_loader(stats, test, 256, 2)?;
+            let ood_loader = match (ood, ood_dir) {
+                (Some(id), Some(dir)) => Some(eval_loader(stats, subset(open_ood(id, &dir)?, n, 3)?, 256, 2)?),
+                (Some(id), None) => Some(eval_loader(stats, subset(open_split(id, Split::Test, data.as_deref())?, n, 3)?, 256, 2)?),
+                _ => None,
+            };
+            let ev = evaluate(&net, &test, ood_loader.as_ref(), samples)?;
+            if cli.json {
+                println!("{}", serde_json::to_string(&ev)?);
+            } else {
+                let s = ev.summary;
+                println!("accuracy {:.4}  nll {:.4}  ece {:.4}  mce {:.4}  brier {:.4}  (n = {}, {} samples)", s.accuracy, s.nll, s.ece, s.mce, s.brier, s.n, ev.samples);
+                if let (Some(a), Some(b)) = (ev.ood_max_prob, ev.ood_entropy) {
+                    println!("OOD AUROC {:.4} (max-prob), {:.4} (entropy); AUPR-in {:.4}; FPR@95 {:.4}", a.auroc, b.auroc, a.aupr_in, a.fpr_at_95_tpr);
+                }
+            }
+        }
+        Command::Inspect { model } => {
+            let data = swshare::format::load(&model)?;
+            let bytes = std::fs::metadata(&model)?.len();
+            let summary = describe(&data, bytes);
+            if cli.json {
+                println!("{summary}");
+            } else {
+                println!("{}:\n{}", model.display(), serde_json::to_string_pretty(&summary)?);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A model file's statistics: weights by fate, codebook size, parameters.
+fn describe(data: &swshare::format::SharedModelData, file_bytes: u64) -> serde_json::Value {
+    use swshare::{OutlierCause, WeightFate};
+    let (mut shared, mut ellipse, mut mean, mut grad, mut small) = (0, 0, 0, 0, 0);
+    for f in &data.fates {
+        match f {
+            WeightFate::Shared(_) => shared += 1,
+            WeightFate::Ellipse(_) => ellipse += 1,
+            WeightFate::Outlier(OutlierCause::MeanThreshold) => mean += 1,
+            WeightFate::Outlier(OutlierCause::Gradient) => grad += 1,
+            WeightFate::Outlier(OutlierCause::SmallCluster) => small += 1,
+        }
+    }
+    let unshared: usize = data.unshared.iter().map(|t| t.data.len()).sum();
+    serde_json::json!({
+        "file_bytes": file_bytes,
+        "architecture": serde_json::from_str::<serde_json::Value>(&data.arch).unwrap_or_default(),
+        "gaussians": data.codebook_mu.len(),
+        "shareable_weights": data.fates.len(),
+        "plain_shared": shared,
+        "ellipse_weights": ellipse,
+        "outliers": {"mean_threshold": mean, "gradient": grad, "small_cluster": small},
+        "unshared_values": unshared,
+        "layers": data.layers.len(),
+    })
+}
+
+fn rayon_threads(n: usize) -> Result<()> {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(n)
+        .build_global()
+        .context("setting the thread count")
+}

@@ -1,0 +1,57 @@
+//! Experiment presets: the `--quick` run of the README and the full runs per data set.
+
+use std::path::{Path, PathBuf};
+
+use bnn_data::DatasetId;
+use bnn_layers::Estimator;
+use bnn_train::TrainConfig;
+use models::Arch;
+use swshare::SwshareConfig;
+
+use crate::data::default_ood_dir;
+use crate::experiment::Setup;
+
+/// The architecture the paper's table uses for a data set (our full run), and the quick one.
+pub fn default_arch(dataset: DatasetId, quick: bool) -> Arch {
+    match (dataset, quick) {
+        (_, true) => Arch::Lenet5,
+        (DatasetId::Mnist | DatasetId::FashionMnist, false) => Arch::Resnet20,
+        (DatasetId::Cifar10 | DatasetId::Svhn, false) => Arch::Resnet18,
+        (DatasetId::Cifar100, false) => Arch::Resnet18,
+        (DatasetId::ImageNet, false) => Arch::Resnet50,
+    }
+}
+
+/// A preset for `dataset`; `quick` trains LeNet-5 on a 20,000-image subset for a few epochs
+/// (minutes on 2 CPU cores), the full run trains the data set's architecture to convergence.
+pub fn setup(dataset: DatasetId, arch: Option<Arch>, quick: bool, repo_root: &Path, out_dir: PathBuf) -> Setup {
+    let arch = arch.unwrap_or_else(|| default_arch(dataset, quick));
+    let (det_epochs, bbb_epochs, retrain_epochs) = if quick { (3, 3, 2) } else { (5, 5, 3) };
+    let mut swshare = SwshareConfig::default();
+    if quick || matches!(arch, Arch::Mlp | Arch::Lenet5 | Arch::VitTiny) {
+        // A LeNet-5 has 61k weights: K = 2000 would leave ~30 weights per component, most of
+        // them below N_min. Scale K to the network (about 300 weights per component).
+        swshare.gmm.k = 200;
+    }
+    let mut bbb = TrainConfig::bayes_by_backprop(bbb_epochs);
+    bbb.seed = 1;
+    let mut retrain = TrainConfig::retrain(retrain_epochs);
+    retrain.seed = 2;
+    Setup {
+        dataset,
+        arch,
+        data_dir: None,
+        ood: default_ood_dir(dataset, repo_root),
+        train_subset: quick.then_some(20_000),
+        test_subset: None,
+        deterministic: TrainConfig::deterministic(det_epochs),
+        bbb,
+        bbb_from_deterministic: true,
+        retrain,
+        swshare,
+        estimator: Estimator::Reparameterization,
+        samples: 30,
+        workers: 2,
+        out_dir,
+    }
+}

@@ -1,0 +1,131 @@
+//! The fixed 18-byte file header: magic, format version, model kind and payload length.
+//!
+//! It is written by hand (not by bincode) so a reader can tell "not our file", "newer
+//! version" and "truncated" apart before it trusts any other byte.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use super::error::FormatError;
+
+/// Magic bytes at the start of every file written by this module.
+pub const MAGIC: [u8; 7] = *b"SWBNN\0\x01";
+/// The format version this code writes and reads.
+pub const FORMAT_VERSION: u16 = 1;
+/// Length of the fixed header in bytes.
+pub const HEADER_LEN: usize = MAGIC.len() + 2 + 1 + 8;
+
+/// Which model a file holds; both kinds share the header and checksum scheme.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum FileKind {
+    /// A weight-shared model ([`SharedModelData`](super::SharedModelData)).
+    Shared,
+    /// A plain BNN baseline ([`FullBnnData`](super::FullBnnData)).
+    FullBnn,
+}
+
+impl FileKind {
+    fn to_byte(self) -> u8 {
+        match self {
+            FileKind::Shared => 0,
+            FileKind::FullBnn => 1,
+        }
+    }
+
+    fn from_byte(b: u8) -> Result<Self, FormatError> {
+        match b {
+            0 => Ok(FileKind::Shared),
+            1 => Ok(FileKind::FullBnn),
+            other => Err(FormatError::UnknownKind(other)),
+        }
+    }
+}
+
+impl fmt::Display for FileKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            FileKind::Shared => "weight-shared (.swb)",
+            FileKind::FullBnn => "full BNN",
+        })
+    }
+}
+
+/// Appends the header for a payload of `payload_len` bytes.
+pub(crate) fn write(out: &mut Vec<u8>, kind: FileKind, payload_len: u64) {
+    out.extend_from_slice(&MAGIC);
+    out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+    out.push(kind.to_byte());
+    out.extend_from_slice(&payload_len.to_le_bytes());
+}
+
+/// Parses the header at the start of `bytes`, checks that it is of kind `expected`, and
+/// returns the payload length it announces.
+pub(crate) fn read(bytes: &[u8], expected: FileKind) -> Result<u64, FormatError> {
+    let truncated = || FormatError::Truncated {
+        expected: HEADER_LEN as u64,
+        found: bytes.len() as u64,
+    };
+    let magic_len = MAGIC.len().min(bytes.len());
+    if bytes[..magic_len] != MAGIC[..magic_len] {
+        return Err(FormatError::BadMagic {
+            found: bytes[..magic_len].to_vec(),
+            expected: MAGIC.to_vec(),
+        });
+    }
+    // Check the version as soon as it is there: a newer layout may differ after it.
+    let version = bytes.get(7..9).ok_or_else(truncated)?;
+    let version = u16::from_le_bytes([version[0], version[1]]);
+    if version != FORMAT_VERSION {
+        return Err(FormatError::UnsupportedVersion {
+            found: version,
+            supported: FORMAT_VERSION,
+        });
+    }
+    let found = FileKind::from_byte(*bytes.get(9).ok_or_else(truncated)?)?;
+    if found != expected {
+        return Err(FormatError::WrongKind { found, expected });
+    }
+    let len: [u8; 8] = bytes
+        .get(10..HEADER_LEN)
+        .ok_or_else(truncated)?
+        .try_into()
+        .expect("slice of length 8");
+    Ok(u64::from_le_bytes(len))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_round_trip() {
+        let mut out = Vec::new();
+        write(&mut out, FileKind::FullBnn, 12345);
+        assert_eq!(out.len(), HEADER_LEN);
+        assert_eq!(read(&out, FileKind::FullBnn).unwrap(), 12345);
+        assert!(matches!(
+            read(&out, FileKind::Shared),
+            Err(FormatError::WrongKind {
+                found: FileKind::FullBnn,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn short_prefix_of_magic_is_truncated_not_bad_magic() {
+        let mut out = Vec::new();
+        write(&mut out, FileKind::Shared, 0);
+        for n in 0..HEADER_LEN {
+            assert!(matches!(
+                read(&out[..n], FileKind::Shared),
+                Err(FormatError::Truncated { .. })
+            ));
+        }
+        assert!(matches!(
+            read(b"PK\x03", FileKind::Shared),
+            Err(FormatError::BadMagic { .. })
+        ));
+    }
+}

@@ -1,0 +1,122 @@
+//! Reading and atomically writing model files.
+//!
+//! A file is written to `<name>.tmp-<pid>` in the target's directory, flushed to disk
+//! (`fsync`) and then renamed over the target, so readers see either the old file or the
+//! complete new one, never a partial write. On failure the temporary file is removed and the
+//! old file is left untouched.
+
+use std::fs::{self, File};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use super::codec;
+use super::error::{FormatError, SwbError};
+use super::model::{FullBnnData, LayerShape, NamedTensor, SharedModelData};
+use super::{FileSizes, SaveOptions};
+
+/// Writes `model` to `path` as a `.swb` file and returns the size of each part.
+pub fn save(
+    path: impl AsRef<Path>,
+    model: &SharedModelData,
+    opts: &SaveOptions,
+) -> Result<FileSizes, SwbError> {
+    let path = path.as_ref();
+    let (bytes, sizes) = codec::encode_shared(model, opts).map_err(|e| format_err(path, e))?;
+    write_atomic(path, &bytes)?;
+    Ok(sizes)
+}
+
+/// Reads a `.swb` file written by [`save`].
+pub fn load(path: impl AsRef<Path>) -> Result<SharedModelData, SwbError> {
+    let path = path.as_ref();
+    codec::decode_shared(&read(path)?).map_err(|e| format_err(path, e))
+}
+
+/// Writes a plain full-BNN file (every weight's `mu` and `rho` as `f32`, same header and
+/// checksum scheme as `.swb`) as the size baseline; returns the file's length in bytes.
+pub fn save_full_bnn(
+    path: impl AsRef<Path>,
+    arch: &str,
+    layers: &[LayerShape],
+    mu: &[f32],
+    rho: &[f32],
+    unshared: &[NamedTensor],
+) -> Result<u64, SwbError> {
+    let path = path.as_ref();
+    let bytes =
+        codec::encode_full(arch, layers, mu, rho, unshared).map_err(|e| format_err(path, e))?;
+    write_atomic(path, &bytes)?;
+    Ok(bytes.len() as u64)
+}
+
+/// Reads a file written by [`save_full_bnn`].
+pub fn load_full_bnn(path: impl AsRef<Path>) -> Result<FullBnnData, SwbError> {
+    let path = path.as_ref();
+    codec::decode_full(&read(path)?).map_err(|e| format_err(path, e))
+}
+
+fn format_err(path: &Path, source: FormatError) -> SwbError {
+    SwbError::Format {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+fn io_err(path: &Path, action: &'static str) -> impl FnOnce(std::io::Error) -> SwbError {
+    let path = path.to_path_buf();
+    move |source| SwbError::Io {
+        path,
+        action,
+        source,
+    }
+}
+
+fn read(path: &Path) -> Result<Vec<u8>, SwbError> {
+    fs::read(path).map_err(io_err(path, "read"))
+}
+
+/// The temporary name used while writing `path`: `<name>.tmp-<pid>` in the same directory.
+pub fn temp_path(path: &Path) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(format!(".tmp-{}", std::process::id()));
+    path.with_file_name(name)
+}
+
+/// Writes `bytes` to `path` atomically (temporary file, fsync, rename).
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), SwbError> {
+    if path.file_name().is_none() {
+        return Err(SwbError::Io {
+            path: path.to_path_buf(),
+            action: "write (path has no file name)",
+            source: std::io::ErrorKind::InvalidInput.into(),
+        });
+    }
+    let tmp = temp_path(path);
+    let mut file = File::create(&tmp).map_err(io_err(&tmp, "create temporary file"))?;
+    let written = file
+        .write_all(bytes)
+        .map_err(io_err(&tmp, "write temporary file"))
+        .and_then(|()| file.sync_all().map_err(io_err(&tmp, "sync temporary file")));
+    drop(file);
+    let result = written
+        .and_then(|()| fs::rename(&tmp, path).map_err(io_err(path, "rename temporary file onto")));
+    if result.is_err() {
+        // Best effort: the original error is the one worth reporting.
+        let _ = fs::remove_file(&tmp);
+        return result;
+    }
+    sync_dir(path);
+    Ok(())
+}
+
+/// Flushes the directory entry of the rename (best effort: not every platform can open a
+/// directory, and the data itself is already on disk).
+fn sync_dir(path: &Path) {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    if let Ok(d) = File::open(dir) {
+        let _ = d.sync_all();
+    }
+}

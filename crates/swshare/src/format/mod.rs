@@ -1,0 +1,179 @@
+//! The compact `.swb` model file: a weight-shared Bayesian model in one versioned,
+//! checksummed file.
+//!
+//! # Layout (format version 1)
+//!
+//! | part | bytes | content |
+//! |---|---|---|
+//! | header | 18 | [`MAGIC`] `SWBNN\0\x01`, version `u16` LE, kind `u8` (0 shared, 1 full BNN), payload length `u64` LE |
+//! | meta | var. | architecture JSON text, layer paths and shapes |
+//! | codebook | var. | `K` means and `K` rhos, `f32` |
+//! | index | var. | one symbol per weight, plain `u8`/`u16` or canonical Huffman ([`index`](self::index), [`huffman`]) |
+//! | alphas | var. | per ellipse weight: 1..=5 codebook indices and their alphas (`f32`) |
+//! | outliers | var. | outlier `mu` and `rho` as `f32` or 8-bit ([`quant`]), causes packed 2 bits each |
+//! | unshared | var. | every other parameter tensor: path, shape, `f32` data |
+//! | checksum | 4 | CRC-32 of everything before it, `u32` LE |
+//!
+//! The sections are serde structs encoded with bincode 2 (standard config: little endian,
+//! variable-length integers, `f32` as 4 bytes). In [`FileSizes`] the `header` part counts the
+//! fixed header, the meta section and the checksum.
+//!
+//! The index reserves symbol `K` for `Ellipse` and `K + 1` for `Outlier` fates, so its plain
+//! width is one byte when `K + 2 <= 256` and two bytes up to `K + 2 <= 65536` (see
+//! [`IndexWidth`]).
+//!
+//! Readers reject, with a specific [`FormatError`]: other magic bytes, any other version,
+//! the other file kind, truncated or over-long files, checksum mismatches, and sections whose
+//! lengths or values are inconsistent. Decoding never allocates more than the file's size
+//! allows.
+//!
+//! # Example
+//!
+//! ```
+//! use swshare::format::{self, LayerShape, SaveOptions, SharedModelData};
+//! use swshare::{OutlierCause, WeightFate};
+//!
+//! let model = SharedModelData {
+//!     arch: r#"{"name":"tiny"}"#.into(),
+//!     codebook_mu: vec![-0.1, 0.1],
+//!     codebook_rho: vec![-5.0, -4.0],
+//!     layers: vec![LayerShape { path: "fc.weight".into(), shape: vec![3] }],
+//!     fates: vec![
+//!         WeightFate::Shared(1),
+//!         WeightFate::Outlier(OutlierCause::MeanThreshold),
+//!         WeightFate::Shared(0),
+//!     ],
+//!     ellipses: vec![],
+//!     outlier_mu: vec![0.7],
+//!     outlier_rho: vec![-3.0],
+//!     outlier_causes: vec![OutlierCause::MeanThreshold],
+//!     unshared: vec![],
+//! };
+//! let opts = SaveOptions { entropy_index: true, int8_outliers: false };
+//! let bytes = format::to_bytes(&model, &opts).unwrap();
+//! assert_eq!(format::encoded_sizes(&model, &opts).unwrap().total, bytes.len() as u64);
+//! assert_eq!(format::from_bytes(&bytes).unwrap(), model);
+//! ```
+
+mod checksum;
+mod codec;
+mod error;
+mod header;
+pub mod huffman;
+pub mod index;
+mod io;
+mod model;
+pub mod quant;
+
+use serde::{Deserialize, Serialize};
+
+pub use checksum::CHECKSUM_LEN;
+pub use error::{FormatError, SwbError};
+pub use header::{FORMAT_VERSION, FileKind, HEADER_LEN, MAGIC};
+pub use index::IndexWidth;
+pub use io::{load, load_full_bnn, save, save_full_bnn, temp_path, write_atomic};
+pub use model::{
+    EllipseEntry, FullBnnData, LayerShape, MAX_ELLIPSE_COMPONENTS, NamedTensor, SharedModelData,
+};
+
+/// Optional encodings beyond the paper's plain layout (both off by default).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SaveOptions {
+    /// Huffman-code the index instead of storing it at fixed width (lossless).
+    pub entropy_index: bool,
+    /// Store outlier `mu` and `rho` with 8 bits each (lossy, bound in [`quant`]).
+    pub int8_outliers: bool,
+}
+
+impl SaveOptions {
+    /// All four option combinations, plain first.
+    pub const ALL: [SaveOptions; 4] = [
+        SaveOptions {
+            entropy_index: false,
+            int8_outliers: false,
+        },
+        SaveOptions {
+            entropy_index: true,
+            int8_outliers: false,
+        },
+        SaveOptions {
+            entropy_index: false,
+            int8_outliers: true,
+        },
+        SaveOptions {
+            entropy_index: true,
+            int8_outliers: true,
+        },
+    ];
+}
+
+/// Size in bytes of each part of a `.swb` file; the parts add up to `total`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileSizes {
+    /// Fixed header, meta section (architecture, layer shapes) and checksum.
+    pub header: u64,
+    /// Codebook section.
+    pub codebook: u64,
+    /// Index section.
+    pub index: u64,
+    /// Ellipse (alpha-blend) section.
+    pub alphas: u64,
+    /// Outlier section.
+    pub outliers: u64,
+    /// Unshared parameters section.
+    pub unshared: u64,
+    /// Whole file.
+    pub total: u64,
+}
+
+impl From<FileSizes> for crate::report::FileSizes {
+    /// The compression report's view: the same parts without the separate header count
+    /// (the report's `total` includes it).
+    fn from(s: FileSizes) -> Self {
+        Self {
+            codebook: s.codebook,
+            index: s.index,
+            alphas: s.alphas,
+            outliers: s.outliers,
+            unshared: s.unshared,
+            total: s.total,
+        }
+    }
+}
+
+/// Encodes `model` into the bytes of a `.swb` file.
+pub fn to_bytes(model: &SharedModelData, opts: &SaveOptions) -> Result<Vec<u8>, FormatError> {
+    codec::encode_shared(model, opts).map(|(bytes, _)| bytes)
+}
+
+/// Decodes the bytes of a `.swb` file.
+pub fn from_bytes(bytes: &[u8]) -> Result<SharedModelData, FormatError> {
+    codec::decode_shared(bytes)
+}
+
+/// The sizes [`save`] would report, without touching the file system.
+pub fn encoded_sizes(
+    model: &SharedModelData,
+    opts: &SaveOptions,
+) -> Result<FileSizes, FormatError> {
+    codec::encode_shared(model, opts).map(|(_, sizes)| sizes)
+}
+
+/// Encodes a full BNN into the bytes [`save_full_bnn`] writes.
+pub fn full_bnn_to_bytes(
+    arch: &str,
+    layers: &[LayerShape],
+    mu: &[f32],
+    rho: &[f32],
+    unshared: &[NamedTensor],
+) -> Result<Vec<u8>, FormatError> {
+    codec::encode_full(arch, layers, mu, rho, unshared)
+}
+
+/// Decodes the bytes of a full-BNN file.
+pub fn full_bnn_from_bytes(bytes: &[u8]) -> Result<FullBnnData, FormatError> {
+    codec::decode_full(bytes)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,231 @@
+//! The logical content of a `.swb` file, independent of how it is encoded.
+
+use serde::{Deserialize, Serialize};
+
+use crate::fate::{OutlierCause, WeightFate};
+
+/// Most codebook components one ellipse weight may blend (the paper's ellipses span 2 to 5
+/// components; 1 is allowed for a degenerate blend).
+pub const MAX_ELLIPSE_COMPONENTS: usize = 5;
+
+/// One shareable Bayesian weight tensor: its path in the model and its shape.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LayerShape {
+    /// Parameter path, e.g. `"layer1.0.conv1.weight"`.
+    pub path: String,
+    /// Tensor shape; its weights are stored row-major.
+    pub shape: Vec<usize>,
+}
+
+/// The distribution of one ellipse weight: an alpha-blend of several codebook entries.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EllipseEntry {
+    /// Codebook indices, 1 to [`MAX_ELLIPSE_COMPONENTS`] of them, each `< K`.
+    pub components: Vec<u32>,
+    /// Blend weight of each component (same length as `components`).
+    pub alphas: Vec<f32>,
+}
+
+/// A parameter tensor that is not weight-shared (biases, norm parameters, ...), stored as is.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NamedTensor {
+    /// Parameter path; Bayesian biases are stored as two tensors `path.mu` and `path.rho`.
+    pub path: String,
+    /// Tensor shape; `data.len()` is the product of its entries.
+    pub shape: Vec<usize>,
+    /// Values, row-major.
+    pub data: Vec<f32>,
+}
+
+/// A weight-shared Bayesian model: everything a `.swb` file stores.
+///
+/// Invariants (checked by [`validate`](Self::validate) on save and after load):
+/// `codebook_mu` and `codebook_rho` have the same length `K`; the layer shapes hold
+/// `fates.len()` weights in total; `Shared(k)` has `k < K`; the `j`-th `Ellipse` fate in weight
+/// order is `Ellipse(j)` and `ellipses` has one entry per ellipse fate; the three outlier vectors
+/// have one entry per `Outlier` fate, in weight order, and `outlier_causes[i]` equals the cause
+/// carried by the `i`-th outlier fate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SharedModelData {
+    /// Architecture config as JSON text; opaque to the file format.
+    pub arch: String,
+    /// Means `mu_k` of the K shared Gaussians.
+    pub codebook_mu: Vec<f32>,
+    /// Trainable `rho_k` of the K shared Gaussians (`sigma = softplus(rho)`).
+    pub codebook_rho: Vec<f32>,
+    /// The shareable Bayesian weight tensors, in the stable weight order.
+    pub layers: Vec<LayerShape>,
+    /// One fate per shareable weight (layer order, row-major).
+    pub fates: Vec<WeightFate>,
+    /// Blend of each ellipse weight, in the order of the `Ellipse` fates.
+    pub ellipses: Vec<EllipseEntry>,
+    /// Own mean of each outlier weight, in the order of the `Outlier` fates.
+    pub outlier_mu: Vec<f32>,
+    /// Own `rho` of each outlier weight, in the order of the `Outlier` fates.
+    pub outlier_rho: Vec<f32>,
+    /// Why each outlier weight is an outlier, in the order of the `Outlier` fates.
+    pub outlier_causes: Vec<OutlierCause>,
+    /// All parameters that are not shareable weights.
+    pub unshared: Vec<NamedTensor>,
+}
+
+/// A plain (not shared) Bayesian model: every weight keeps its own `(mu, rho)`.
+///
+/// Only used as the size baseline for `.swb` files, see [`save_full_bnn`](super::save_full_bnn).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FullBnnData {
+    /// Architecture config as JSON text.
+    pub arch: String,
+    /// The Bayesian weight tensors, in the stable weight order.
+    pub layers: Vec<LayerShape>,
+    /// Mean of every weight (layer order, row-major).
+    pub mu: Vec<f32>,
+    /// `rho` of every weight (layer order, row-major).
+    pub rho: Vec<f32>,
+    /// All other parameters.
+    pub unshared: Vec<NamedTensor>,
+}
+
+/// Total weight count of `layers`, or a description of the first shape that overflows `usize`.
+pub(crate) fn total_weights(layers: &[LayerShape]) -> Result<usize, String> {
+    layers.iter().try_fold(0usize, |acc, l| {
+        shape_len(&l.shape)
+            .and_then(|n| acc.checked_add(n))
+            .ok_or_else(|| format!("weight count overflows at layer {:?}", l.path))
+    })
+}
+
+/// Number of elements of a shape, `None` on overflow.
+pub(crate) fn shape_len(shape: &[usize]) -> Option<usize> {
+    shape.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d))
+}
+
+/// Checks that every unshared tensor's data matches its shape.
+pub(crate) fn validate_unshared(unshared: &[NamedTensor]) -> Result<(), String> {
+    for t in unshared {
+        if shape_len(&t.shape) != Some(t.data.len()) {
+            return Err(format!(
+                "unshared tensor {:?} has shape {:?} but {} values",
+                t.path,
+                t.shape,
+                t.data.len()
+            ));
+        }
+    }
+    Ok(())
+}
+
+impl SharedModelData {
+    /// Number of codebook entries `K`.
+    pub fn codebook_len(&self) -> usize {
+        self.codebook_mu.len()
+    }
+
+    /// Checks the invariants listed on the type; the message names the first violation.
+    pub fn validate(&self) -> Result<(), String> {
+        let k = self.codebook_mu.len();
+        if self.codebook_rho.len() != k {
+            return Err(format!(
+                "codebook has {k} means but {} rhos",
+                self.codebook_rho.len()
+            ));
+        }
+        let n = total_weights(&self.layers)?;
+        if n != self.fates.len() {
+            return Err(format!(
+                "layer shapes hold {n} weights but there are {} fates",
+                self.fates.len()
+            ));
+        }
+        let (mut n_ellipse, mut n_outlier) = (0usize, 0usize);
+        for (i, fate) in self.fates.iter().enumerate() {
+            match *fate {
+                WeightFate::Shared(c) if c as usize >= k => {
+                    return Err(format!("weight {i} shares component {c} but K = {k}"));
+                }
+                WeightFate::Shared(_) => {}
+                WeightFate::Ellipse(j) => {
+                    if j as usize != n_ellipse {
+                        return Err(format!(
+                            "weight {i} is Ellipse({j}) but is ellipse number {n_ellipse} \
+                             (ellipses must be numbered in weight order)"
+                        ));
+                    }
+                    n_ellipse += 1;
+                }
+                WeightFate::Outlier(cause) => {
+                    if self.outlier_causes.get(n_outlier) != Some(&cause) {
+                        return Err(format!(
+                            "weight {i} is outlier number {n_outlier} with cause {cause:?} but \
+                             outlier_causes[{n_outlier}] is {:?}",
+                            self.outlier_causes.get(n_outlier)
+                        ));
+                    }
+                    n_outlier += 1;
+                }
+            }
+        }
+        if self.ellipses.len() != n_ellipse {
+            return Err(format!(
+                "{n_ellipse} ellipse fates but {} ellipse entries",
+                self.ellipses.len()
+            ));
+        }
+        for (j, e) in self.ellipses.iter().enumerate() {
+            if e.components.is_empty() || e.components.len() > MAX_ELLIPSE_COMPONENTS {
+                return Err(format!(
+                    "ellipse {j} has {} components (allowed 1..={MAX_ELLIPSE_COMPONENTS})",
+                    e.components.len()
+                ));
+            }
+            if e.alphas.len() != e.components.len() {
+                return Err(format!(
+                    "ellipse {j} has {} components but {} alphas",
+                    e.components.len(),
+                    e.alphas.len()
+                ));
+            }
+            if let Some(&c) = e.components.iter().find(|&&c| c as usize >= k) {
+                return Err(format!("ellipse {j} uses component {c} but K = {k}"));
+            }
+        }
+        for (name, len) in [
+            ("outlier_mu", self.outlier_mu.len()),
+            ("outlier_rho", self.outlier_rho.len()),
+            ("outlier_causes", self.outlier_causes.len()),
+        ] {
+            if len != n_outlier {
+                return Err(format!(
+                    "{n_outlier} outlier fates but {name} has {len} entries"
+                ));
+            }
+        }
+        validate_unshared(&self.unshared)
+    }
+}
+
+impl FullBnnData {
+    /// Checks that `mu` and `rho` hold one value per weight of `layers` and that every unshared
+    /// tensor matches its shape.
+    pub fn validate(&self) -> Result<(), String> {
+        validate_full(&self.layers, &self.mu, &self.rho, &self.unshared)
+    }
+}
+
+/// [`FullBnnData::validate`] over borrowed parts.
+pub(crate) fn validate_full(
+    layers: &[LayerShape],
+    mu: &[f32],
+    rho: &[f32],
+    unshared: &[NamedTensor],
+) -> Result<(), String> {
+    let n = total_weights(layers)?;
+    if mu.len() != n || rho.len() != n {
+        return Err(format!(
+            "layer shapes hold {n} weights but mu has {} and rho {} values",
+            mu.len(),
+            rho.len()
+        ));
+    }
+    validate_unshared(unshared)
+}

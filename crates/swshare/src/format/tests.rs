@@ -1,0 +1,441 @@
+//! Behaviour of the whole format: round trips, corruption, versioning and atomic writes.
+
+use super::*;
+use crate::fate::{OutlierCause, WeightFate};
+
+/// A small model with every kind of fate, `k` codebook entries and `n` weights.
+fn model(k: u32, n: usize) -> SharedModelData {
+    let mut fates = Vec::with_capacity(n);
+    let (mut ellipses, mut causes, mut omu, mut orho) = (vec![], vec![], vec![], vec![]);
+    for i in 0..n {
+        let fate = match i % 11 {
+            3 => {
+                let cause = [
+                    OutlierCause::MeanThreshold,
+                    OutlierCause::Gradient,
+                    OutlierCause::SmallCluster,
+                ][i % 3];
+                causes.push(cause);
+                omu.push(0.3 + i as f32 * 0.01);
+                orho.push(-4.0 - i as f32 * 0.001);
+                WeightFate::Outlier(cause)
+            }
+            7 => {
+                let m = 1 + i % 5;
+                ellipses.push(EllipseEntry {
+                    components: (0..m as u32).map(|c| (c * 7 + i as u32) % k).collect(),
+                    alphas: (0..m).map(|c| 1.0 / (c + 1) as f32).collect(),
+                });
+                WeightFate::Ellipse(ellipses.len() as u32 - 1)
+            }
+            _ => WeightFate::Shared(((i * i) % 5) as u32 % k),
+        };
+        fates.push(fate);
+    }
+    SharedModelData {
+        arch: r#"{"name":"test-net","widths":[4,8]}"#.into(),
+        codebook_mu: (0..k).map(|c| c as f32 * 0.01 - 0.02).collect(),
+        codebook_rho: (0..k).map(|c| -5.0 + c as f32 * 0.001).collect(),
+        layers: vec![
+            LayerShape {
+                path: "conv.weight".into(),
+                shape: vec![n / 2, 1],
+            },
+            LayerShape {
+                path: "fc.weight".into(),
+                shape: vec![n - n / 2],
+            },
+        ],
+        fates,
+        ellipses,
+        outlier_mu: omu,
+        outlier_rho: orho,
+        outlier_causes: causes,
+        unshared: vec![
+            NamedTensor {
+                path: "fc.bias.mu".into(),
+                shape: vec![2],
+                data: vec![0.5, -0.25],
+            },
+            NamedTensor {
+                path: "bn.running_var".into(),
+                shape: vec![3, 1],
+                data: vec![1.0, 2.0, f32::MIN_POSITIVE],
+            },
+        ],
+    }
+}
+
+fn small() -> SharedModelData {
+    model(6, 40)
+}
+
+#[test]
+fn round_trip_every_option_combination() {
+    for k in [6, 300] {
+        let m = model(k, 500);
+        for opts in SaveOptions::ALL {
+            let bytes = to_bytes(&m, &opts).unwrap();
+            let back = from_bytes(&bytes).unwrap();
+            if !opts.int8_outliers {
+                assert_eq!(back, m, "{opts:?}");
+                continue;
+            }
+            let bound_mu = quant::QuantizedU8::quantize(&m.outlier_mu)
+                .unwrap()
+                .error_bound();
+            let bound_rho = quant::QuantizedU8::quantize(&m.outlier_rho)
+                .unwrap()
+                .error_bound();
+            for (a, b) in m.outlier_mu.iter().zip(&back.outlier_mu) {
+                assert!((a - b).abs() <= bound_mu, "{a} vs {b}");
+            }
+            for (a, b) in m.outlier_rho.iter().zip(&back.outlier_rho) {
+                assert!((a - b).abs() <= bound_rho, "{a} vs {b}");
+            }
+            let exact_rest = SharedModelData {
+                outlier_mu: m.outlier_mu.clone(),
+                outlier_rho: m.outlier_rho.clone(),
+                ..back
+            };
+            assert_eq!(exact_rest, m, "{opts:?}");
+        }
+    }
+}
+
+#[test]
+fn sizes_add_up_and_match_the_bytes() {
+    let m = model(300, 2000);
+    for opts in SaveOptions::ALL {
+        let s = encoded_sizes(&m, &opts).unwrap();
+        let parts = s.header + s.codebook + s.index + s.alphas + s.outliers + s.unshared;
+        assert_eq!(parts, s.total);
+        assert_eq!(s.total, to_bytes(&m, &opts).unwrap().len() as u64);
+    }
+    let plain = encoded_sizes(&m, &SaveOptions::ALL[0]).unwrap();
+    let both = encoded_sizes(&m, &SaveOptions::ALL[3]).unwrap();
+    // Only 5 of 302 symbols are common, so Huffman beats 16-bit symbols by far; int8 outliers
+    // need a quarter of the f32 bytes (plus two ranges).
+    assert!(both.index * 4 < plain.index);
+    assert!(both.outliers < plain.outliers);
+}
+
+#[test]
+fn index_width_is_u8_up_to_k_254_and_u16_above() {
+    let n = 1000;
+    for (k, width) in [(254u32, 1u64), (255, 2)] {
+        let s = encoded_sizes(&model(k, n), &SaveOptions::default()).unwrap();
+        // Variant tag (1 byte) and varint length (3 bytes for these lengths) around the data.
+        assert_eq!(s.index, width * n as u64 + 4, "K = {k}");
+    }
+}
+
+#[test]
+fn empty_model_round_trips() {
+    let m = SharedModelData {
+        arch: String::new(),
+        codebook_mu: vec![],
+        codebook_rho: vec![],
+        layers: vec![],
+        fates: vec![],
+        ellipses: vec![],
+        outlier_mu: vec![],
+        outlier_rho: vec![],
+        outlier_causes: vec![],
+        unshared: vec![],
+    };
+    for opts in SaveOptions::ALL {
+        assert_eq!(from_bytes(&to_bytes(&m, &opts).unwrap()).unwrap(), m);
+    }
+}
+
+#[test]
+fn every_truncation_is_an_error() {
+    for opts in SaveOptions::ALL {
+        let bytes = to_bytes(&small(), &opts).unwrap();
+        for len in 0..bytes.len() {
+            assert!(from_bytes(&bytes[..len]).is_err(), "prefix {len} accepted");
+        }
+        let err = from_bytes(&bytes[..bytes.len() - 1]).unwrap_err();
+        assert!(matches!(err, FormatError::Truncated { .. }), "{err}");
+    }
+}
+
+#[test]
+fn every_single_bit_flip_is_an_error() {
+    for opts in SaveOptions::ALL {
+        let bytes = to_bytes(&small(), &opts).unwrap();
+        for bit in 0..bytes.len() * 8 {
+            let mut b = bytes.clone();
+            b[bit / 8] ^= 1 << (bit % 8);
+            assert!(from_bytes(&b).is_err(), "flip of bit {bit} accepted");
+        }
+    }
+}
+
+#[test]
+fn payload_flip_is_a_checksum_mismatch_and_trailing_bytes_are_rejected() {
+    let mut bytes = to_bytes(&small(), &SaveOptions::default()).unwrap();
+    bytes[HEADER_LEN + 3] ^= 0x10;
+    assert!(matches!(
+        from_bytes(&bytes),
+        Err(FormatError::ChecksumMismatch { .. })
+    ));
+    let mut longer = to_bytes(&small(), &SaveOptions::default()).unwrap();
+    longer.push(0);
+    assert!(matches!(
+        from_bytes(&longer),
+        Err(FormatError::TrailingBytes { extra: 1 })
+    ));
+}
+
+#[test]
+fn wrong_magic_future_version_and_wrong_kind_are_specific_errors() {
+    let bytes = to_bytes(&small(), &SaveOptions::default()).unwrap();
+    let mut bad = bytes.clone();
+    bad[0] = b'X';
+    assert!(matches!(
+        from_bytes(&bad),
+        Err(FormatError::BadMagic { .. })
+    ));
+    let mut future = bytes.clone();
+    future[MAGIC.len()..MAGIC.len() + 2].copy_from_slice(&(FORMAT_VERSION + 1).to_le_bytes());
+    let err = from_bytes(&future).unwrap_err();
+    assert!(
+        matches!(err, FormatError::UnsupportedVersion { found, supported: FORMAT_VERSION } if found == FORMAT_VERSION + 1)
+    );
+    assert!(err.to_string().contains("version 2"), "{err}");
+    let full = full_bnn_to_bytes("{}", &[], &[], &[], &[]).unwrap();
+    assert!(matches!(
+        from_bytes(&full),
+        Err(FormatError::WrongKind {
+            found: FileKind::FullBnn,
+            expected: FileKind::Shared
+        })
+    ));
+    assert!(matches!(
+        full_bnn_from_bytes(&bytes),
+        Err(FormatError::WrongKind { .. })
+    ));
+}
+
+/// A file with a valid header and checksum around an arbitrary payload.
+fn framed(payload: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    header::write(&mut out, FileKind::Shared, payload.len() as u64);
+    out.extend_from_slice(payload);
+    checksum::append(&mut out);
+    out
+}
+
+#[test]
+fn absurd_lengths_behind_a_valid_checksum_are_errors_not_allocations() {
+    // bincode varint: tag 253 announces a u64; here the architecture text claims 2^60 bytes.
+    let mut payload = vec![253];
+    payload.extend_from_slice(&(1u64 << 60).to_le_bytes());
+    let err = from_bytes(&framed(&payload)).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            FormatError::Corrupt {
+                section: "meta",
+                ..
+            }
+        ),
+        "{err}"
+    );
+
+    // A layer claiming 2^50 weights with an empty index.
+    let meta = codec_tests::meta_bytes(&[1 << 50]);
+    let mut payload = meta;
+    payload.extend_from_slice(&[0, 0]); // empty codebook (two empty vectors)
+    payload.extend_from_slice(&[0, 0]); // plain index, no bytes
+    let err = from_bytes(&framed(&payload)).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            FormatError::Corrupt {
+                section: "index",
+                ..
+            }
+        ),
+        "{err}"
+    );
+
+    // A header promising more payload than any file holds.
+    let mut huge = Vec::new();
+    header::write(&mut huge, FileKind::Shared, u64::MAX - 3);
+    assert!(matches!(
+        from_bytes(&huge),
+        Err(FormatError::Truncated { .. })
+    ));
+}
+
+mod codec_tests {
+    /// Meta section bytes for an empty architecture and one layer per shape.
+    pub fn meta_bytes(shapes: &[u64]) -> Vec<u8> {
+        #[derive(serde::Serialize)]
+        struct Layer {
+            path: Vec<u8>,
+            shape: Vec<u64>,
+        }
+        #[derive(serde::Serialize)]
+        struct Meta {
+            arch: Vec<u8>,
+            layers: Vec<Layer>,
+        }
+        let meta = Meta {
+            arch: vec![],
+            layers: shapes
+                .iter()
+                .map(|&s| Layer {
+                    path: b"w".to_vec(),
+                    shape: vec![s],
+                })
+                .collect(),
+        };
+        bincode::serde::encode_to_vec(&meta, bincode::config::standard()).unwrap()
+    }
+}
+
+#[test]
+fn invalid_models_are_rejected_on_save() {
+    let mut m = small();
+    m.fates[0] = WeightFate::Shared(6);
+    assert!(matches!(
+        to_bytes(&m, &SaveOptions::default()),
+        Err(FormatError::InvalidModel(_))
+    ));
+    let mut m = small();
+    let j = m
+        .fates
+        .iter()
+        .position(|f| matches!(f, WeightFate::Ellipse(_)))
+        .unwrap();
+    m.fates[j] = WeightFate::Ellipse(5);
+    assert!(to_bytes(&m, &SaveOptions::default()).is_err());
+    let mut m = small();
+    m.outlier_mu[0] = f32::NAN;
+    // f32 outliers keep NaN bit for bit; 8-bit ones cannot.
+    let back = from_bytes(&to_bytes(&m, &SaveOptions::default()).unwrap()).unwrap();
+    assert!(back.outlier_mu[0].is_nan());
+    let int8 = SaveOptions {
+        int8_outliers: true,
+        ..SaveOptions::default()
+    };
+    assert!(matches!(
+        to_bytes(&m, &int8),
+        Err(FormatError::InvalidModel(_))
+    ));
+    let mut m = small();
+    m.unshared[0].data.push(1.0);
+    assert!(to_bytes(&m, &SaveOptions::default()).is_err());
+}
+
+#[test]
+fn save_and_load_files_atomically() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("model.swb");
+    let m = small();
+    let opts = SaveOptions::ALL[3];
+    let sizes = save(&path, &m, &opts).unwrap();
+    assert_eq!(sizes, encoded_sizes(&m, &opts).unwrap());
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), sizes.total);
+    let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert_eq!(names.len(), 1, "temporary file left behind");
+    let back = load(&path).unwrap();
+    assert_eq!(back.fates, m.fates);
+
+    // Full-BNN baseline file.
+    let full_path = dir.path().join("full.bnn");
+    let (mu, rho) = (vec![0.1f32; 40], vec![-5.0f32; 40]);
+    let len = save_full_bnn(&full_path, &m.arch, &m.layers, &mu, &rho, &m.unshared).unwrap();
+    assert_eq!(std::fs::metadata(&full_path).unwrap().len(), len);
+    let full = load_full_bnn(&full_path).unwrap();
+    assert_eq!(
+        (full.mu, full.rho, full.layers),
+        (mu, rho, m.layers.clone())
+    );
+    let err = load(&full_path).unwrap_err();
+    assert!(err.to_string().contains("full.bnn"), "{err}");
+    assert!(matches!(
+        err.format_error(),
+        Some(FormatError::WrongKind { .. })
+    ));
+}
+
+#[test]
+fn failed_writes_leave_the_old_file_and_no_temporary() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("model.swb");
+    let old = small();
+    save(&path, &old, &SaveOptions::default()).unwrap();
+    let old_bytes = std::fs::read(&path).unwrap();
+    let new = model(6, 80);
+
+    // Missing directory: nothing is created.
+    let missing = dir.path().join("no-such-dir").join("model.swb");
+    let err = save(&missing, &new, &SaveOptions::default()).unwrap_err();
+    assert!(matches!(err, SwbError::Io { .. }), "{err}");
+    assert!(err.to_string().contains("no-such-dir"), "{err}");
+
+    // The temporary name is blocked (a directory sits there): the old file survives.
+    let tmp = temp_path(&path);
+    std::fs::create_dir(&tmp).unwrap();
+    assert!(save(&path, &new, &SaveOptions::default()).is_err());
+    assert_eq!(std::fs::read(&path).unwrap(), old_bytes);
+    std::fs::remove_dir(&tmp).unwrap();
+
+    // The rename fails (target is a non-empty directory): the temporary file is removed.
+    let target_dir = dir.path().join("occupied");
+    std::fs::create_dir(&target_dir).unwrap();
+    std::fs::write(target_dir.join("x"), b"x").unwrap();
+    assert!(save(&target_dir, &new, &SaveOptions::default()).is_err());
+    assert!(!temp_path(&target_dir).exists());
+
+    // An invalid model is rejected before the file is touched.
+    let mut bad = new.clone();
+    bad.codebook_rho.pop();
+    let err = save(&path, &bad, &SaveOptions::default()).unwrap_err();
+    assert!(matches!(
+        err.format_error(),
+        Some(FormatError::InvalidModel(_))
+    ));
+    assert_eq!(std::fs::read(&path).unwrap(), old_bytes);
+
+    // Loading a missing file names it.
+    let err = load(dir.path().join("absent.swb")).unwrap_err();
+    assert!(err.to_string().contains("absent.swb"), "{err}");
+}
+
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(32))]
+        #[test]
+        fn random_multi_byte_corruption_is_an_error(
+            flips in prop::collection::vec((any::<prop::sample::Index>(), 1u8..=255), 1..6),
+        ) {
+            let bytes = to_bytes(&small(), &SaveOptions::ALL[1]).unwrap();
+            let mut b = bytes.clone();
+            for (i, x) in flips {
+                let at = i.index(b.len());
+                b[at] ^= x;
+            }
+            prop_assume!(b != bytes);
+            prop_assert!(from_bytes(&b).is_err());
+        }
+
+        #[test]
+        fn arbitrary_bytes_never_panic(tail in prop::collection::vec(any::<u8>(), 0..64)) {
+            let mut b = MAGIC.to_vec();
+            b.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+            b.extend_from_slice(&tail);
+            let _ = from_bytes(&b);
+            // Also behind a valid frame, where the checksum cannot help.
+            let _ = from_bytes(&framed(&tail));
+        }
+    }
+}

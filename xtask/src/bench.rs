@@ -1,0 +1,150 @@
+//! `cargo xtask bench ...`: training-step and MC-inference throughput, one JSON line each.
+
+use std::time::Instant;
+
+use anyhow::Result;
+use bnn_data::{Compose, DataLoader, InMemoryDataset, LoaderConfig};
+use bnn_layers::{Codebook, Estimator, WeightSource, device_by_name, set_sampling};
+use bnn_train::{Silent, TrainConfig, train};
+use burn::module::Module;
+use burn::prelude::*;
+use burn::tensor::Distribution;
+use clap::Subcommand;
+use models::{Arch, Kind, ModelConfig, ModelError, Network};
+
+/// The benchmarks.
+#[derive(Subcommand)]
+pub enum Which {
+    /// Images per second of a full training step (forward, backward, optimiser) per kind and
+    /// estimator, on random 1x28x28 inputs.
+    TrainStep {
+        #[arg(long, default_value = "resnet20")]
+        arch: Arch,
+        #[arg(long, default_value_t = 128)]
+        batch: usize,
+        /// Measured steps (one extra warm-up epoch of the same length runs first).
+        #[arg(long, default_value_t = 10)]
+        steps: usize,
+        #[arg(long, default_value = "flex")]
+        backend: String,
+    },
+    /// Images per second of Monte-Carlo inference with `samples` passes, per kind.
+    McInference {
+        #[arg(long, default_value = "resnet20")]
+        arch: Arch,
+        #[arg(long, default_value_t = 30)]
+        samples: usize,
+        #[arg(long, default_value_t = 128)]
+        batch: usize,
+        /// Batches per measurement.
+        #[arg(long, default_value_t = 2)]
+        batches: usize,
+        #[arg(long, default_value = "flex")]
+        backend: String,
+    },
+}
+
+const K: usize = 2000;
+
+/// A shared model with every weight on one of `K` codebook entries (round robin), 2 % outliers.
+fn shared_model(config: &ModelConfig, device: &Device) -> Result<Network, ModelError> {
+    let mut share = |_: &str, shape: &[usize]| -> Result<Vec<WeightSource>, ModelError> {
+        let n: usize = shape.iter().product();
+        Ok((0..n)
+            .map(|i| {
+                if i % 50 == 0 {
+                    WeightSource::Outlier { mu: 0.3, rho: -6.0 }
+                } else {
+                    WeightSource::Codebook((i % K) as u32)
+                }
+            })
+            .collect())
+    };
+    let mu: Vec<f32> = (0..K).map(|k| (k as f32 / K as f32 - 0.5) * 0.2).collect();
+    let rho = vec![-6.0f32; K];
+    let codebook = Codebook::new(&mu, &rho, device).map_err(|source| ModelError::Layer { path: "codebook".into(), source })?;
+    config.clone().with_kind(Kind::Shared).init_shared(device, &mut share, codebook)
+}
+
+fn variants(arch: Arch) -> Vec<(Kind, Option<Estimator>, ModelConfig)> {
+    let base = ModelConfig::for_input(arch, Kind::Deterministic, 10, 1, 28);
+    let mut v = vec![(Kind::Deterministic, None, base.clone())];
+    for e in [Estimator::Reparameterization, Estimator::LocalReparameterization, Estimator::Flipout] {
+        let mut c = base.clone().with_kind(Kind::Bayesian);
+        c.bayes.estimator = e;
+        v.push((Kind::Bayesian, Some(e), c.clone()));
+        let mut s = c.with_kind(Kind::Shared);
+        s.bayes.estimator = e;
+        v.push((Kind::Shared, Some(e), s));
+    }
+    v
+}
+
+fn build(kind: Kind, config: &ModelConfig, device: &Device) -> Result<Network> {
+    Ok(match kind {
+        Kind::Shared => shared_model(config, device)?,
+        _ => config.init(device)?,
+    })
+}
+
+pub fn run(which: Which) -> Result<()> {
+    match which {
+        Which::TrainStep { arch, batch, steps, backend } => {
+            let device = device_by_name(&backend)?.autodiff();
+            let n = batch * steps;
+            let pixels: Vec<u8> = (0..n * 784).map(|i| (i * 2654435761usize % 251) as u8).collect();
+            let labels: Vec<u32> = (0..n as u32).map(|i| i % 10).collect();
+            let data = InMemoryDataset::new(pixels, labels, (1, 28, 28), 10)?;
+            let loader = DataLoader::new(
+                data,
+                Compose::new(),
+                LoaderConfig { batch_size: batch, shuffle: true, drop_last: true, seed: 0, workers: 1, prefetch: 2 },
+            )?;
+            for (kind, est, config) in variants(arch) {
+                device.seed(0);
+                let model = build(kind, &config, &device)?;
+                let mut tc = if kind == Kind::Deterministic { TrainConfig::deterministic(2) } else { TrainConfig::bayes_by_backprop(2) };
+                tc.workers = 1;
+                let (_, history) = train(model, &loader, &tc, None, &mut Silent)?;
+                let measured = history.last().map(|h| h.images_per_s).unwrap_or(0.0);
+                println!(
+                    "{}",
+                    serde_json::json!({
+                        "bench": "train-step", "arch": arch.name(), "batch": batch, "backend": backend,
+                        "kind": kind.name(), "estimator": est.map(|e| e.name()), "images_per_s": measured,
+                    })
+                );
+            }
+        }
+        Which::McInference { arch, samples, batch, batches, backend } => {
+            let device = device_by_name(&backend)?;
+            let x = Tensor::<4>::random([batch, 1, 28, 28], Distribution::Normal(0.0, 1.0), &device);
+            for (kind, est, config) in variants(arch) {
+                if est.is_some_and(|e| e != Estimator::Reparameterization && kind == Kind::Shared) {
+                    continue;
+                }
+                let model = build(kind, &config, &device)?.valid();
+                let model = set_sampling(model, kind != Kind::Deterministic);
+                // Warm-up pass (lazy initialisation, kernel selection).
+                let _ = model.forward(x.clone()).into_data();
+                let started = Instant::now();
+                for _ in 0..batches {
+                    for _ in 0..samples {
+                        let _ = model.forward(x.clone()).into_data();
+                    }
+                }
+                let s = started.elapsed().as_secs_f64();
+                println!(
+                    "{}",
+                    serde_json::json!({
+                        "bench": "mc-inference", "arch": arch.name(), "batch": batch, "samples": samples,
+                        "backend": backend, "kind": kind.name(), "estimator": est.map(|e| e.name()),
+                        "images_per_s": (batch * batches) as f64 / s,
+                        "passes_per_s": (batch * batches * samples) as f64 / s,
+                    })
+                );
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,136 @@
+//! `cargo xtask`: reproduce the paper's tables and run the benchmarks.
+
+mod bench;
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use bnn_data::DatasetId;
+use bnn_train::{EpochStats, Observer, StepInfo};
+use clap::{Parser, Subcommand};
+use models::Arch;
+use swbnn::experiment::{self, Progress, Row};
+
+#[derive(Parser)]
+#[command(name = "cargo xtask")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Deterministic -> Bayes by Backprop -> 2DGBNN on a data set; writes table.md and table.json.
+    Reproduce {
+        /// mnist, fashion-mnist, cifar10, cifar100 or imagenet.
+        dataset: DatasetId,
+        /// A small, fast run (LeNet-5, a 20,000-image subset, a few epochs).
+        #[arg(long)]
+        quick: bool,
+        /// Architecture (default: the paper's for the data set).
+        #[arg(long)]
+        arch: Option<Arch>,
+        /// Output directory (default results/<dataset>/).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Data directory.
+        #[arg(long)]
+        data: Option<PathBuf>,
+        /// Training epochs of every stage (overrides the preset).
+        #[arg(long)]
+        epochs: Option<usize>,
+        /// Stratified training subset (overrides the preset).
+        #[arg(long)]
+        train_subset: Option<usize>,
+        /// Test subset.
+        #[arg(long)]
+        test_subset: Option<usize>,
+        /// Monte-Carlo samples at evaluation.
+        #[arg(long)]
+        samples: Option<usize>,
+        /// Backend.
+        #[arg(long, default_value = "flex")]
+        backend: String,
+    },
+    /// Benchmarks that print one JSON line per measurement.
+    Bench {
+        #[command(subcommand)]
+        which: bench::Which,
+    },
+}
+
+struct Log;
+
+impl Observer for Log {
+    fn on_step(&mut self, i: &StepInfo) {
+        if i.step % 50 == 0 {
+            eprintln!("  epoch {} step {}/{} loss {:.4} ({:.0} img/s)", i.epoch + 1, i.step, i.steps, i.loss, i.images_per_s);
+        }
+    }
+
+    fn on_epoch(&mut self, s: &EpochStats) {
+        eprintln!(
+            "  epoch {}: loss {:.4} nll {:.4} train acc {:.4} ({:.0} img/s, {:.0} s)",
+            s.epoch + 1, s.loss, s.nll, s.accuracy, s.images_per_s, s.seconds
+        );
+    }
+}
+
+impl Progress for Log {
+    fn stage(&mut self, name: &str) {
+        eprintln!("== {name}");
+    }
+
+    fn row(&mut self, r: &Row) {
+        eprintln!(
+            "   {} {}: accuracy {:.4} nll {:.4} ece {:.4} ood-auroc {:?}",
+            r.arch, r.method, r.accuracy, r.nll, r.ece, r.ood_auroc
+        );
+    }
+}
+
+fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn main() -> Result<()> {
+    match Cli::parse().command {
+        Command::Reproduce { dataset, quick, arch, out, data, epochs, train_subset, test_subset, samples, backend } => {
+            let out = out.unwrap_or_else(|| repo_root().join("results").join(dataset.name()));
+            let mut setup = swbnn::presets::setup(dataset, arch, quick, &repo_root(), out.clone());
+            setup.data_dir = data;
+            if let Some(e) = epochs {
+                setup.deterministic.epochs = e;
+                setup.bbb.epochs = e;
+                setup.retrain.epochs = e;
+            }
+            if train_subset.is_some() {
+                setup.train_subset = train_subset;
+            }
+            setup.test_subset = test_subset.or(setup.test_subset);
+            if let Some(s) = samples {
+                setup.samples = s;
+            }
+            let device = bnn_layers::device_by_name(&backend)?;
+            eprintln!(
+                "reproduce {}: {} ({}), train subset {:?}, epochs det/bbb/retrain {}/{}/{}, OOD {:?}",
+                dataset.name(),
+                setup.arch,
+                if quick { "quick" } else { "full" },
+                setup.train_subset,
+                setup.deterministic.epochs,
+                setup.bbb.epochs,
+                setup.retrain.epochs,
+                setup.ood.as_ref().map(|(id, _)| id.name())
+            );
+            let outcome = experiment::run(&setup, &device, &mut Log).context("the experiment failed")?;
+            experiment::write_tables(&out, &outcome)?;
+            let setup_json = serde_json::to_string_pretty(&setup)?;
+            bnn_train::write_atomic(&out.join("setup.json"), setup_json.as_bytes())?;
+            println!("{}", experiment::markdown(&outcome.rows));
+            eprintln!("wrote {}/table.md and table.json", out.display());
+        }
+        Command::Bench { which } => bench::run(which)?,
+    }
+    Ok(())
+}
