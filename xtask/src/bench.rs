@@ -62,14 +62,24 @@ fn shared_model(config: &ModelConfig, device: &Device) -> Result<Network, ModelE
     };
     let mu: Vec<f32> = (0..K).map(|k| (k as f32 / K as f32 - 0.5) * 0.2).collect();
     let rho = vec![-6.0f32; K];
-    let codebook = Codebook::new(&mu, &rho, device).map_err(|source| ModelError::Layer { path: "codebook".into(), source })?;
-    config.clone().with_kind(Kind::Shared).init_shared(device, &mut share, codebook)
+    let codebook = Codebook::new(&mu, &rho, device).map_err(|source| ModelError::Layer {
+        path: "codebook".into(),
+        source,
+    })?;
+    config
+        .clone()
+        .with_kind(Kind::Shared)
+        .init_shared(device, &mut share, codebook)
 }
 
 fn variants(arch: Arch) -> Vec<(Kind, Option<Estimator>, ModelConfig)> {
     let base = ModelConfig::for_input(arch, Kind::Deterministic, 10, 1, 28);
     let mut v = vec![(Kind::Deterministic, None, base.clone())];
-    for e in [Estimator::Reparameterization, Estimator::LocalReparameterization, Estimator::Flipout] {
+    for e in [
+        Estimator::Reparameterization,
+        Estimator::LocalReparameterization,
+        Estimator::Flipout,
+    ] {
         let mut c = base.clone().with_kind(Kind::Bayesian);
         c.bayes.estimator = e;
         v.push((Kind::Bayesian, Some(e), c.clone()));
@@ -89,21 +99,39 @@ fn build(kind: Kind, config: &ModelConfig, device: &Device) -> Result<Network> {
 
 pub fn run(which: Which) -> Result<()> {
     match which {
-        Which::TrainStep { arch, batch, steps, backend } => {
+        Which::TrainStep {
+            arch,
+            batch,
+            steps,
+            backend,
+        } => {
             let device = device_by_name(&backend)?.autodiff();
             let n = batch * steps;
-            let pixels: Vec<u8> = (0..n * 784).map(|i| (i * 2654435761usize % 251) as u8).collect();
+            let pixels: Vec<u8> = (0..n * 784)
+                .map(|i| (i * 2654435761usize % 251) as u8)
+                .collect();
             let labels: Vec<u32> = (0..n as u32).map(|i| i % 10).collect();
             let data = InMemoryDataset::new(pixels, labels, (1, 28, 28), 10)?;
             let loader = DataLoader::new(
                 data,
                 Compose::new(),
-                LoaderConfig { batch_size: batch, shuffle: true, drop_last: true, seed: 0, workers: 1, prefetch: 2 },
+                LoaderConfig {
+                    batch_size: batch,
+                    shuffle: true,
+                    drop_last: true,
+                    seed: 0,
+                    workers: 1,
+                    prefetch: 2,
+                },
             )?;
             for (kind, est, config) in variants(arch) {
                 device.seed(0);
                 let model = build(kind, &config, &device)?;
-                let mut tc = if kind == Kind::Deterministic { TrainConfig::deterministic(2) } else { TrainConfig::bayes_by_backprop(2) };
+                let mut tc = if kind == Kind::Deterministic {
+                    TrainConfig::deterministic(2)
+                } else {
+                    TrainConfig::bayes_by_backprop(2)
+                };
                 tc.workers = 1;
                 let (_, history) = train(model, &loader, &tc, None, &mut Silent)?;
                 let measured = history.last().map(|h| h.images_per_s).unwrap_or(0.0);
@@ -116,9 +144,16 @@ pub fn run(which: Which) -> Result<()> {
                 );
             }
         }
-        Which::McInference { arch, samples, batch, batches, backend } => {
+        Which::McInference {
+            arch,
+            samples,
+            batch,
+            batches,
+            backend,
+        } => {
             let device = device_by_name(&backend)?;
-            let x = Tensor::<4>::random([batch, 1, 28, 28], Distribution::Normal(0.0, 1.0), &device);
+            let x =
+                Tensor::<4>::random([batch, 1, 28, 28], Distribution::Normal(0.0, 1.0), &device);
             for (kind, est, config) in variants(arch) {
                 if est.is_some_and(|e| e != Estimator::Reparameterization && kind == Kind::Shared) {
                     continue;

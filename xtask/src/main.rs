@@ -64,14 +64,26 @@ struct Log;
 impl Observer for Log {
     fn on_step(&mut self, i: &StepInfo) {
         if i.step % 50 == 0 {
-            eprintln!("  epoch {} step {}/{} loss {:.4} ({:.0} img/s)", i.epoch + 1, i.step, i.steps, i.loss, i.images_per_s);
+            eprintln!(
+                "  epoch {} step {}/{} loss {:.4} ({:.0} img/s)",
+                i.epoch + 1,
+                i.step,
+                i.steps,
+                i.loss,
+                i.images_per_s
+            );
         }
     }
 
     fn on_epoch(&mut self, s: &EpochStats) {
         eprintln!(
             "  epoch {}: loss {:.4} nll {:.4} train acc {:.4} ({:.0} img/s, {:.0} s)",
-            s.epoch + 1, s.loss, s.nll, s.accuracy, s.images_per_s, s.seconds
+            s.epoch + 1,
+            s.loss,
+            s.nll,
+            s.accuracy,
+            s.images_per_s,
+            s.seconds
         );
     }
 }
@@ -95,7 +107,18 @@ fn repo_root() -> PathBuf {
 
 fn main() -> Result<()> {
     match Cli::parse().command {
-        Command::Reproduce { dataset, quick, arch, out, data, epochs, train_subset, test_subset, samples, backend } => {
+        Command::Reproduce {
+            dataset,
+            quick,
+            arch,
+            out,
+            data,
+            epochs,
+            train_subset,
+            test_subset,
+            samples,
+            backend,
+        } => {
             let out = out.unwrap_or_else(|| repo_root().join("results").join(dataset.name()));
             let mut setup = swbnn::presets::setup(dataset, arch, quick, &repo_root(), out.clone());
             setup.data_dir = data;
@@ -123,7 +146,8 @@ fn main() -> Result<()> {
                 setup.retrain.epochs,
                 setup.ood.as_ref().map(|(id, _)| id.name())
             );
-            let outcome = experiment::run(&setup, &device, &mut Log).context("the experiment failed")?;
+            let outcome =
+                experiment::run(&setup, &device, &mut Log).context("the experiment failed")?;
             experiment::write_tables(&out, &outcome)?;
             let setup_json = serde_json::to_string_pretty(&setup)?;
             bnn_train::write_atomic(&out.join("setup.json"), setup_json.as_bytes())?;

@@ -66,7 +66,7 @@ pub fn read_cifar_file(
 ) -> Result<()> {
     let bytes = std::fs::read(path).map_err(|e| DataError::io(path, e))?;
     let record = label_bytes + CIFAR_IMAGE_BYTES;
-    if bytes.is_empty() || bytes.len() % record != 0 {
+    if bytes.is_empty() || !bytes.len().is_multiple_of(record) {
         return Err(DataError::format(
             path,
             format!(

@@ -13,8 +13,9 @@ use crate::transform::{
     RandomResizedCrop,
 };
 
-/// A supported data set.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// A supported data set (serialised by its [`DatasetId::name`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(into = "String", try_from = "String")]
 pub enum DatasetId {
     /// MNIST handwritten digits, 28×28 grey, 10 classes.
     Mnist,
@@ -269,6 +270,20 @@ impl DatasetId {
 impl std::fmt::Display for DatasetId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
+    }
+}
+
+impl From<DatasetId> for String {
+    fn from(id: DatasetId) -> String {
+        id.name().to_string()
+    }
+}
+
+impl TryFrom<String> for DatasetId {
+    type Error = DataError;
+
+    fn try_from(s: String) -> Result<Self, DataError> {
+        s.parse()
     }
 }
 

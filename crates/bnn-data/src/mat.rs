@@ -157,7 +157,7 @@ impl Parser<'_> {
             MI_DOUBLE | MI_INT64 | MI_UINT64 => 8,
             t => return Err(self.err(format!("{what}: unsupported data type {t}"))),
         };
-        if d.len() % width != 0 {
+        if !d.len().is_multiple_of(width) {
             return Err(self.err(format!(
                 "{what}: {} bytes is not a whole number of {width}-byte values",
                 d.len()
@@ -215,7 +215,10 @@ impl Parser<'_> {
             return Err(self.err("complex arrays are not supported"));
         }
         let (dims_el, at) = self.element(data, at)?;
-        if dims_el.ty != MI_INT32 || dims_el.data.len() % 4 != 0 || dims_el.data.is_empty() {
+        if dims_el.ty != MI_INT32
+            || !dims_el.data.len().is_multiple_of(4)
+            || dims_el.data.is_empty()
+        {
             return Err(self.err("matrix without a valid dimensions sub-element"));
         }
         let dims: Vec<usize> = dims_el

@@ -330,8 +330,7 @@ fn image_folder_decodes_resizes_and_orders_classes() {
             .unwrap()
             .1;
         // A flat colour survives JPEG and resizing within a few levels, per channel.
-        for ch in 0..3 {
-            let plane = &s.pixels[ch * 144..(ch + 1) * 144];
+        for (ch, plane) in s.pixels.chunks(144).enumerate() {
             let mean = plane.iter().map(|&v| v as f64).sum::<f64>() / 144.0;
             assert!(
                 (mean - rgb[ch] as f64).abs() < 8.0,

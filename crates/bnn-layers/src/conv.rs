@@ -124,8 +124,7 @@ impl BayesConv2dConfig {
             fan_out_only: false,
         };
         let weight_mu = init.init_with(shape, Some(fan_in), Some(fan_out), device);
-        let weight_rho =
-            self.weight_sigma.rho_param(shape, fan_in, fan_out, device);
+        let weight_rho = self.weight_sigma.rho_param(shape, fan_in, fan_out, device);
         let (bias_mu, bias_rho) = if self.bias {
             let c = self.channels[1];
             (
@@ -140,11 +139,16 @@ impl BayesConv2dConfig {
             weight_rho,
             bias_mu,
             bias_rho,
-            weight_prior_mu: self
-                .empirical_prior
-                .then(|| Initializer::Zeros.init(shape, device).set_require_grad(false)),
-            bias_prior_mu: (self.empirical_prior && self.bias)
-                .then(|| Initializer::Zeros.init([self.channels[1]], device).set_require_grad(false)),
+            weight_prior_mu: self.empirical_prior.then(|| {
+                Initializer::Zeros
+                    .init(shape, device)
+                    .set_require_grad(false)
+            }),
+            bias_prior_mu: (self.empirical_prior && self.bias).then(|| {
+                Initializer::Zeros
+                    .init([self.channels[1]], device)
+                    .set_require_grad(false)
+            }),
             sampling: Param::from_bool(true),
             geometry: self.geometry(),
             estimator: self.estimator,

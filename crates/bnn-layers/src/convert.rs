@@ -84,7 +84,10 @@ impl ModuleMapper for CopyMapper {
         param.map(|old| {
             let device = old.device();
             let requires_grad = old.is_require_grad();
-            flat.reshape(dims).to_device(&device).detach().set_require_grad(requires_grad)
+            flat.reshape(dims)
+                .to_device(&device)
+                .detach()
+                .set_require_grad(requires_grad)
         })
     }
 }
@@ -155,22 +158,35 @@ pub fn export_params<M: Module>(model: &M) -> Vec<NamedTensor> {
         .map(|e| NamedTensor {
             path: e.path,
             shape: e.shape,
-            data: e.flat.into_data().convert::<f32>().into_vec::<f32>().unwrap_or_default(),
+            data: e
+                .flat
+                .into_data()
+                .convert::<f32>()
+                .try_into_vec::<f32>()
+                .unwrap_or_default(),
         })
         .collect()
 }
 
 /// Sets the float parameters of `model` whose paths appear in `tensors`; returns the model and
 /// how many were set. A shape mismatch is an error; paths not in the model are ignored.
-pub fn import_params<M: Module>(model: M, tensors: &[NamedTensor]) -> Result<(M, usize), LayerError> {
+pub fn import_params<M: Module>(
+    model: M,
+    tensors: &[NamedTensor],
+) -> Result<(M, usize), LayerError> {
     let device = model.devices().first().cloned().unwrap_or_default();
     let mut source = HashMap::new();
     for t in tensors {
         let n: usize = t.shape.iter().product();
         if n != t.data.len() {
-            return Err(LayerError::LengthMismatch { what: t.path.clone(), expected: n, got: t.data.len() });
+            return Err(LayerError::LengthMismatch {
+                what: t.path.clone(),
+                expected: n,
+                got: t.data.len(),
+            });
         }
-        let flat = Tensor::<1>::from_data(burn::tensor::TensorData::new(t.data.clone(), [n]), &device);
+        let flat =
+            Tensor::<1>::from_data(burn::tensor::TensorData::new(t.data.clone(), [n]), &device);
         source.insert(t.path.clone(), (t.shape.clone(), flat));
     }
     let mut mapper = CopyMapper {

@@ -26,7 +26,11 @@ pub struct GaussTensor<const D: usize> {
 impl<const D: usize> GaussTensor<D> {
     /// One draw `mu + sigma * eps`, `eps ~ N(0, I)`.
     pub fn sample(&self) -> Tensor<D> {
-        let eps = Tensor::random(self.mu.shape(), Distribution::Normal(0.0, 1.0), &self.mu.device());
+        let eps = Tensor::random(
+            self.mu.shape(),
+            Distribution::Normal(0.0, 1.0),
+            &self.mu.device(),
+        );
         self.mu.clone() + self.sigma.clone() * eps
     }
 }
@@ -50,11 +54,13 @@ pub fn linear_forward<const D: usize>(
         return linear(input, weight.mu, bias.map(|b| b.mu));
     }
     match estimator {
-        Estimator::Reparameterization => {
-            linear(input, weight.sample(), bias.map(|b| b.sample()))
-        }
+        Estimator::Reparameterization => linear(input, weight.sample(), bias.map(|b| b.sample())),
         Estimator::LocalReparameterization => {
-            let mean = linear(input.clone(), weight.mu, bias.as_ref().map(|b| b.mu.clone()));
+            let mean = linear(
+                input.clone(),
+                weight.mu,
+                bias.as_ref().map(|b| b.mu.clone()),
+            );
             let var = linear(
                 input.powi_scalar(2),
                 weight.sigma.powi_scalar(2),
@@ -70,9 +76,17 @@ pub fn linear_forward<const D: usize>(
             let d_out = weight.mu.dims()[1];
             let device = input.device();
             let x2: Tensor<2> = input.reshape([rows, d_in]);
-            let mean = linear(x2.clone(), weight.mu.clone(), bias.as_ref().map(|b| b.sample()));
+            let mean = linear(
+                x2.clone(),
+                weight.mu.clone(),
+                bias.as_ref().map(|b| b.sample()),
+            );
             let delta = weight.sigma.clone()
-                * Tensor::random(weight.sigma.shape(), Distribution::Normal(0.0, 1.0), &device);
+                * Tensor::random(
+                    weight.sigma.shape(),
+                    Distribution::Normal(0.0, 1.0),
+                    &device,
+                );
             let s_in = random_signs([rows, d_in], &device);
             let s_out = random_signs([rows, d_out], &device);
             let perturb = linear(x2 * s_in, delta, None) * s_out;
@@ -126,7 +140,11 @@ pub fn conv2d_forward(
                 options.clone(),
             );
             let delta = weight.sigma.clone()
-                * Tensor::random(weight.sigma.shape(), Distribution::Normal(0.0, 1.0), &device);
+                * Tensor::random(
+                    weight.sigma.shape(),
+                    Distribution::Normal(0.0, 1.0),
+                    &device,
+                );
             let s_in = random_signs([batch, c_in, 1, 1], &device);
             let s_out = random_signs([batch, c_out, 1, 1], &device);
             mean + conv2d(input * s_in, delta, None, options) * s_out

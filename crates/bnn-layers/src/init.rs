@@ -79,13 +79,15 @@ impl SigmaInit {
                 let a = gain * (6.0 / (fan_in + fan_out).max(1) as f64).sqrt();
                 Tensor::random(shape, Distribution::Uniform(-a, a), device)
             }
-            Self::AbsNormal { std } => Tensor::random(shape, Distribution::Normal(0.0, std), device),
+            Self::AbsNormal { std } => {
+                Tensor::random(shape, Distribution::Normal(0.0, std), device)
+            }
             Self::Constant { sigma } => Tensor::full(shape, sigma, device),
         };
         let values: Vec<f32> = draws
             .into_data()
             .convert::<f32>()
-            .into_vec::<f32>()
+            .try_into_vec::<f32>()
             .unwrap_or_default();
         let rho: Vec<f32> = values
             .iter()

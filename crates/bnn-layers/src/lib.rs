@@ -47,7 +47,9 @@ mod shared;
 mod visit;
 
 pub use conv::{BayesConv2d, BayesConv2dConfig, ConvGeometry};
-pub use convert::{NamedTensor, bayes_from_deterministic, deterministic_from_bayes, export_params, import_params};
+pub use convert::{
+    NamedTensor, bayes_from_deterministic, deterministic_from_bayes, export_params, import_params,
+};
 pub use device::{available_backends, device_by_name, test_device};
 pub use elbo::{ElboConfig, KlSchedule};
 pub use error::LayerError;
@@ -60,6 +62,6 @@ pub use shared::{
     WeightSource,
 };
 pub use visit::{
-    BayesTensor, ParamCounts, ParamRole, count_params, export_bayes, kl_divergence, num_bayes_weights, num_shared_weights,
-    set_sampling,
+    BayesTensor, ParamCounts, ParamRole, count_params, export_bayes, kl_divergence,
+    num_bayes_weights, num_shared_weights, set_sampling,
 };

@@ -1,7 +1,7 @@
 //! Mean-field Gaussian dense layer.
 
 use burn::config::Config;
-use burn::module::{Param, Flag};
+use burn::module::{Flag, Param};
 use burn::nn::{Initializer, Linear};
 use burn::prelude::*;
 use burn::tensor::activation::softplus;
@@ -82,11 +82,16 @@ impl BayesLinearConfig {
             weight_rho,
             bias_mu,
             bias_rho,
-            weight_prior_mu: self
-                .empirical_prior
-                .then(|| Initializer::Zeros.init([fi, fo], device).set_require_grad(false)),
-            bias_prior_mu: (self.empirical_prior && self.bias)
-                .then(|| Initializer::Zeros.init([fo], device).set_require_grad(false)),
+            weight_prior_mu: self.empirical_prior.then(|| {
+                Initializer::Zeros
+                    .init([fi, fo], device)
+                    .set_require_grad(false)
+            }),
+            bias_prior_mu: (self.empirical_prior && self.bias).then(|| {
+                Initializer::Zeros
+                    .init([fo], device)
+                    .set_require_grad(false)
+            }),
             sampling: Param::from_bool(true),
             estimator: self.estimator,
         }

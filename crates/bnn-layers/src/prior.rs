@@ -25,7 +25,10 @@ pub enum Prior {
 
 impl Default for Prior {
     fn default() -> Self {
-        Self::Normal { mu: 0.0, sigma: 0.1 }
+        Self::Normal {
+            mu: 0.0,
+            sigma: 0.1,
+        }
     }
 }
 

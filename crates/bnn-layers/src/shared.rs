@@ -143,12 +143,18 @@ impl SharedWeight {
                 WeightSource::Codebook(k) => check_index(i, *k, codebook_len)?,
                 WeightSource::Outlier { mu, rho } => {
                     if !mu.is_finite() || !rho.is_finite() {
-                        return Err(LayerError::NonFinite { what: "outlier".into(), index: i });
+                        return Err(LayerError::NonFinite {
+                            what: "outlier".into(),
+                            index: i,
+                        });
                     }
                     out_mu.push(*mu);
                     out_rho.push(*rho);
                 }
-                WeightSource::Ellipse { components, alphas: a } => {
+                WeightSource::Ellipse {
+                    components,
+                    alphas: a,
+                } => {
                     let blend = normalise_blend(i, components, a, codebook_len)?;
                     for (k, alpha) in blend {
                         comps.push(k as i64);
@@ -199,7 +205,9 @@ impl SharedWeight {
 
     /// Number of outlier weights.
     pub fn num_outliers(&self) -> usize {
-        self.outlier_mu.as_ref().map_or(0, |p| p.shape().dims::<1>()[0])
+        self.outlier_mu
+            .as_ref()
+            .map_or(0, |p| p.shape().dims::<1>()[0])
     }
 
     /// Number of ellipse weights.
@@ -221,8 +229,16 @@ impl SharedWeight {
             let idx = comps.val();
             let e = idx.dims()[0] / MAX_BLEND;
             let a = alphas.val().reshape([e, MAX_BLEND]);
-            let m = codebook.mu.clone().select(0, idx.clone()).reshape([e, MAX_BLEND]);
-            let s = codebook.sigma.clone().select(0, idx).reshape([e, MAX_BLEND]);
+            let m = codebook
+                .mu
+                .clone()
+                .select(0, idx.clone())
+                .reshape([e, MAX_BLEND]);
+            let s = codebook
+                .sigma
+                .clone()
+                .select(0, idx)
+                .reshape([e, MAX_BLEND]);
             let mean = (a.clone() * m.clone()).sum_dim(1);
             let var = (a * (s.powi_scalar(2) + (m - mean.clone()).powi_scalar(2))).sum_dim(1);
             mus.push(mean.reshape([e]));
@@ -277,15 +293,17 @@ impl SharedLinear {
         let device = layer.weight_mu.device();
         let shape = layer.weight_mu.shape().dims::<2>();
         let mut weight = SharedWeight::new(&shape, sources, codebook_len, &device)?;
-        weight.prior_mu = layer
-            .weight_prior_mu
-            .as_ref()
-            .map(|p| Param::from_tensor(p.val().reshape([shape[0] * shape[1]])).set_require_grad(false));
+        weight.prior_mu = layer.weight_prior_mu.as_ref().map(|p| {
+            Param::from_tensor(p.val().reshape([shape[0] * shape[1]])).set_require_grad(false)
+        });
         Ok(Self {
             weight,
             bias_mu: layer.bias_mu.as_ref().map(|p| Param::from_tensor(p.val())),
             bias_rho: layer.bias_rho.as_ref().map(|p| Param::from_tensor(p.val())),
-            bias_prior_mu: layer.bias_prior_mu.as_ref().map(|p| Param::from_tensor(p.val()).set_require_grad(false)),
+            bias_prior_mu: layer
+                .bias_prior_mu
+                .as_ref()
+                .map(|p| Param::from_tensor(p.val()).set_require_grad(false)),
             sampling: Param::from_bool(true),
             estimator: layer.estimator,
         })
@@ -343,7 +361,10 @@ impl SharedConv2d {
             weight,
             bias_mu: layer.bias_mu.as_ref().map(|p| Param::from_tensor(p.val())),
             bias_rho: layer.bias_rho.as_ref().map(|p| Param::from_tensor(p.val())),
-            bias_prior_mu: layer.bias_prior_mu.as_ref().map(|p| Param::from_tensor(p.val()).set_require_grad(false)),
+            bias_prior_mu: layer
+                .bias_prior_mu
+                .as_ref()
+                .map(|p| Param::from_tensor(p.val()).set_require_grad(false)),
             sampling: Param::from_bool(true),
             geometry: layer.geometry,
             estimator: layer.estimator,
@@ -370,7 +391,10 @@ pub struct CodebookConfig {
     pub len: usize,
 }
 
-fn bias_of(mu: &Option<Param<Tensor<1>>>, rho: &Option<Param<Tensor<1>>>) -> Option<GaussTensor<1>> {
+fn bias_of(
+    mu: &Option<Param<Tensor<1>>>,
+    rho: &Option<Param<Tensor<1>>>,
+) -> Option<GaussTensor<1>> {
     match (mu, rho) {
         (Some(mu), Some(rho)) => Some(GaussTensor {
             mu: mu.val(),
@@ -387,7 +411,10 @@ fn vec_tensor(v: &[f32], device: &Device) -> Tensor<1> {
 fn check_finite<'a>(what: &str, values: impl Iterator<Item = &'a f32>) -> Result<(), LayerError> {
     for (i, v) in values.enumerate() {
         if !v.is_finite() {
-            return Err(LayerError::NonFinite { what: what.into(), index: i });
+            return Err(LayerError::NonFinite {
+                what: what.into(),
+                index: i,
+            });
         }
     }
     Ok(())
@@ -410,14 +437,23 @@ fn normalise_blend(
 ) -> Result<[(u32, f32); MAX_BLEND], LayerError> {
     let bad = |reason: String| LayerError::InvalidBlend { weight, reason };
     if components.is_empty() || components.len() > MAX_BLEND {
-        return Err(bad(format!("{} components (1..={MAX_BLEND} allowed)", components.len())));
+        return Err(bad(format!(
+            "{} components (1..={MAX_BLEND} allowed)",
+            components.len()
+        )));
     }
     if alphas.len() != components.len() {
-        return Err(bad(format!("{} alphas for {} components", alphas.len(), components.len())));
+        return Err(bad(format!(
+            "{} alphas for {} components",
+            alphas.len(),
+            components.len()
+        )));
     }
     let total: f32 = alphas.iter().sum();
     if alphas.iter().any(|a| !a.is_finite() || *a < 0.0) || total <= 0.0 || !total.is_finite() {
-        return Err(bad(format!("alphas {alphas:?} must be finite, >= 0 and not all 0")));
+        return Err(bad(format!(
+            "alphas {alphas:?} must be finite, >= 0 and not all 0"
+        )));
     }
     let mut out = [(0u32, 0f32); MAX_BLEND];
     for (slot, (&k, &a)) in out.iter_mut().zip(components.iter().zip(alphas)) {

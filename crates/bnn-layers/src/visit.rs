@@ -13,9 +13,9 @@ use burn::prelude::*;
 use burn::tensor::Int;
 use burn::tensor::activation::softplus;
 
+use crate::Prior;
 use crate::prior::kl_gaussian_sum;
 use crate::shared::{CodebookView, MAX_BLEND};
-use crate::Prior;
 
 /// One float parameter seen by the collector.
 #[derive(Debug, Clone)]
@@ -38,14 +38,25 @@ pub(crate) struct Collector<'g> {
     grads: Option<&'g burn::tensor::Gradients>,
 }
 
-fn flatten<const D: usize, K: burn::tensor::BasicOps>(t: Tensor<D, K>) -> Tensor<1, K> {
+fn flatten<const D: usize>(t: Tensor<D>) -> Tensor<1> {
+    let n = t.shape().num_elements();
+    t.reshape([n])
+}
+
+fn flatten_int<const D: usize>(t: Tensor<D, Int>) -> Tensor<1, Int> {
     let n = t.shape().num_elements();
     t.reshape([n])
 }
 
 impl<'g> Collector<'g> {
-    pub(crate) fn collect<M: Module>(model: &M, grads: Option<&'g burn::tensor::Gradients>) -> Self {
-        let mut c = Collector { grads, ..Default::default() };
+    pub(crate) fn collect<M: Module>(
+        model: &M,
+        grads: Option<&'g burn::tensor::Gradients>,
+    ) -> Self {
+        let mut c = Collector {
+            grads,
+            ..Default::default()
+        };
         model.visit(&mut c);
         c
     }
@@ -89,7 +100,7 @@ impl ModuleVisitor for Collector<'_> {
     }
 
     fn visit_int<const D: usize>(&mut self, param: &Param<Tensor<D, Int>>) {
-        self.ints.insert(self.current(), flatten(param.val()));
+        self.ints.insert(self.current(), flatten_int(param.val()));
     }
 }
 
@@ -120,7 +131,10 @@ pub struct BayesTensor {
 }
 
 fn to_vec(t: Tensor<1>) -> Vec<f32> {
-    t.into_data().convert::<f32>().into_vec::<f32>().unwrap_or_default()
+    t.into_data()
+        .convert::<f32>()
+        .try_into_vec::<f32>()
+        .unwrap_or_default()
 }
 
 /// Pairs of `<x>_mu` / `<x>_rho` parameters, in visiting order.
@@ -139,7 +153,11 @@ fn bayes_pairs<'a>(c: &'a Collector<'_>) -> Vec<(String, &'a FloatEntry, &'a Flo
 }
 
 fn role_of(base: &str) -> ParamRole {
-    if base.rsplit('.').next().is_some_and(|n| n.starts_with("bias")) {
+    if base
+        .rsplit('.')
+        .next()
+        .is_some_and(|n| n.starts_with("bias"))
+    {
         ParamRole::Bias
     } else {
         ParamRole::Weight
@@ -150,7 +168,10 @@ fn role_of(base: &str) -> ParamRole {
 /// stable visiting order; with `grads`, also `d loss / d mu`.
 ///
 /// Shared layers' outliers are not included: use this on the Bayesian model before sharing.
-pub fn export_bayes<M: Module>(model: &M, grads: Option<&burn::tensor::Gradients>) -> Vec<BayesTensor> {
+pub fn export_bayes<M: Module>(
+    model: &M,
+    grads: Option<&burn::tensor::Gradients>,
+) -> Vec<BayesTensor> {
     let c = Collector::collect(model, grads);
     bayes_pairs(&c)
         .into_iter()
@@ -188,23 +209,44 @@ pub fn kl_divergence<M: Module>(model: &M, prior: &Prior) -> Option<Tensor<1>> {
             .then(|| c.float(&format!("{base}_prior_mu")).map(|e| e.flat.clone()))
             .flatten();
         let sigma = softplus(rho.flat.clone(), 1.0);
-        terms.push(kl_gaussian_sum(mu.flat.clone(), sigma, centre, scalar_mu, sigma_p));
+        terms.push(kl_gaussian_sum(
+            mu.flat.clone(),
+            sigma,
+            centre,
+            scalar_mu,
+            sigma_p,
+        ));
     }
     if let Some(view) = codebook_view(&c) {
-        for (prefix, index) in c.ints.iter().filter_map(|(p, t)| Some((p.strip_suffix(".index")?, t))) {
+        for (prefix, index) in c
+            .ints
+            .iter()
+            .filter_map(|(p, t)| Some((p.strip_suffix(".index")?, t)))
+        {
             let gathered = gather_shared(&c, prefix, index.clone(), &view);
             let centre = empirical
-                .then(|| c.float(&format!("{prefix}.prior_mu")).map(|e| e.flat.clone()))
+                .then(|| {
+                    c.float(&format!("{prefix}.prior_mu"))
+                        .map(|e| e.flat.clone())
+                })
                 .flatten();
-            terms.push(kl_gaussian_sum(gathered.0, gathered.1, centre, scalar_mu, sigma_p));
+            terms.push(kl_gaussian_sum(
+                gathered.0, gathered.1, centre, scalar_mu, sigma_p,
+            ));
         }
     }
     terms.into_iter().reduce(|a, b| a + b)
 }
 
 fn codebook_view(c: &Collector<'_>) -> Option<CodebookView> {
-    let mu = c.floats.iter().find(|e| e.parent == "Struct:Codebook" && e.path.ends_with("mu"))?;
-    let rho = c.floats.iter().find(|e| e.parent == "Struct:Codebook" && e.path.ends_with("rho"))?;
+    let mu = c
+        .floats
+        .iter()
+        .find(|e| e.parent == "Struct:Codebook" && e.path.ends_with("mu"))?;
+    let rho = c
+        .floats
+        .iter()
+        .find(|e| e.parent == "Struct:Codebook" && e.path.ends_with("rho"))?;
     Some(CodebookView {
         mu: mu.flat.clone(),
         sigma: softplus(rho.flat.clone(), 1.0),
@@ -233,8 +275,16 @@ fn gather_shared(
     ) {
         let e = comps.dims()[0] / MAX_BLEND;
         let a = alphas.flat.clone().reshape([e, MAX_BLEND]);
-        let m = view.mu.clone().select(0, comps.clone()).reshape([e, MAX_BLEND]);
-        let s = view.sigma.clone().select(0, comps.clone()).reshape([e, MAX_BLEND]);
+        let m = view
+            .mu
+            .clone()
+            .select(0, comps.clone())
+            .reshape([e, MAX_BLEND]);
+        let s = view
+            .sigma
+            .clone()
+            .select(0, comps.clone())
+            .reshape([e, MAX_BLEND]);
         let mean = (a.clone() * m.clone()).sum_dim(1);
         let var = (a * (s.powi_scalar(2) + (m - mean.clone()).powi_scalar(2))).sum_dim(1);
         mus.push(mean.reshape([e]));
@@ -250,7 +300,10 @@ fn gather_shared(
 /// and outliers included.
 pub fn num_bayes_weights<M: Module>(model: &M) -> usize {
     let c = Collector::collect(model, None);
-    bayes_pairs(&c).iter().map(|(_, mu, _)| mu.flat.dims()[0]).sum()
+    bayes_pairs(&c)
+        .iter()
+        .map(|(_, mu, _)| mu.flat.dims()[0])
+        .sum()
 }
 
 /// Number of weights in the model's shared tensors (each costs an index, not parameters).
@@ -336,7 +389,8 @@ impl ModuleVisitor for ShapeCounter {
         let n = param.lazy_shape().num_elements();
         let name = self.path.last().map(String::as_str).unwrap_or("");
         let parent = self.parents.last().map(String::as_str).unwrap_or("");
-        let fixed = name.starts_with("running_") || name.ends_with("prior_mu") || name == "ellipse_alphas";
+        let fixed =
+            name.starts_with("running_") || name.ends_with("prior_mu") || name == "ellipse_alphas";
         if !fixed {
             self.counts.trainable += n;
         }

@@ -17,16 +17,27 @@ fn scalar(t: Tensor<1>) -> f64 {
 fn every_estimator_is_stochastic_and_mean_mode_is_not() {
     let device = test_device();
     let x = Tensor::<2>::random([8, 6], Distribution::Normal(0.0, 1.0), &device);
-    for e in [Estimator::Reparameterization, Estimator::LocalReparameterization, Estimator::Flipout] {
+    for e in [
+        Estimator::Reparameterization,
+        Estimator::LocalReparameterization,
+        Estimator::Flipout,
+    ] {
         let layer = BayesLinearConfig::new(6, 4)
             .with_estimator(e)
             .with_weight_sigma(bnn_layers::SigmaInit::Constant { sigma: 0.1 })
             .init(&device);
         let a = layer.forward(x.clone());
         let b = layer.forward(x.clone());
-        assert!(scalar((a - b).abs().sum()) > 1e-3, "{e:?} should be stochastic");
+        assert!(
+            scalar((a - b).abs().sum()) > 1e-3,
+            "{e:?} should be stochastic"
+        );
         let layer = set_sampling(layer, false);
-        let d = scalar((layer.forward(x.clone()) - layer.forward(x.clone())).abs().sum());
+        let d = scalar(
+            (layer.forward(x.clone()) - layer.forward(x.clone()))
+                .abs()
+                .sum(),
+        );
         assert_eq!(d, 0.0, "{e:?} mean mode must be deterministic");
     }
 }
@@ -35,7 +46,11 @@ fn every_estimator_is_stochastic_and_mean_mode_is_not() {
 fn sampled_outputs_average_to_the_mean_output() {
     let device = test_device();
     let x = Tensor::<4>::ones([4, 2, 5, 5], &device);
-    for e in [Estimator::Reparameterization, Estimator::LocalReparameterization, Estimator::Flipout] {
+    for e in [
+        Estimator::Reparameterization,
+        Estimator::LocalReparameterization,
+        Estimator::Flipout,
+    ] {
         let conv = BayesConv2dConfig::new([2, 3], [3, 3])
             .with_padding([1, 1])
             .with_estimator(e)
@@ -47,7 +62,12 @@ fn sampled_outputs_average_to_the_mean_output() {
         for _ in 0..n {
             acc = acc + conv.forward(x.clone());
         }
-        let err = scalar((acc.div_scalar(n as f64) - mean.clone()).abs().max().reshape([1]));
+        let err = scalar(
+            (acc.div_scalar(n as f64) - mean.clone())
+                .abs()
+                .max()
+                .reshape([1]),
+        );
         assert!(err < 0.06, "{e:?}: mean of samples off by {err}");
     }
 }
@@ -56,7 +76,10 @@ fn sampled_outputs_average_to_the_mean_output() {
 fn kl_matches_the_closed_form_on_exported_values() {
     let device = test_device();
     let layer = BayesLinearConfig::new(5, 3).init(&device);
-    let prior = Prior::Normal { mu: 0.02, sigma: 0.1 };
+    let prior = Prior::Normal {
+        mu: 0.02,
+        sigma: 0.1,
+    };
     let kl = scalar(kl_divergence(&layer, &prior).unwrap());
     let mut expected = 0.0;
     for t in export_bayes(&layer, None) {
@@ -65,24 +88,45 @@ fn kl_matches_the_closed_form_on_exported_values() {
             expected += (0.1 / s).ln() + (s * s + (m - 0.02).powi(2)) / (2.0 * 0.01) - 0.5;
         }
     }
-    assert!((kl - expected).abs() / expected.abs() < 1e-4, "{kl} vs {expected}");
+    assert!(
+        (kl - expected).abs() / expected.abs() < 1e-4,
+        "{kl} vs {expected}"
+    );
 }
 
 fn host(t: Tensor<1>) -> Vec<f32> {
-    t.into_data().convert::<f32>().into_vec::<f32>().unwrap()
+    t.into_data()
+        .convert::<f32>()
+        .try_into_vec::<f32>()
+        .unwrap()
 }
 
 /// Loss of a shared layer with the codebook `(mu, rho)`, noise fixed by seeding the device.
-fn shared_loss(device: &Device, mu: &[f32], rho: &[f32], sources: &[WeightSource], x: &Tensor<2>) -> (Tensor<1>, Codebook) {
+fn shared_loss(
+    device: &Device,
+    mu: &[f32],
+    rho: &[f32],
+    sources: &[WeightSource],
+    x: &Tensor<2>,
+) -> (Tensor<1>, Codebook) {
     let codebook = Codebook::new(mu, rho, device).unwrap();
     let base = BayesLinearConfig::new(3, 2).with_bias(false).init(device);
     let layer = SharedLinear::from_bayes(&base, sources, mu.len()).unwrap();
     device.seed(1234);
     let out = layer.forward(x.clone(), &codebook.view());
-    let prior = Prior::Normal { mu: 0.0, sigma: 1.0 };
-    let network = SharedNet { layer, codebook: codebook.clone() };
+    let prior = Prior::Normal {
+        mu: 0.0,
+        sigma: 1.0,
+    };
+    let network = SharedNet {
+        layer,
+        codebook: codebook.clone(),
+    };
     let kl = kl_divergence(&network, &prior).unwrap();
-    ((out.powi_scalar(2).sum() + kl.mul_scalar(0.1)).reshape([1]), codebook)
+    (
+        (out.powi_scalar(2).sum() + kl.mul_scalar(0.1)).reshape([1]),
+        codebook,
+    )
 }
 
 #[derive(Module, Debug)]
@@ -101,14 +145,32 @@ fn gradients_reach_the_codebook_and_match_finite_differences() {
         WeightSource::Codebook(1),
         WeightSource::Outlier { mu: 0.2, rho: -2.0 },
         WeightSource::Codebook(0),
-        WeightSource::Ellipse { components: vec![0, 2], alphas: vec![0.7, 0.3] },
+        WeightSource::Ellipse {
+            components: vec![0, 2],
+            alphas: vec![0.7, 0.3],
+        },
         WeightSource::Codebook(2),
     ];
-    let x = Tensor::<2>::from_data(TensorData::new(vec![1.0f32, -0.5, 0.3, 0.2, 0.9, -1.1], [2, 3]), &device);
+    let x = Tensor::<2>::from_data(
+        TensorData::new(vec![1.0f32, -0.5, 0.3, 0.2, 0.9, -1.1], [2, 3]),
+        &device,
+    );
     let (loss, codebook) = shared_loss(&device, &mu, &rho, &sources, &x);
     let grads = loss.backward();
-    let g_mu = host(codebook.mu.val().grad(&grads).expect("codebook mu has a gradient"));
-    let g_rho = host(codebook.rho.val().grad(&grads).expect("codebook rho has a gradient"));
+    let g_mu = host(
+        codebook
+            .mu
+            .val()
+            .grad(&grads)
+            .expect("codebook mu has a gradient"),
+    );
+    let g_rho = host(
+        codebook
+            .rho
+            .val()
+            .grad(&grads)
+            .expect("codebook rho has a gradient"),
+    );
     let plain = Device::default();
     let _ = plain;
     let h = 1e-2f32;
@@ -121,12 +183,20 @@ fn gradients_reach_the_codebook_and_match_finite_differences() {
         up[k] += h;
         down[k] -= h;
         let fd = (value(&up, &rho) - value(&down, &rho)) / (2.0 * h as f64);
-        assert!((fd - g_mu[k] as f64).abs() < 2e-2 * (1.0 + fd.abs()), "d/d mu_{k}: autodiff {} vs fd {fd}", g_mu[k]);
+        assert!(
+            (fd - g_mu[k] as f64).abs() < 2e-2 * (1.0 + fd.abs()),
+            "d/d mu_{k}: autodiff {} vs fd {fd}",
+            g_mu[k]
+        );
         let (mut up, mut down) = (rho, rho);
         up[k] += h;
         down[k] -= h;
         let fd = (value(&mu, &up) - value(&mu, &down)) / (2.0 * h as f64);
-        assert!((fd - g_rho[k] as f64).abs() < 2e-2 * (1.0 + fd.abs()), "d/d rho_{k}: autodiff {} vs fd {fd}", g_rho[k]);
+        assert!(
+            (fd - g_rho[k] as f64).abs() < 2e-2 * (1.0 + fd.abs()),
+            "d/d rho_{k}: autodiff {} vs fd {fd}",
+            g_rho[k]
+        );
         assert!(g_mu[k].abs() > 0.0);
     }
 }
@@ -140,10 +210,16 @@ fn shared_layer_rejects_bad_sources() {
     let out_of_range = vec![WeightSource::Codebook(9); 4];
     assert!(SharedLinear::from_bayes(&base, &out_of_range, 4).is_err());
     let mut bad_blend = vec![WeightSource::Codebook(0); 4];
-    bad_blend[1] = WeightSource::Ellipse { components: vec![0, 1], alphas: vec![f32::NAN, 1.0] };
+    bad_blend[1] = WeightSource::Ellipse {
+        components: vec![0, 1],
+        alphas: vec![f32::NAN, 1.0],
+    };
     assert!(SharedLinear::from_bayes(&base, &bad_blend, 4).is_err());
     let mut nan_outlier = vec![WeightSource::Codebook(0); 4];
-    nan_outlier[0] = WeightSource::Outlier { mu: f32::INFINITY, rho: 0.0 };
+    nan_outlier[0] = WeightSource::Outlier {
+        mu: f32::INFINITY,
+        rho: 0.0,
+    };
     assert!(SharedLinear::from_bayes(&base, &nan_outlier, 4).is_err());
 }
 
@@ -159,14 +235,33 @@ fn conversion_round_trip_by_path() {
         fc: bnn_layers::BayesLinear,
     }
     let device = test_device();
-    let det = Det { fc: LinearConfig::new(4, 3).init(&device) };
-    let bayes = Bayes { fc: BayesLinearConfig::new(4, 3).with_empirical_prior(true).init(&device) };
+    let det = Det {
+        fc: LinearConfig::new(4, 3).init(&device),
+    };
+    let bayes = Bayes {
+        fc: BayesLinearConfig::new(4, 3)
+            .with_empirical_prior(true)
+            .init(&device),
+    };
     let (bayes, copied) = bnn_layers::bayes_from_deterministic(&det, bayes).unwrap();
     assert_eq!(copied, 4, "weight_mu, bias_mu and both prior centres");
     let w = host(det.fc.weight.val().reshape([12]));
     assert_eq!(host(bayes.fc.weight_mu.val().reshape([12])), w);
-    assert_eq!(host(bayes.fc.weight_prior_mu.as_ref().unwrap().val().reshape([12])), w);
-    let fresh = Det { fc: LinearConfig::new(4, 3).init(&device) };
+    assert_eq!(
+        host(
+            bayes
+                .fc
+                .weight_prior_mu
+                .as_ref()
+                .unwrap()
+                .val()
+                .reshape([12])
+        ),
+        w
+    );
+    let fresh = Det {
+        fc: LinearConfig::new(4, 3).init(&device),
+    };
     let (back, _) = bnn_layers::deterministic_from_bayes(&bayes, fresh).unwrap();
     assert_eq!(host(back.fc.weight.val().reshape([12])), w);
     // Empirical prior centred on the weights: the KL only sees sigma.
@@ -179,5 +274,8 @@ fn conversion_round_trip_by_path() {
         }
     }
     // The bias prior centre is the deterministic bias, too.
-    assert!((kl - expected).abs() / expected < 1e-4, "{kl} vs {expected}");
+    assert!(
+        (kl - expected).abs() / expected < 1e-4,
+        "{kl} vs {expected}"
+    );
 }

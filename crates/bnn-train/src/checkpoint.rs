@@ -29,13 +29,19 @@ pub struct Checkpointer {
 }
 
 fn ck_err(path: &Path, reason: impl ToString) -> TrainError {
-    TrainError::Checkpoint { path: path.display().to_string(), reason: reason.to_string() }
+    TrainError::Checkpoint {
+        path: path.display().to_string(),
+        reason: reason.to_string(),
+    }
 }
 
 /// Writes `bytes` to `path` through a temporary file in the same directory and a rename.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), TrainError> {
     use std::io::Write;
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
     let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
     let result = (|| {
@@ -69,11 +75,23 @@ impl Checkpointer {
     }
 
     /// Saves the model and the history after `epoch`.
-    pub fn save(&self, model: &Network, epoch: usize, history: &[EpochStats]) -> Result<(), TrainError> {
+    pub fn save(
+        &self,
+        model: &Network,
+        epoch: usize,
+        history: &[EpochStats],
+    ) -> Result<(), TrainError> {
         let path = self.model_path();
-        let bytes = model.clone().into_record().into_bytes().map_err(|e| ck_err(&path, format!("{e:?}")))?;
+        let bytes = model
+            .clone()
+            .into_record()
+            .into_bytes()
+            .map_err(|e| ck_err(&path, format!("{e:?}")))?;
         write_atomic(&path, &bytes)?;
-        let state = CheckpointState { epoch, history: history.to_vec() };
+        let state = CheckpointState {
+            epoch,
+            history: history.to_vec(),
+        };
         let json = serde_json::to_vec_pretty(&state).map_err(|e| ck_err(&self.state_path(), e))?;
         // The state is written last: a state file always names a complete model file.
         write_atomic(&self.state_path(), &json)

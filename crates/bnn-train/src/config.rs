@@ -100,7 +100,10 @@ impl TrainConfig {
             batch_size: 128,
             lr: 0.05,
             lr_rho: 0.0,
-            optimizer: OptimizerKind::Sgd { momentum: 0.9, nesterov: true },
+            optimizer: OptimizerKind::Sgd {
+                momentum: 0.9,
+                nesterov: true,
+            },
             weight_decay: 5e-4,
             schedule: LrSchedule::OneCycle { pct_start: 0.25 },
             prior: Prior::default(),

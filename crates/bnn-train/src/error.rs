@@ -4,7 +4,9 @@
 #[derive(Debug, thiserror::Error)]
 pub enum TrainError {
     /// The loss became NaN or infinite; training stopped.
-    #[error("the loss became {value} at epoch {epoch}, step {step}; training stopped (the last good checkpoint is kept)")]
+    #[error(
+        "the loss became {value} at epoch {epoch}, step {step}; training stopped (the last good checkpoint is kept)"
+    )]
     NonFiniteLoss {
         /// Epoch of the bad step.
         epoch: usize,

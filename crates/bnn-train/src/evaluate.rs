@@ -25,12 +25,17 @@ pub struct Predictions {
 ///
 /// The loader must not drop the last batch. `model` may live on an autodiff device; evaluation
 /// runs on `model.valid()`.
-pub fn predict(model: &Network, loader: &DataLoader, samples: usize) -> Result<Predictions, TrainError> {
+pub fn predict(
+    model: &Network,
+    loader: &DataLoader,
+    samples: usize,
+) -> Result<Predictions, TrainError> {
     let n = loader.dataset().len();
     let valid = model.valid();
-    let stochastic = samples > 1 && bnn_layers::count_params(&valid).bayes_weights
-        + bnn_layers::count_params(&valid).shared_weights
-        > 0;
+    let stochastic = samples > 1
+        && bnn_layers::count_params(&valid).bayes_weights
+            + bnn_layers::count_params(&valid).shared_weights
+            > 0;
     let valid = set_sampling(valid, stochastic);
     let passes = if stochastic { samples } else { 1 };
     let device = valid.devices().first().cloned().unwrap_or_default();
@@ -92,11 +97,24 @@ pub fn evaluate(
         Some(loader) => {
             let out = predict(model, loader, samples)?;
             (
-                Some(OodSummary::from_predictive(&pred.predictive, &out.predictive, OodScore::MaxProb)?),
-                Some(OodSummary::from_predictive(&pred.predictive, &out.predictive, OodScore::Entropy)?),
+                Some(OodSummary::from_predictive(
+                    &pred.predictive,
+                    &out.predictive,
+                    OodScore::MaxProb,
+                )?),
+                Some(OodSummary::from_predictive(
+                    &pred.predictive,
+                    &out.predictive,
+                    OodScore::Entropy,
+                )?),
             )
         }
         None => (None, None),
     };
-    Ok(Evaluation { summary, ood_max_prob, ood_entropy, samples })
+    Ok(Evaluation {
+        summary,
+        ood_max_prob,
+        ood_entropy,
+        samples,
+    })
 }

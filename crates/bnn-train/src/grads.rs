@@ -40,7 +40,8 @@ pub fn mean_mu_gradients(
         }
         count += 1;
     }
-    let mut out = sum.ok_or_else(|| TrainError::Config("no batch to compute gradients on".into()))?;
+    let mut out =
+        sum.ok_or_else(|| TrainError::Config("no batch to compute gradients on".into()))?;
     for t in &mut out {
         if let Some(g) = t.grad_mu.as_mut() {
             g.iter_mut().for_each(|x| *x /= count as f32);

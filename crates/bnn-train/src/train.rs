@@ -81,7 +81,11 @@ impl ModuleVisitor for RhoIds {
     }
 
     fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
-        if self.path.last().is_some_and(|n| n == "rho" || n.ends_with("_rho")) {
+        if self
+            .path
+            .last()
+            .is_some_and(|n| n == "rho" || n.ends_with("_rho"))
+        {
             self.ids.push(param.id);
         }
     }
@@ -132,7 +136,9 @@ pub fn train(
     let elbo = ElboConfig::new(n_train)
         .with_kl_weight(config.kl_weight)
         .with_schedule(if config.kl_warmup_steps > 0 {
-            KlSchedule::Linear { warmup_steps: config.kl_warmup_steps }
+            KlSchedule::Linear {
+                warmup_steps: config.kl_warmup_steps,
+            }
         } else {
             KlSchedule::Constant
         });
@@ -158,14 +164,22 @@ pub fn train(
             let (x, y) = to_tensors(&batch, &device);
             let logits = model.forward(x);
             let nll = cross_entropy(logits.clone(), y.clone());
-            let kl = if bayesian { kl_divergence(&model, &config.prior) } else { None };
+            let kl = if bayesian {
+                kl_divergence(&model, &config.prior)
+            } else {
+                None
+            };
             if let Some(k) = &kl {
                 last_kl = k.clone().into_scalar::<f32>() as f64;
             }
             let loss = elbo.loss(nll.clone(), kl, global);
             let loss_value = loss.clone().into_scalar::<f32>();
             if !loss_value.is_finite() {
-                return Err(TrainError::NonFiniteLoss { epoch, step, value: loss_value });
+                return Err(TrainError::NonFiniteLoss {
+                    epoch,
+                    step,
+                    value: loss_value,
+                });
             }
             let predicted = logits.argmax(1).reshape([batch.len()]);
             correct += predicted.equal(y).int().sum().into_scalar::<i64>() as usize;

@@ -15,7 +15,11 @@ fn bench_fit(c: &mut Criterion) {
     });
     let model = fit(&points, None, &cfg).expect("fit");
     g.bench_function("assign_1M_k500", |b| {
-        b.iter(|| model.assign_and_mean_log_likelihood(&points).expect("assign"))
+        b.iter(|| {
+            model
+                .assign_and_mean_log_likelihood(&points)
+                .expect("assign")
+        })
     });
     g.finish();
 }

@@ -37,7 +37,8 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         );
         return Ok(());
     }
-    let path = get("--points").ok_or("usage: --points FILE.npy --k K [--seed S] | --generate N --out FILE.npy")?;
+    let path = get("--points")
+        .ok_or("usage: --points FILE.npy --k K [--seed S] | --generate N --out FILE.npy")?;
     let mut cfg = GmmConfig {
         seed,
         ..GmmConfig::default()

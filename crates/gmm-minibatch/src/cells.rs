@@ -17,48 +17,44 @@ pub(crate) struct CellStat {
     pub cyy: f64,
 }
 
-/// Two-pass (mean, then centred second moments) statistics per occupied cell, in cell order;
+/// Shifted one-pass statistics per occupied cell, in cell order;
 /// cells of zero weight are left out. Returns the kept cells' codes and statistics.
-pub(crate) fn cell_stats(
-    points: &[[f32; 2]],
-    weights: Option<&[f32]>,
-    std: &Standardizer,
-    b: &Buckets,
-) -> (Vec<u32>, Vec<CellStat>) {
+pub(crate) fn cell_stats(std: &Standardizer, b: &Buckets) -> (Vec<u32>, Vec<CellStat>) {
     let stats: Vec<CellStat> = (0..b.codes.len())
         .into_par_iter()
         .with_min_len(1024)
         .map(|c| {
-            let idx = &b.perm[b.starts[c]..b.starts[c + 1]];
-            let wt = |i: u32| weights.map_or(1.0, |w| f64::from(w[i as usize]));
-            let (mut sw, mut sx, mut sy) = (0.0, 0.0, 0.0);
-            for &i in idx {
-                let z = std.to_std(points[i as usize]);
-                let w = wt(i);
+            let range = b.starts[c]..b.starts[c + 1];
+            // One pass with moments about the cell's first point (shift keeps them accurate).
+            let r = std.to_std(b.pts[range.start]);
+            let (mut sw, mut sx, mut sy, mut sxx, mut sxy, mut syy) =
+                (0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
+            for j in range {
+                let z = std.to_std(b.pts[j]);
+                let w = if b.w.is_empty() {
+                    1.0
+                } else {
+                    f64::from(b.w[j])
+                };
+                let (dx, dy) = (z[0] - r[0], z[1] - r[1]);
                 sw += w;
-                sx += w * z[0];
-                sy += w * z[1];
+                sx += w * dx;
+                sy += w * dy;
+                sxx += w * dx * dx;
+                sxy += w * dx * dy;
+                syy += w * dy * dy;
             }
             if !(sw > 0.0) {
                 return CellStat::default();
             }
             let (mx, my) = (sx / sw, sy / sw);
-            let (mut cxx, mut cxy, mut cyy) = (0.0, 0.0, 0.0);
-            for &i in idx {
-                let z = std.to_std(points[i as usize]);
-                let w = wt(i);
-                let (dx, dy) = (z[0] - mx, z[1] - my);
-                cxx += w * dx * dx;
-                cxy += w * dx * dy;
-                cyy += w * dy * dy;
-            }
             CellStat {
                 w: sw,
-                mx,
-                my,
-                cxx: cxx / sw,
-                cxy: cxy / sw,
-                cyy: cyy / sw,
+                mx: r[0] + mx,
+                my: r[1] + my,
+                cxx: (sxx / sw - mx * mx).max(0.0),
+                cxy: sxy / sw - mx * my,
+                cyy: (syy / sw - my * my).max(0.0),
             }
         })
         .collect();

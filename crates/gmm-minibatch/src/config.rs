@@ -93,7 +93,9 @@ impl GmmConfig {
             if v.is_finite() && v > 0.0 {
                 Ok(())
             } else {
-                Err(GmmError::Config(format!("{name} = {v} must be finite and > 0")))
+                Err(GmmError::Config(format!(
+                    "{name} = {v} must be finite and > 0"
+                )))
             }
         };
         pos("cov_floor", self.cov_floor)?;
@@ -113,6 +115,8 @@ impl GmmConfig {
 
     /// Grid bits: `log2` of the histogram resolution rounded up to a power of two.
     pub(crate) fn grid_bits(&self) -> u32 {
-        self.histogram_resolution.next_power_of_two().trailing_zeros()
+        self.histogram_resolution
+            .next_power_of_two()
+            .trailing_zeros()
     }
 }

@@ -58,16 +58,10 @@ impl Standardizer {
 /// Weighted summary of validated input.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Summary {
-    pub n: usize,
     /// Total weight.
     pub total_w: f64,
-    /// Points with positive weight.
-    pub n_positive: usize,
     pub mean: [f64; 2],
     pub var: [f64; 2],
-    /// Raw extremes over all points (also zero-weight ones).
-    pub min: [f64; 2],
-    pub max: [f64; 2],
 }
 
 #[derive(Clone, Copy)]
@@ -122,6 +116,7 @@ pub(crate) fn summarize(points: &[[f32; 2]], weights: Option<&[f32]>) -> Result<
             };
             for (j, pt) in chunk.iter().enumerate() {
                 let i = base + j;
+                #[allow(clippy::needless_range_loop)]
                 for a in 0..2 {
                     if !pt[a].is_finite() && p.bad_point.is_none() {
                         p.bad_point = Some((i, a, pt[a]));
@@ -187,13 +182,9 @@ pub(crate) fn summarize(points: &[[f32; 2]], weights: Option<&[f32]>) -> Result<
         var[a] = (t.s2[a] / t.sw - m * m).max(0.0);
     }
     Ok(Summary {
-        n,
         total_w: t.sw,
-        n_positive: t.n_pos,
         mean,
         var,
-        min: t.min,
-        max: t.max,
     })
 }
 
@@ -211,10 +202,13 @@ mod tests {
         assert_eq!(st.scale[1], 1.0);
         let w = [0.0f32, 1.0, 1.0];
         let s = summarize(&pts, Some(&w)).unwrap();
-        assert!((s.mean[0] - 4.0).abs() < 1e-12 && s.n_positive == 2);
+        assert!((s.mean[0] - 4.0).abs() < 1e-12);
         assert!(matches!(
             summarize(&pts, Some(&w[..2])),
-            Err(GmmError::WeightLength { weights: 2, points: 3 })
+            Err(GmmError::WeightLength {
+                weights: 2,
+                points: 3
+            })
         ));
         assert!(matches!(
             summarize(&pts, Some(&[1.0, -1.0, 1.0])),
@@ -227,7 +221,11 @@ mod tests {
         let bad = [[1.0f32, 1.0], [1.0, f32::INFINITY]];
         assert!(matches!(
             summarize(&bad, None),
-            Err(GmmError::NonFinitePoint { index: 1, axis: 1, .. })
+            Err(GmmError::NonFinitePoint {
+                index: 1,
+                axis: 1,
+                ..
+            })
         ));
         assert!(matches!(summarize(&[], None), Err(GmmError::EmptyInput)));
     }

@@ -10,6 +10,7 @@ use rayon::prelude::*;
 
 use crate::cells::CellStat;
 use crate::grid::Geom;
+use crate::lanes::Packed;
 use crate::math::{Comp, fast_exp};
 use crate::mixture::Stat;
 use crate::prune::{Leaf, traverse};
@@ -21,9 +22,9 @@ const EM_LEAF_S: u32 = 2;
 /// Candidate lists of one task group: `cells[i]` uses `cands[offs[i]..offs[i + 1]]`.
 #[derive(Default)]
 pub(crate) struct LeafLists {
-    cells: Vec<Range<usize>>,
+    pub(crate) cells: Vec<Range<usize>>,
     offs: Vec<usize>,
-    cands: Vec<u32>,
+    pub(crate) cands: Vec<u32>,
 }
 
 /// Builds the pruned candidate lists for the current components.
@@ -57,129 +58,83 @@ pub(crate) struct EPass {
     pub weight: f64,
 }
 
+/// Packed candidates plus per-candidate accumulators of `r * [1, x, y, xx, xy, yy]`.
 #[derive(Default)]
-struct Packed {
-    mx: Vec<f64>,
-    my: Vec<f64>,
-    pa: Vec<f64>,
-    pb2: Vec<f64>,
-    pc: Vec<f64>,
-    logc: Vec<f64>,
-    q: Vec<f64>,
-    acc: [Vec<f64>; 6],
+struct EmPacked {
+    p: Packed,
+    acc: [Vec<[f64; 4]>; 6],
 }
 
-impl Packed {
+impl EmPacked {
     fn load(&mut self, cands: &[u32], comps: &[Comp]) {
-        let l = cands.len();
-        for v in [
-            &mut self.mx,
-            &mut self.my,
-            &mut self.pa,
-            &mut self.pb2,
-            &mut self.pc,
-            &mut self.logc,
-            &mut self.q,
-        ] {
-            v.clear();
-            v.resize(l, 0.0);
-        }
+        self.p.load(cands, comps);
         for a in &mut self.acc {
             a.clear();
-            a.resize(l, 0.0);
-        }
-        for (j, &k) in cands.iter().enumerate() {
-            let c = &comps[k as usize];
-            self.mx[j] = c.mx;
-            self.my[j] = c.my;
-            self.pa[j] = c.pa;
-            self.pb2[j] = 2.0 * c.pb;
-            self.pc[j] = c.pc;
-            self.logc[j] = c.logc;
+            a.resize(self.p.lanes.len(), [0.0; 4]);
         }
     }
 }
 
 /// E-step of one cell against the packed list; adds its responsibilities times its moments
-/// to `p.acc` and returns `w * ln(sum_k exp(q_k))`.
+/// to the accumulators and returns `w * ln(sum_k exp(q_k))`.
 #[inline(always)]
-fn e_cell_body(c: &CellStat, p: &mut Packed) -> f64 {
-    let l = p.q.len();
-    let (mx, my, pa, pb2, pc, logc) = (
-        &p.mx[..l],
-        &p.my[..l],
-        &p.pa[..l],
-        &p.pb2[..l],
-        &p.pc[..l],
-        &p.logc[..l],
-    );
-    let q = &mut p.q[..l];
-    for j in 0..l {
-        let dx = c.mx - mx[j];
-        let dy = c.my - my[j];
-        let e = pa[j] * (dx * dx + c.cxx) + pb2[j] * (dx * dy + c.cxy) + pc[j] * (dy * dy + c.cyy);
-        q[j] = logc[j] - 0.5 * e;
-    }
+fn e_cell_body(c: &CellStat, e: &mut EmPacked) -> f64 {
+    let p = &mut e.p;
     let mut m4 = [f64::NEG_INFINITY; 4];
-    let mut chunks = q.chunks_exact(4);
-    for ch in &mut chunks {
+    for (ln, q) in p.lanes.iter().zip(p.q.iter_mut()) {
         for t in 0..4 {
-            m4[t] = if ch[t] > m4[t] { ch[t] } else { m4[t] };
+            let dx = c.mx - ln.mx[t];
+            let dy = c.my - ln.my[t];
+            let d = ln.pa[t] * (dx * dx + c.cxx)
+                + ln.pb2[t] * (dx * dy + c.cxy)
+                + ln.pc[t] * (dy * dy + c.cyy);
+            let v = ln.logc[t] - 0.5 * d;
+            q[t] = v;
+            m4[t] = if v > m4[t] { v } else { m4[t] };
         }
     }
-    let mut m = m4[0].max(m4[1]).max(m4[2].max(m4[3]));
-    for &v in chunks.remainder() {
-        m = m.max(v);
-    }
+    let m = m4[0].max(m4[1]).max(m4[2].max(m4[3]));
     let mut s4 = [0.0f64; 4];
-    let mut chunks = q.chunks_exact_mut(4);
-    for ch in &mut chunks {
+    for q in p.q.iter_mut() {
         for t in 0..4 {
-            ch[t] = fast_exp(ch[t] - m);
-            s4[t] += ch[t];
+            q[t] = fast_exp(q[t] - m);
+            s4[t] += q[t];
         }
     }
-    let mut s = (s4[0] + s4[1]) + (s4[2] + s4[3]);
-    for v in chunks.into_remainder() {
-        *v = fast_exp(*v - m);
-        s += *v;
-    }
+    let s = (s4[0] + s4[1]) + (s4[2] + s4[3]);
     let f = c.w / s;
-    let (a1, a2) = (c.mx, c.my);
-    let (a3, a4, a5) = (c.cxx + c.mx * c.mx, c.cxy + c.mx * c.my, c.cyy + c.my * c.my);
-    let [r0, r1, r2, r3, r4, r5] = &mut p.acc;
-    let (r0, r1, r2, r3, r4, r5) = (
-        &mut r0[..l],
-        &mut r1[..l],
-        &mut r2[..l],
-        &mut r3[..l],
-        &mut r4[..l],
-        &mut r5[..l],
-    );
-    for j in 0..l {
-        let r = q[j] * f;
-        r0[j] += r;
-        r1[j] += r * a1;
-        r2[j] += r * a2;
-        r3[j] += r * a3;
-        r4[j] += r * a4;
-        r5[j] += r * a5;
+    let a = [
+        1.0,
+        c.mx,
+        c.my,
+        c.cxx + c.mx * c.mx,
+        c.cxy + c.mx * c.my,
+        c.cyy + c.my * c.my,
+    ];
+    let [r0, r1, r2, r3, r4, r5] = &mut e.acc;
+    for (j, q) in p.q.iter().enumerate() {
+        let (r0, r1, r2, r3, r4, r5) = (
+            &mut r0[j], &mut r1[j], &mut r2[j], &mut r3[j], &mut r4[j], &mut r5[j],
+        );
+        for t in 0..4 {
+            let r = q[t] * f;
+            r0[t] += r * a[0];
+            r1[t] += r * a[1];
+            r2[t] += r * a[2];
+            r3[t] += r * a[3];
+            r4[t] += r * a[4];
+            r5[t] += r * a[5];
+        }
     }
     c.w * (m + s.ln())
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn e_cell_avx2(c: &CellStat, p: &mut Packed) -> f64 {
-    e_cell_body(c, p)
-}
-
 #[inline]
-fn e_cell(c: &CellStat, p: &mut Packed, avx2: bool) -> f64 {
+fn e_cell(c: &CellStat, p: &mut EmPacked, avx2: bool) -> f64 {
     #[cfg(target_arch = "x86_64")]
     if avx2 {
         // SAFETY: the CPU supports avx2 and fma (checked by the caller).
-        return unsafe { e_cell_avx2(c, p) };
+        return unsafe { crate::simd::e_cell(c, &mut p.p, &mut p.acc) };
     }
     let _ = avx2;
     e_cell_body(c, p)
@@ -214,7 +169,7 @@ pub(crate) fn e_pass(
                 objective: 0.0,
                 weight: 0.0,
             };
-            let mut p = Packed::default();
+            let mut p = EmPacked::default();
             for (i, range) in ll.cells.iter().enumerate() {
                 let cands = &ll.cands[ll.offs[i]..ll.offs[i + 1]];
                 if cands.is_empty() {
@@ -238,7 +193,7 @@ pub(crate) fn e_pass(
                     for (j, &kk) in cands.iter().enumerate() {
                         let s = &mut out.stats[kk as usize];
                         for (t, a) in p.acc.iter().enumerate() {
-                            s[t] += a[j];
+                            s[t] += a[j / 4][j % 4];
                         }
                     }
                 }

@@ -92,7 +92,10 @@ impl GmmFit {
     /// assert_eq!(m.weights, vec![0.25, 0.75]);
     /// assert_eq!(m.assign(&[[9.0, 0.5], [-1.0, 0.0]]).unwrap(), vec![1, 0]);
     /// ```
-    pub fn from_components(components: Vec<Gaussian2>, weights: Vec<f64>) -> Result<Self, GmmError> {
+    pub fn from_components(
+        components: Vec<Gaussian2>,
+        weights: Vec<f64>,
+    ) -> Result<Self, GmmError> {
         if components.is_empty() {
             return Err(GmmError::InvalidMixture("no components".into()));
         }
@@ -155,7 +158,10 @@ impl GmmFit {
             .zip(&self.weights)
             .map(|(g, &w)| {
                 let (m, c) = (g.mean(), g.cov());
-                let mean = [(m[0] - s.offset[0]) / s.scale[0], (m[1] - s.offset[1]) / s.scale[1]];
+                let mean = [
+                    (m[0] - s.offset[0]) / s.scale[0],
+                    (m[1] - s.offset[1]) / s.scale[1],
+                ];
                 let cov = [
                     c[(0, 0)] / (s.scale[0] * s.scale[0]),
                     0.5 * (c[(0, 1)] + c[(1, 0)]) / (s.scale[0] * s.scale[1]),
@@ -199,7 +205,10 @@ impl GmmFit {
     }
 
     /// Hard assignment and mean log-likelihood (data units) in one pass.
-    pub fn assign_and_mean_log_likelihood(&self, points: &[[f32; 2]]) -> Result<(Vec<u32>, f64), GmmError> {
+    pub fn assign_and_mean_log_likelihood(
+        &self,
+        points: &[[f32; 2]],
+    ) -> Result<(Vec<u32>, f64), GmmError> {
         if points.is_empty() {
             return Err(GmmError::EmptyInput);
         }
@@ -280,13 +289,17 @@ struct Prepared {
     total_w: f64,
 }
 
-fn prepare(points: &[[f32; 2]], weights: Option<&[f32]>, cfg: &GmmConfig) -> Result<Prepared, GmmError> {
+fn prepare(
+    points: &[[f32; 2]],
+    weights: Option<&[f32]>,
+    cfg: &GmmConfig,
+) -> Result<Prepared, GmmError> {
     cfg.validate()?;
     let s = summarize(points, weights)?;
     let std = Standardizer::from_moments(s.mean, s.var);
     let geom = Geom::new(points, &std, cfg.grid_bits());
-    let b = bucket(points, &std, &geom);
-    let (codes, cells) = cell_stats(points, weights, &std, &b);
+    let b = bucket(points, weights, &std, &geom);
+    let (codes, cells) = cell_stats(&std, &b);
     Ok(Prepared {
         std,
         geom,
@@ -309,7 +322,8 @@ fn to_fit(p: &Prepared, mix: &Mix, cfg: &GmmConfig) -> Result<GmmFit, GmmError> 
     let s = p.std.scale;
     let o = p.std.offset;
     // Never binds: the standardised floor is cfg.cov_floor.
-    let floor = CovFloor::new((0.5 * cfg.cov_floor * s[0].min(s[1]).powi(2)).max(f64::MIN_POSITIVE));
+    let floor =
+        CovFloor::new((0.5 * cfg.cov_floor * s[0].min(s[1]).powi(2)).max(f64::MIN_POSITIVE));
     let tot: f64 = mix.weight.iter().sum();
     let mut components = Vec::with_capacity(mix.len());
     for k in 0..mix.len() {
@@ -351,21 +365,46 @@ fn to_fit(p: &Prepared, mix: &Mix, cfg: &GmmConfig) -> Result<GmmFit, GmmError> 
 }
 
 /// Only the initialisation (seeding) of [`fit`], as a model: useful as a baseline.
-pub fn initialise(points: &[[f32; 2]], weights: Option<&[f32]>, cfg: &GmmConfig) -> Result<GmmFit, GmmError> {
+pub fn initialise(
+    points: &[[f32; 2]],
+    weights: Option<&[f32]>,
+    cfg: &GmmConfig,
+) -> Result<GmmFit, GmmError> {
     let p = prepare(points, weights, cfg)?;
     let mix = seed_mix(&p, cfg);
     let mut f = to_fit(&p, &mix, cfg)?;
     if mix.len() < cfg.k {
-        f.k_reason = KReason::FewerDistinctPoints { distinct: mix.len() };
+        f.k_reason = KReason::FewerDistinctPoints {
+            distinct: mix.len(),
+        };
     }
     Ok(f)
 }
 
 /// Fits a `cfg.k`-component full-covariance mixture to `points` (`[mu, sigma]`), optionally
 /// weighted. See the crate docs for the algorithm.
-pub fn fit(points: &[[f32; 2]], weights: Option<&[f32]>, cfg: &GmmConfig) -> Result<GmmFit, GmmError> {
+pub fn fit(
+    points: &[[f32; 2]],
+    weights: Option<&[f32]>,
+    cfg: &GmmConfig,
+) -> Result<GmmFit, GmmError> {
+    let t0 = std::time::Instant::now();
     let p = prepare(points, weights, cfg)?;
+    crate::trace(|| {
+        format!(
+            "fit: cells {:.3}s, {} cells",
+            t0.elapsed().as_secs_f64(),
+            p.cells.len()
+        )
+    });
     let mix0 = seed_mix(&p, cfg);
+    crate::trace(|| {
+        format!(
+            "fit: seeded {:.3}s, {} seeds",
+            t0.elapsed().as_secs_f64(),
+            mix0.len()
+        )
+    });
     let distinct = mix0.len();
     let floor = cfg.cov_floor;
     let eps = cfg.em_prune_tolerance;
@@ -412,6 +451,7 @@ pub fn fit(points: &[[f32; 2]], weights: Option<&[f32]>, cfg: &GmmConfig) -> Res
                 }
             }
             epochs += 1;
+            crate::trace(|| format!("fit: epoch {epoch} done {:.3}s", t0.elapsed().as_secs_f64()));
         }
     }
 
@@ -426,6 +466,15 @@ pub fn fit(points: &[[f32; 2]], weights: Option<&[f32]>, cfg: &GmmConfig) -> Res
         let ep = e_pass(&lists, &p.cells, &comps, None);
         objective = ep.objective / ep.weight;
         iterations += 1;
+        crate::trace(|| {
+            let l: usize = lists.iter().map(|l| l.cands.len()).sum();
+            format!(
+                "fit: iter {it} objective {:.5} at {:.3}s ({} list entries)",
+                objective + p.std.log_jacobian(),
+                t0.elapsed().as_secs_f64(),
+                l
+            )
+        });
         let mut stats = ep.stats;
         let allow = it + 3 < cfg.max_iterations;
         let (r, d) = fix_empty(&mut stats, min_mass, floor, allow);

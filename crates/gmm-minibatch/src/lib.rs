@@ -61,6 +61,8 @@
 //! assert_eq!(top.indices.len(), 30);
 //! ```
 #![warn(missing_docs)]
+// `!(x > 0.0)` is used on purpose: it is also true for NaN.
+#![allow(clippy::neg_cmp_op_on_partial_ord)]
 
 mod cells;
 mod config;
@@ -69,6 +71,7 @@ mod em;
 mod error;
 mod fit;
 mod grid;
+mod lanes;
 mod math;
 mod mixture;
 pub mod npy;
@@ -76,6 +79,7 @@ mod prune;
 mod rng;
 mod score;
 mod seed;
+mod simd;
 mod synth;
 
 pub use config::{GmmConfig, Init};
@@ -83,6 +87,23 @@ pub use data::Standardizer;
 pub use error::GmmError;
 pub use fit::{GmmFit, KReason, fit, initialise};
 pub use synth::synthetic_cloud;
+
+/// Prints a phase timing line to stderr when the `GMM_TRACE` environment variable is set.
+pub(crate) fn trace(msg: impl FnOnce() -> String) {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    if *ON.get_or_init(|| std::env::var_os("GMM_TRACE").is_some()) {
+        // Process CPU seconds (utime + stime from /proc; Linux only, else 0).
+        let cpu = std::fs::read_to_string("/proc/self/stat")
+            .ok()
+            .and_then(|st| {
+                let rest = st.rsplit(')').next()?.to_string();
+                let f: Vec<&str> = rest.split_whitespace().collect();
+                Some((f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?) / 100.0)
+            })
+            .unwrap_or(0.0);
+        eprintln!("[gmm] cpu {cpu:.2}s | {}", msg());
+    }
+}
 
 /// Re-export of the component type's crate.
 pub use gauss2d;

@@ -78,6 +78,10 @@ pub(crate) struct Comp {
     pub pc: f64,
     /// `ln(weight) - ln(2 pi) - ln(det cov) / 2`.
     pub logc: f64,
+    /// Smallest eigenvalue of the precision (for a cheap distance bound).
+    pub lmin: f64,
+    /// `-pb / pc`: minimiser slope of the form along a vertical edge.
+    pub rx: f64,
 }
 
 impl Comp {
@@ -89,6 +93,7 @@ impl Comp {
             return None;
         }
         let inv = 1.0 / det;
+        let (l1, _, _) = sym_eig(cov[0], cov[1], cov[2]);
         Some(Self {
             mx: mean[0],
             my: mean[1],
@@ -96,6 +101,9 @@ impl Comp {
             pb: -cov[1] * inv,
             pc: cov[0] * inv,
             logc: weight.ln() - LN_2PI - 0.5 * det.ln(),
+            // Slightly shrunk so rounding can never make the bound invalid.
+            lmin: (1.0 - 1e-12) / l1,
+            rx: cov[1] / cov[0],
         })
     }
 
@@ -135,7 +143,12 @@ mod tests {
 
     #[test]
     fn eigvec_is_eigvec() {
-        for &(a, b, c) in &[(1.0, 0.3, 2.0), (3.0, -1.0, 0.5), (1.0, 0.0, 1.0), (0.2, 5.0, 0.2)] {
+        for &(a, b, c) in &[
+            (1.0, 0.3, 2.0),
+            (3.0, -1.0, 0.5),
+            (1.0, 0.0, 1.0),
+            (0.2, 5.0, 0.2),
+        ] {
             let (l1, _, v) = sym_eig(a, b, c);
             let av = [a * v[0] + b * v[1], b * v[0] + c * v[1]];
             assert!((av[0] - l1 * v[0]).abs() < 1e-12 && (av[1] - l1 * v[1]).abs() < 1e-12);

@@ -44,7 +44,12 @@ impl Mix {
         for s in stats {
             let w = s[0];
             let (mx, my) = (s[1] / w, s[2] / w);
-            let c = floor_cov(s[3] / w - mx * mx, s[4] / w - mx * my, s[5] / w - my * my, floor);
+            let c = floor_cov(
+                s[3] / w - mx * mx,
+                s[4] / w - mx * my,
+                s[5] / w - my * my,
+                floor,
+            );
             m.weight.push(w);
             m.mean.push([mx, my]);
             m.cov.push(c);
@@ -69,8 +74,15 @@ impl Mix {
 /// Handles empty components in `stats` (`W < min_mass`): if `reseed`, each is replaced by
 /// half of the currently heaviest component, split along its major axis (deterministic);
 /// otherwise it is removed. Returns `(reseeded, dropped)`.
-pub(crate) fn fix_empty(stats: &mut Vec<Stat>, min_mass: f64, floor: f64, reseed: bool) -> (usize, usize) {
-    let empty: Vec<usize> = (0..stats.len()).filter(|&k| !(stats[k][0] >= min_mass)).collect();
+pub(crate) fn fix_empty(
+    stats: &mut Vec<Stat>,
+    min_mass: f64,
+    floor: f64,
+    reseed: bool,
+) -> (usize, usize) {
+    let empty: Vec<usize> = (0..stats.len())
+        .filter(|&k| !(stats[k][0] >= min_mass))
+        .collect();
     if empty.is_empty() {
         return (0, 0);
     }
@@ -91,7 +103,12 @@ pub(crate) fn fix_empty(stats: &mut Vec<Stat>, min_mass: f64, floor: f64, reseed
         }
         let w = sj[0];
         let (mx, my) = (sj[1] / w, sj[2] / w);
-        let c = floor_cov(sj[3] / w - mx * mx, sj[4] / w - mx * my, sj[5] / w - my * my, floor);
+        let c = floor_cov(
+            sj[3] / w - mx * mx,
+            sj[4] / w - mx * my,
+            sj[5] / w - my * my,
+            floor,
+        );
         let (l1, _, v) = sym_eig(c[0], c[1], c[2]);
         let d = 0.5 * l1.max(0.0).sqrt();
         // Halves with means +-d along the major axis; their mixture keeps the total moments.

@@ -18,30 +18,48 @@ use rayon::prelude::*;
 use crate::grid::{Geom, Rect};
 use crate::math::Comp;
 
-/// Exact minimum and maximum of `d^T P d` over the rectangle (d = x - mean).
+/// Exact maximum of `d^T P d` over the rectangle (at a corner: the form is convex).
 #[inline(always)]
-pub(crate) fn quad_bounds(r: &Rect, c: &Comp) -> (f64, f64) {
+fn quad_max(r: &Rect, c: &Comp) -> f64 {
     let dx0 = r.x0 - c.mx;
     let dx1 = r.x1 - c.mx;
     let dy0 = r.y0 - c.my;
     let dy1 = r.y1 - c.my;
-    let qmax = c
-        .quad(dx0, dy0)
+    c.quad(dx0, dy0)
         .max(c.quad(dx0, dy1))
         .max(c.quad(dx1, dy0))
-        .max(c.quad(dx1, dy1));
+        .max(c.quad(dx1, dy1))
+}
+
+/// Exact minimum of `d^T P d` over the rectangle: 0 inside, else the smallest of the four
+/// edge minima (each a 1-D quadratic minimised and clamped to the edge).
+#[inline(always)]
+fn quad_min(r: &Rect, c: &Comp) -> f64 {
+    let dx0 = r.x0 - c.mx;
+    let dx1 = r.x1 - c.mx;
+    let dy0 = r.y0 - c.my;
+    let dy1 = r.y1 - c.my;
     if dx0 <= 0.0 && dx1 >= 0.0 && dy0 <= 0.0 && dy1 >= 0.0 {
-        return (0.0, qmax);
+        return 0.0;
     }
-    // Minimum on each edge: the 1-D minimiser along the edge, clamped to it.
-    let ey = |dx: f64| c.quad(dx, (-c.pb * dx / c.pc).clamp(dy0, dy1));
+    let ey = |dx: f64| c.quad(dx, (c.rx * dx).clamp(dy0, dy1));
     let ex = |dy: f64| c.quad((-c.pb * dy / c.pa).clamp(dx0, dx1), dy);
-    let qmin = ey(dx0).min(ey(dx1)).min(ex(dy0)).min(ex(dy1)).max(0.0);
-    (qmin, qmax)
+    ey(dx0).min(ey(dx1)).min(ex(dy0)).min(ex(dy1)).max(0.0)
+}
+
+/// Exact minimum and maximum of `d^T P d` over the rectangle (d = x - mean).
+#[cfg(test)]
+pub(crate) fn quad_bounds(r: &Rect, c: &Comp) -> (f64, f64) {
+    (quad_min(r, c), quad_max(r, c))
 }
 
 /// Filters `parent` to the components that are not provably negligible over `r`; returns the
-/// largest upper bound `max_k (c_k - q_min/2)` of the kept ones (a reference for `exp`).
+/// largest upper bound `c_k - q_min/2` of the kept ones (a reference for `exp`).
+///
+/// Cheap first: the upper bound uses `q_min >= lambda_min(P) * dist(mean, R)^2`, and the
+/// lower bound `LB` is only refined by components whose upper bound exceeds it (a max over
+/// any subset is still a valid lower bound). Survivors of the cheap test are re-checked with
+/// the exact `q_min`.
 pub(crate) fn filter(
     r: &Rect,
     parent: &[u32],
@@ -54,17 +72,25 @@ pub(crate) fn filter(
     let mut lb = f64::NEG_INFINITY;
     for &k in parent {
         let c = &comps[k as usize];
-        let (qmin, qmax) = quad_bounds(r, c);
-        ub.push(c.logc - 0.5 * qmin);
-        lb = lb.max(c.logc - 0.5 * qmax);
+        let ex = (r.x0 - c.mx).max(c.mx - r.x1).max(0.0);
+        let ey = (r.y0 - c.my).max(c.my - r.y1).max(0.0);
+        let u = c.logc - 0.5 * c.lmin * (ex * ex + ey * ey);
+        ub.push(u);
+        if u > lb {
+            lb = lb.max(c.logc - 0.5 * quad_max(r, c));
+        }
     }
     let thr = lb + ln_eps_level - (parent.len().max(1) as f64).ln();
     out.clear();
     let mut best = f64::NEG_INFINITY;
     for (&k, &u) in parent.iter().zip(ub.iter()) {
         if u >= thr {
-            out.push(k);
-            best = best.max(u);
+            let c = &comps[k as usize];
+            let exact = c.logc - 0.5 * quad_min(r, c);
+            if exact >= thr {
+                out.push(k);
+                best = best.max(exact);
+            }
         }
     }
     best
@@ -79,6 +105,9 @@ pub(crate) struct Leaf<'a> {
     pub ref_ub: f64,
 }
 
+/// A task node: first code, level, cells, filtered list, reference bound.
+type Task = (u32, u32, Range<usize>, Vec<u32>, f64);
+
 struct Ctx<'a> {
     geom: &'a Geom,
     codes: &'a [u32],
@@ -92,23 +121,41 @@ struct Scratch {
     ub: Vec<f64>,
 }
 
+/// Lists are re-filtered every `FILTER_STRIDE` quadtree levels (each filtering level
+/// halves the node side twice), which halves the bound evaluations at little cost.
+const FILTER_STRIDE: u32 = 2;
+
 /// Fixed number of task groups (independent of the thread count, for determinism).
 const GROUPS: usize = 64;
 
 impl Ctx<'_> {
+    #[allow(clippy::too_many_arguments)]
     fn descend<A>(
         &self,
         code0: u32,
         s: u32,
         cells: Range<usize>,
         parent: &[u32],
+        parent_ref: f64,
         st: &mut Scratch,
         acc: &mut A,
         visit: &(impl Fn(&mut A, Leaf<'_>) + Sync),
     ) {
+        if !(s - self.leaf_s).is_multiple_of(FILTER_STRIDE) {
+            // Not a filtering level: the parent's list and reference stay valid here.
+            self.after_filter(code0, s, cells, parent, parent_ref, st, acc, visit);
+            return;
+        }
         let rect = self.geom.rect(code0, s);
         let mut kept = std::mem::take(&mut st.bufs[s as usize]);
-        let ref_ub = filter(&rect, parent, self.comps, self.ln_eps, &mut kept, &mut st.ub);
+        let ref_ub = filter(
+            &rect,
+            parent,
+            self.comps,
+            self.ln_eps,
+            &mut kept,
+            &mut st.ub,
+        );
         self.after_filter(code0, s, cells, &kept, ref_ub, st, acc, visit);
         st.bufs[s as usize] = kept;
     }
@@ -142,13 +189,14 @@ impl Ctx<'_> {
             let c1 = code0 + (ch + 1) * span;
             let b = a + self.codes[a..cells.end].partition_point(|&c| c < c1);
             if b > a {
-                self.descend(code0 + ch * span, s - 1, a..b, kept, st, acc, visit);
+                self.descend(code0 + ch * span, s - 1, a..b, kept, ref_ub, st, acc, visit);
             }
             a = b;
         }
     }
 
     /// Depth-first down to level `s_task`, collecting task nodes with their filtered lists.
+    #[allow(clippy::too_many_arguments)]
     fn collect(
         &self,
         code0: u32,
@@ -157,11 +205,18 @@ impl Ctx<'_> {
         cells: Range<usize>,
         parent: &[u32],
         st: &mut Scratch,
-        out: &mut Vec<(u32, u32, Range<usize>, Vec<u32>, f64)>,
+        out: &mut Vec<Task>,
     ) {
         let rect = self.geom.rect(code0, s);
         let mut kept = Vec::new();
-        let ref_ub = filter(&rect, parent, self.comps, self.ln_eps, &mut kept, &mut st.ub);
+        let ref_ub = filter(
+            &rect,
+            parent,
+            self.comps,
+            self.ln_eps,
+            &mut kept,
+            &mut st.ub,
+        );
         if s == s_task || kept.is_empty() {
             out.push((code0, s, cells, kept, ref_ub));
             return;
@@ -185,6 +240,7 @@ impl Ctx<'_> {
 /// (`cost_prefix(i)` = cost of cells `0..i`); each group folds into its own accumulator from
 /// `init`, and the accumulators are returned in group order, so any reduction over them is
 /// deterministic.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn traverse<A: Send>(
     geom: &Geom,
     codes: &[u32],
@@ -198,6 +254,8 @@ pub(crate) fn traverse<A: Send>(
     if codes.is_empty() {
         return Vec::new();
     }
+    // Filtering levels: the collection levels above the tasks filter every level, the rest
+    // every FILTER_STRIDE levels; count them all (upper bound) for the error budget.
     let levels = geom.bits - leaf_s + 1;
     let ctx = Ctx {
         geom,
@@ -213,7 +271,15 @@ pub(crate) fn traverse<A: Send>(
         ub: Vec::new(),
     };
     let mut tasks = Vec::new();
-    ctx.collect(0, geom.bits, s_task, 0..codes.len(), &all, &mut st, &mut tasks);
+    ctx.collect(
+        0,
+        geom.bits,
+        s_task,
+        0..codes.len(),
+        &all,
+        &mut st,
+        &mut tasks,
+    );
     // Group consecutive tasks to about equal cost.
     let total = cost_prefix(codes.len()).max(1);
     let mut groups: Vec<Range<usize>> = Vec::new();
@@ -235,7 +301,16 @@ pub(crate) fn traverse<A: Send>(
                 ub: Vec::new(),
             };
             for (code0, s, cells, kept, ref_ub) in &tasks[g.clone()] {
-                ctx.after_filter(*code0, *s, cells.clone(), kept, *ref_ub, &mut st, &mut acc, visit);
+                ctx.after_filter(
+                    *code0,
+                    *s,
+                    cells.clone(),
+                    kept,
+                    *ref_ub,
+                    &mut st,
+                    &mut acc,
+                    visit,
+                );
             }
             acc
         })
@@ -275,12 +350,20 @@ mod tests {
             (0.1, 1.2, [0.5, -0.2, 0.3]),
             (2.0, -1.0, [0.01, 0.0, 4.0]),
             (-1.0, 3.0, [2.0, -1.9, 2.0]),
+            (1.5, -0.5, [1.35, 0.1, 0.01]),
+            (-2.0, 2.5, [0.02, -0.1, 3.0]),
         ] {
             let c = Comp::new(1.0, [mx, my], cov).unwrap();
             let (lo, hi) = quad_bounds(&r, &c);
             let (blo, bhi) = brute(&r, &c);
-            assert!(lo <= blo + 1e-12 && blo - lo < 1e-3 * (1.0 + blo), "{lo} vs {blo}");
-            assert!(hi >= bhi - 1e-12 && hi - bhi < 1e-9 * (1.0 + bhi), "{hi} vs {bhi}");
+            assert!(
+                lo <= blo + 1e-12 && blo - lo < 1e-3 * (1.0 + blo),
+                "{lo} vs {blo}"
+            );
+            assert!(
+                hi >= bhi - 1e-12 && hi - bhi < 1e-9 * (1.0 + bhi),
+                "{hi} vs {bhi}"
+            );
         }
     }
 }

@@ -38,7 +38,9 @@ impl Rng {
     /// Independent stream `stream` of `seed` (used for fixed chunks so parallel generation is
     /// deterministic).
     pub(crate) fn stream(seed: u64, stream: u64) -> Self {
-        Self::new(mix64(seed ^ mix64(stream.wrapping_add(0x632B_E59B_D9B4_E019))))
+        Self::new(mix64(
+            seed ^ mix64(stream.wrapping_add(0x632B_E59B_D9B4_E019)),
+        ))
     }
 
     #[inline]

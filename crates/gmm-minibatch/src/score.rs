@@ -8,6 +8,7 @@ use crate::GmmError;
 use crate::data::Standardizer;
 use crate::em::has_avx2;
 use crate::grid::{Geom, bucket};
+use crate::lanes::Packed;
 use crate::math::{Comp, fast_exp};
 use crate::prune::{Leaf, traverse};
 
@@ -36,85 +37,21 @@ fn score_bits(n: usize) -> u32 {
     (side.log2().ceil() as u32).clamp(3, 11)
 }
 
-#[derive(Default)]
-struct Packed {
-    mx: Vec<f64>,
-    my: Vec<f64>,
-    pa: Vec<f64>,
-    pb2: Vec<f64>,
-    pc: Vec<f64>,
-    logc: Vec<f64>,
-    q: Vec<f64>,
-}
-
-impl Packed {
-    fn load(&mut self, cands: &[u32], comps: &[Comp]) {
-        let l = cands.len();
-        for v in [
-            &mut self.mx,
-            &mut self.my,
-            &mut self.pa,
-            &mut self.pb2,
-            &mut self.pc,
-            &mut self.logc,
-            &mut self.q,
-        ] {
-            v.clear();
-            v.resize(l, 0.0);
-        }
-        for (j, &k) in cands.iter().enumerate() {
-            let c = &comps[k as usize];
-            self.mx[j] = c.mx;
-            self.my[j] = c.my;
-            self.pa[j] = c.pa;
-            self.pb2[j] = 2.0 * c.pb;
-            self.pc[j] = c.pc;
-            self.logc[j] = c.logc;
-        }
-    }
-}
-
 /// Fills `p.q` with the log weighted densities at `z` and returns `sum exp(q - r)`.
 #[inline(always)]
 fn point_body(z: [f64; 2], p: &mut Packed, r: f64) -> f64 {
-    let l = p.q.len();
-    let (mx, my, pa, pb2, pc, logc) = (
-        &p.mx[..l],
-        &p.my[..l],
-        &p.pa[..l],
-        &p.pb2[..l],
-        &p.pc[..l],
-        &p.logc[..l],
-    );
-    let q = &mut p.q[..l];
     let mut s4 = [0.0f64; 4];
-    let mut j = 0;
-    while j + 4 <= l {
+    for (ln, q) in p.lanes.iter().zip(p.q.iter_mut()) {
         for t in 0..4 {
-            let dx = z[0] - mx[j + t];
-            let dy = z[1] - my[j + t];
-            let v = logc[j + t] - 0.5 * (pa[j + t] * dx * dx + pb2[j + t] * dx * dy + pc[j + t] * dy * dy);
-            q[j + t] = v;
+            let dx = z[0] - ln.mx[t];
+            let dy = z[1] - ln.my[t];
+            let v =
+                ln.logc[t] - 0.5 * (ln.pa[t] * dx * dx + ln.pb2[t] * dx * dy + ln.pc[t] * dy * dy);
+            q[t] = v;
             s4[t] += fast_exp(v - r);
         }
-        j += 4;
     }
-    let mut s = (s4[0] + s4[1]) + (s4[2] + s4[3]);
-    while j < l {
-        let dx = z[0] - mx[j];
-        let dy = z[1] - my[j];
-        let v = logc[j] - 0.5 * (pa[j] * dx * dx + pb2[j] * dx * dy + pc[j] * dy * dy);
-        q[j] = v;
-        s += fast_exp(v - r);
-        j += 1;
-    }
-    s
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn point_avx2(z: [f64; 2], p: &mut Packed, r: f64) -> f64 {
-    point_body(z, p, r)
+    (s4[0] + s4[1]) + (s4[2] + s4[3])
 }
 
 #[inline]
@@ -122,7 +59,7 @@ fn point(z: [f64; 2], p: &mut Packed, r: f64, avx2: bool) -> f64 {
     #[cfg(target_arch = "x86_64")]
     if avx2 {
         // SAFETY: avx2 and fma are available (checked by the caller).
-        return unsafe { point_avx2(z, p, r) };
+        return unsafe { crate::simd::point(z, p, r) };
     }
     let _ = avx2;
     point_body(z, p, r)
@@ -133,6 +70,29 @@ struct Out<T>(*mut T);
 // SAFETY: each point index is written by exactly one task (the buckets are a permutation).
 unsafe impl<T> Send for Out<T> {}
 unsafe impl<T> Sync for Out<T> {}
+
+/// `out[idx[j]] = v[j]` for rows of `width` values (empty stays empty).
+fn unpermute<T: Copy + Default + Send + Sync>(idx: &[u32], v: Vec<T>, width: usize) -> Vec<T> {
+    if v.is_empty() || width == 0 {
+        return v;
+    }
+    let mut out = vec![T::default(); v.len()];
+    let po = Out(out.as_mut_ptr());
+    v.par_chunks(width * 4096)
+        .zip(idx.par_chunks(4096))
+        .for_each(|(vc, ic)| {
+            // Capture the whole Send/Sync wrapper, not its raw-pointer field.
+            #[allow(clippy::redundant_locals)]
+            let po = po;
+            for (row, &i) in vc.chunks_exact(width).zip(ic) {
+                for (t, &x) in row.iter().enumerate() {
+                    // SAFETY: idx is a permutation of 0..n, so rows are written once.
+                    unsafe { *po.0.add(i as usize * width + t) = x };
+                }
+            }
+        });
+    out
+}
 
 /// Checks that all coordinates are finite (error names the first bad index).
 pub(crate) fn check_finite(points: &[[f32; 2]]) -> Result<(), GmmError> {
@@ -157,15 +117,34 @@ pub(crate) fn check_finite(points: &[[f32; 2]]) -> Result<(), GmmError> {
 
 /// Scores `points` (already checked finite, non-empty) against `comps` (standardised by
 /// `std`); per-point log-likelihoods are exact to within `eps` nats.
-pub(crate) fn score(points: &[[f32; 2]], std: &Standardizer, comps: &[Comp], eps: f64, want: Want) -> Scored {
+pub(crate) fn score(
+    points: &[[f32; 2]],
+    std: &Standardizer,
+    comps: &[Comp],
+    eps: f64,
+    want: Want,
+) -> Scored {
     let n = points.len();
+    let t0 = std::time::Instant::now();
     let geom = Geom::new(points, std, score_bits(n));
-    let b = bucket(points, std, &geom);
+    let b = bucket(points, None, std, &geom);
+    crate::trace(|| {
+        format!(
+            "score: bucket {:.3}s, {} cells",
+            t0.elapsed().as_secs_f64(),
+            b.codes.len()
+        )
+    });
     let log_jac = std.log_jacobian();
     let kk = want.topk.min(comps.len());
+    // Results in sorted (cell) order first: sequential writes; un-permuted at the end.
     let mut out = Scored {
         assign: if want.assign { vec![0; n] } else { Vec::new() },
-        loglik: if want.loglik { vec![0.0; n] } else { Vec::new() },
+        loglik: if want.loglik {
+            vec![0.0; n]
+        } else {
+            Vec::new()
+        },
         topk_idx: vec![0; n * kk],
         topk_resp: vec![0.0; n * kk],
         loglik_sum: 0.0,
@@ -183,22 +162,22 @@ pub(crate) fn score(points: &[[f32; 2]], std: &Standardizer, comps: &[Comp], eps
         eps,
         0,
         &|i| starts[i],
-        &|| (0.0f64, Packed::default(), Vec::<(f64, u32)>::new()),
-        &|acc: &mut (f64, Packed, Vec<(f64, u32)>), leaf: Leaf<'_>| {
+        &|| (0.0f64, Packed::default(), Vec::<(f64, u32)>::new(), 0usize),
+        &|acc: &mut (f64, Packed, Vec<(f64, u32)>, usize), leaf: Leaf<'_>| {
             let (pa, pl, pti, ptr) = (pa, pl, pti, ptr);
-            let (sum, p, top) = acc;
+            let (sum, p, top, evals) = acc;
+            *evals += leaf.cands.len() * (b.starts[leaf.cells.end] - b.starts[leaf.cells.start]);
             p.load(leaf.cands, comps);
             for c in leaf.cells.clone() {
-                for &i in &b.perm[b.starts[c]..b.starts[c + 1]] {
-                    let i = i as usize;
-                    let z = std.to_std(points[i]);
+                for i in b.starts[c]..b.starts[c + 1] {
+                    let z = std.to_std(b.pts[i]);
                     let s = point(z, p, leaf.ref_ub, avx2);
                     let ll = if s > 1e-280 && s.is_finite() {
                         leaf.ref_ub + s.ln()
                     } else {
                         // Far outside every component: recentre on the true maximum.
-                        let m = p.q.iter().fold(f64::NEG_INFINITY, |a, &v| a.max(v));
-                        m + p.q.iter().map(|&v| (v - m).exp()).sum::<f64>().ln()
+                        let m = p.q().iter().fold(f64::NEG_INFINITY, |a, &v| a.max(v));
+                        m + p.q().iter().map(|&v| (v - m).exp()).sum::<f64>().ln()
                     } + log_jac;
                     *sum += ll;
                     if want.loglik {
@@ -206,9 +185,10 @@ pub(crate) fn score(points: &[[f32; 2]], std: &Standardizer, comps: &[Comp], eps
                         unsafe { *pl.0.add(i) = ll };
                     }
                     if want.assign {
+                        let q = p.q();
                         let mut best = 0;
-                        for (j, &v) in p.q.iter().enumerate() {
-                            if v > p.q[best] {
+                        for (j, &v) in q.iter().enumerate() {
+                            if v > q[best] {
                                 best = j;
                             }
                         }
@@ -217,10 +197,12 @@ pub(crate) fn score(points: &[[f32; 2]], std: &Standardizer, comps: &[Comp], eps
                     }
                     if kk > 0 {
                         top.clear();
-                        top.extend(p.q.iter().zip(leaf.cands.iter()).map(|(&v, &k)| (v, k)));
+                        top.extend(p.q().iter().zip(leaf.cands.iter()).map(|(&v, &k)| (v, k)));
                         let m = kk.min(top.len());
                         if m < top.len() {
-                            top.select_nth_unstable_by(m - 1, |a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+                            top.select_nth_unstable_by(m - 1, |a, b| {
+                                b.0.total_cmp(&a.0).then(a.1.cmp(&b.1))
+                            });
                             top.truncate(m);
                         }
                         top.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
@@ -244,5 +226,19 @@ pub(crate) fn score(points: &[[f32; 2]], std: &Standardizer, comps: &[Comp], eps
         },
     );
     out.loglik_sum = sums.iter().map(|s| s.0).sum();
+    let t1 = std::time::Instant::now();
+    out.assign = unpermute(&b.idx, out.assign, 1);
+    out.loglik = unpermute(&b.idx, out.loglik, 1);
+    out.topk_idx = unpermute(&b.idx, out.topk_idx, kk);
+    out.topk_resp = unpermute(&b.idx, out.topk_resp, kk);
+    crate::trace(|| format!("score: unpermute {:.3}s", t1.elapsed().as_secs_f64()));
+    crate::trace(|| {
+        let ev: usize = sums.iter().map(|s| s.3).sum();
+        format!(
+            "score: total {:.3}s, {:.1} components per point",
+            t0.elapsed().as_secs_f64(),
+            ev as f64 / n as f64
+        )
+    });
     out
 }

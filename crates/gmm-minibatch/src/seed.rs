@@ -10,7 +10,14 @@ use crate::rng::Rng;
 const SEED_CHUNK: usize = 4096;
 
 /// Seeds up to `k` components; fewer if the sample has fewer distinct cell means.
-pub(crate) fn seed(cells: &[CellStat], k: usize, sample: usize, init: Init, seed: u64, floor: f64) -> Mix {
+pub(crate) fn seed(
+    cells: &[CellStat],
+    k: usize,
+    sample: usize,
+    init: Init,
+    seed: u64,
+    floor: f64,
+) -> Mix {
     let mut rng = Rng::stream(seed, 0x5eed);
     // Weighted sample: all cells if few, else systematic probability-proportional-to-weight
     // sampling (multiplicity = weight).
@@ -65,7 +72,11 @@ pub(crate) fn seed(cells: &[CellStat], k: usize, sample: usize, init: Init, seed
                 let end = (base + SEED_CHUNK).min(n);
                 let mut last = None;
                 for i in base..end {
-                    let v = if seeds.is_empty() { w[i] } else { w[i] * score(d2[i]) };
+                    let v = if seeds.is_empty() {
+                        w[i]
+                    } else {
+                        w[i] * score(d2[i])
+                    };
                     if v > 0.0 {
                         last = Some(i);
                         if u < v {

@@ -55,14 +55,16 @@ pub fn synthetic_cloud(n: usize, seed: u64) -> Vec<[f32; 2]> {
     let inv_std = if std > 0.0 { 1.0 / std } else { 0.0 };
     let coef = (1.0f64 - 0.09).sqrt();
     // Pass 2: sigma.
-    pts.par_chunks_mut(CHUNK).enumerate().for_each(|(c, chunk)| {
-        let mut rng = Rng::stream(seed, 2 * c as u64 + 1);
-        for p in chunk.iter_mut() {
-            let z = (f64::from(p[0].abs()) - mean) * inv_std;
-            let rho = -6.0 + 0.5 * (0.3 * z + coef * rng.normal());
-            p[1] = softplus(rho) as f32;
-        }
-    });
+    pts.par_chunks_mut(CHUNK)
+        .enumerate()
+        .for_each(|(c, chunk)| {
+            let mut rng = Rng::stream(seed, 2 * c as u64 + 1);
+            for p in chunk.iter_mut() {
+                let z = (f64::from(p[0].abs()) - mean) * inv_std;
+                let rho = -6.0 + 0.5 * (0.3 * z + coef * rng.normal());
+                p[1] = softplus(rho) as f32;
+            }
+        });
     pts
 }
 

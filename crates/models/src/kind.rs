@@ -70,7 +70,11 @@ impl std::str::FromStr for Arch {
             .ok_or_else(|| ModelError::UnknownName {
                 what: "architecture",
                 name: s.to_string(),
-                known: Arch::ALL.iter().map(|a| a.name()).collect::<Vec<_>>().join(", "),
+                known: Arch::ALL
+                    .iter()
+                    .map(|a| a.name())
+                    .collect::<Vec<_>>()
+                    .join(", "),
             })
     }
 }

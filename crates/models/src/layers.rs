@@ -33,8 +33,7 @@ pub struct BayesOptions {
 }
 
 /// The sources of a shared layer's weights, asked for by layer path and weight shape.
-pub type ShareFn<'a> =
-    dyn FnMut(&str, &[usize]) -> Result<Vec<WeightSource>, ModelError> + 'a;
+pub type ShareFn<'a> = dyn FnMut(&str, &[usize]) -> Result<Vec<WeightSource>, ModelError> + 'a;
 
 /// Builds the layers of one model in one kind, and records their paths.
 pub struct LayerFactory<'a> {
@@ -132,7 +131,9 @@ impl<'a> LayerFactory<'a> {
             return Conv::Det(
                 Conv2dConfig::new([c_in, c_out], [kernel, kernel])
                     .with_stride([stride, stride])
-                    .with_padding(PaddingConfig2d::Explicit(padding, padding, padding, padding))
+                    .with_padding(PaddingConfig2d::Explicit(
+                        padding, padding, padding, padding,
+                    ))
                     .with_bias(bias)
                     .init(&self.device),
             );
@@ -154,7 +155,10 @@ impl<'a> LayerFactory<'a> {
             Some(sources) => match SharedConv2d::from_bayes(&bayes, &sources, self.codebook_len) {
                 Ok(layer) => Conv::Shared(layer),
                 Err(source) => {
-                    self.error.get_or_insert(ModelError::Layer { path: path.into(), source });
+                    self.error.get_or_insert(ModelError::Layer {
+                        path: path.into(),
+                        source,
+                    });
                     Conv::Bayes(bayes)
                 }
             },
@@ -167,7 +171,11 @@ impl<'a> LayerFactory<'a> {
         let path = &format!("{}{path}", self.prefix);
         self.paths.push(path.clone());
         if self.kind == Kind::Deterministic {
-            return Dense::Det(LinearConfig::new(d_in, d_out).with_bias(bias).init(&self.device));
+            return Dense::Det(
+                LinearConfig::new(d_in, d_out)
+                    .with_bias(bias)
+                    .init(&self.device),
+            );
         }
         let bayes = BayesLinearConfig::new(d_in, d_out)
             .with_bias(bias)
@@ -184,7 +192,10 @@ impl<'a> LayerFactory<'a> {
             Some(sources) => match SharedLinear::from_bayes(&bayes, &sources, self.codebook_len) {
                 Ok(layer) => Dense::Shared(layer),
                 Err(source) => {
-                    self.error.get_or_insert(ModelError::Layer { path: path.into(), source });
+                    self.error.get_or_insert(ModelError::Layer {
+                        path: path.into(),
+                        source,
+                    });
                     Dense::Bayes(bayes)
                 }
             },
@@ -204,7 +215,8 @@ pub enum Conv {
     Shared(SharedConv2d),
 }
 
-const NO_CODEBOOK: &str = "a shared layer needs the model's codebook (build shared models with ModelConfig::init_shared)";
+const NO_CODEBOOK: &str =
+    "a shared layer needs the model's codebook (build shared models with ModelConfig::init_shared)";
 
 impl Conv {
     /// Forward pass; `codebook` is the model's codebook view (shared layers only).
@@ -230,7 +242,11 @@ pub enum Dense {
 
 impl Dense {
     /// Forward pass over the last dimension.
-    pub fn forward<const D: usize>(&self, x: Tensor<D>, codebook: Option<&CodebookView>) -> Tensor<D> {
+    pub fn forward<const D: usize>(
+        &self,
+        x: Tensor<D>,
+        codebook: Option<&CodebookView>,
+    ) -> Tensor<D> {
         match self {
             Dense::Det(l) => l.forward(x),
             Dense::Bayes(l) => l.forward(x),

@@ -33,9 +33,15 @@ impl LeNet5 {
         classes: usize,
     ) -> Result<Self, ModelError> {
         // pad 2 keeps the size, pool halves, the 5x5 valid conv removes 4, pool halves.
-        let s = (image_size / 2).checked_sub(4).map(|v| v / 2).filter(|&v| v > 0).ok_or_else(|| {
-            ModelError::InvalidConfig(format!("lenet5 needs images of at least 10 px, got {image_size}"))
-        })?;
+        let s = (image_size / 2)
+            .checked_sub(4)
+            .map(|v| v / 2)
+            .filter(|&v| v > 0)
+            .ok_or_else(|| {
+                ModelError::InvalidConfig(format!(
+                    "lenet5 needs images of at least 10 px, got {image_size}"
+                ))
+            })?;
         Ok(Self {
             conv1: f.conv("conv1", in_channels, 6, 5, 1, 2, true),
             conv2: f.conv("conv2", 6, 16, 5, 1, 0, true),

@@ -91,9 +91,21 @@ impl Network {
 }
 
 impl ModelConfig {
+    /// The same configuration with another kind.
+    pub fn with_kind(mut self, kind: Kind) -> Self {
+        self.kind = kind;
+        self
+    }
+
     /// A configuration with the given architecture, kind and classes, for `image_size` inputs of
     /// `in_channels` channels.
-    pub fn for_input(arch: Arch, kind: Kind, classes: usize, in_channels: usize, image_size: usize) -> Self {
+    pub fn for_input(
+        arch: Arch,
+        kind: Kind,
+        classes: usize,
+        in_channels: usize,
+        image_size: usize,
+    ) -> Self {
         Self::new(arch, kind, classes)
             .with_in_channels(in_channels)
             .with_image_size(image_size)
@@ -119,18 +131,40 @@ impl ModelConfig {
             Arch::Lenet5 => Body::LeNet5(LeNet5::new(f, c, s, k)?),
             Arch::Resnet20 => resnet(f, BlockKind::Basic, &[3, 3, 3], &[16, 32, 64], Stem::Cifar),
             Arch::Resnet18 => resnet(f, BlockKind::Basic, &[2, 2, 2, 2], &imagenet_widths, stem),
-            Arch::Resnet50 => resnet(f, BlockKind::Bottleneck, &[3, 4, 6, 3], &imagenet_widths, stem),
-            Arch::Resnet101 => {
-                resnet(f, BlockKind::Bottleneck, &[3, 4, 23, 3], &imagenet_widths, stem)
-            }
+            Arch::Resnet50 => resnet(
+                f,
+                BlockKind::Bottleneck,
+                &[3, 4, 6, 3],
+                &imagenet_widths,
+                stem,
+            ),
+            Arch::Resnet101 => resnet(
+                f,
+                BlockKind::Bottleneck,
+                &[3, 4, 23, 3],
+                &imagenet_widths,
+                stem,
+            ),
             Arch::Wrn28x10 => Body::Wrn(WideResNet::new(f, 28, 10, c, k)?),
             Arch::VitB16 => {
-                let shape = VitShape { patch: 16, dim: 768, depth: 12, heads: 12, mlp_dim: 3072 };
+                let shape = VitShape {
+                    patch: 16,
+                    dim: 768,
+                    depth: 12,
+                    heads: 12,
+                    mlp_dim: 3072,
+                };
                 Body::Vit(Vit::new(f, shape, c, s, k)?)
             }
             Arch::VitTiny => {
                 let patch = if s % 4 == 0 && s >= 16 { 4 } else { 7.min(s) };
-                let shape = VitShape { patch, dim: 64, depth: 4, heads: 4, mlp_dim: 128 };
+                let shape = VitShape {
+                    patch,
+                    dim: 64,
+                    depth: 4,
+                    heads: 4,
+                    mlp_dim: 128,
+                };
                 Body::Vit(Vit::new(f, shape, c, s, k)?)
             }
         })
@@ -147,7 +181,10 @@ impl ModelConfig {
         let mut f = LayerFactory::new(self.kind, self.bayes.clone(), device).with_prefix(BODY);
         let body = self.body(&mut f)?;
         f.finish()?;
-        Ok(Network { body, codebook: None })
+        Ok(Network {
+            body,
+            codebook: None,
+        })
     }
 
     /// Builds the shared kind: `share(path, shape)` gives the [`WeightSource`] of every weight of
@@ -164,13 +201,17 @@ impl ModelConfig {
         let mut f = LayerFactory::shared(self.bayes.clone(), device, share, len).with_prefix(BODY);
         let body = self.body(&mut f)?;
         f.finish()?;
-        Ok(Network { body, codebook: Some(codebook) })
+        Ok(Network {
+            body,
+            codebook: Some(codebook),
+        })
     }
 
     /// Paths of the layers with weights, in the stable order used by the weight-sharing stages
     /// (builds the deterministic model lazily: nothing is allocated).
     pub fn layer_paths(&self, device: &Device) -> Result<Vec<String>, ModelError> {
-        let mut f = LayerFactory::new(Kind::Deterministic, self.bayes.clone(), device).with_prefix(BODY);
+        let mut f =
+            LayerFactory::new(Kind::Deterministic, self.bayes.clone(), device).with_prefix(BODY);
         self.body(&mut f)?;
         f.finish()
     }
@@ -179,7 +220,11 @@ impl ModelConfig {
     /// kind, every shareable weight is counted as shared in a codebook of `codebook_len` entries
     /// with no outliers (the plan decides the real split).
     pub fn counts(&self, device: &Device) -> Result<ParamCounts, ModelError> {
-        let bayes_kind = if self.kind == Kind::Deterministic { Kind::Deterministic } else { Kind::Bayesian };
+        let bayes_kind = if self.kind == Kind::Deterministic {
+            Kind::Deterministic
+        } else {
+            Kind::Bayesian
+        };
         let model = self.clone().with_kind(bayes_kind).init(device)?;
         let mut c = model.counts();
         if self.kind == Kind::Shared {

@@ -70,10 +70,21 @@ impl Block {
     ) -> Self {
         let c_out = width * kind.expansion();
         let d = f.device().clone();
-        let downsample = (stride != 1 || c_in != c_out).then(|| Downsample {
-            conv: f.conv(&format!("{path}.downsample.conv"), c_in, c_out, 1, stride, 0, false),
-            bn: bn(c_out, &d),
-        });
+        // Layers are built in field order, so the factory's order is the visiting order.
+        let downsample = |f: &mut LayerFactory<'_>| {
+            (stride != 1 || c_in != c_out).then(|| Downsample {
+                conv: f.conv(
+                    &format!("{path}.downsample.conv"),
+                    c_in,
+                    c_out,
+                    1,
+                    stride,
+                    0,
+                    false,
+                ),
+                bn: bn(c_out, &d),
+            })
+        };
         match kind {
             BlockKind::Basic => Self {
                 conv1: f.conv(&format!("{path}.conv1"), c_in, width, 3, stride, 1, false),
@@ -82,7 +93,7 @@ impl Block {
                 bn2: bn(width, &d),
                 conv3: None,
                 bn3: None,
-                downsample,
+                downsample: downsample(f),
             },
             // torchvision's ResNet v1.5: the stride sits on the 3x3 convolution.
             BlockKind::Bottleneck => Self {
@@ -92,7 +103,7 @@ impl Block {
                 bn2: bn(width, &d),
                 conv3: Some(f.conv(&format!("{path}.conv3"), width, c_out, 1, 1, 0, false)),
                 bn3: Some(bn(c_out, &d)),
-                downsample,
+                downsample: downsample(f),
             },
         }
     }
@@ -166,7 +177,14 @@ impl ResNet {
             let mut stage = Vec::new();
             for b in 0..n {
                 let stride = if s > 0 && b == 0 { 2 } else { 1 };
-                stage.push(Block::new(f, &format!("layers.{s}.{b}"), kind, c_in, w, stride));
+                stage.push(Block::new(
+                    f,
+                    &format!("layers.{s}.{b}"),
+                    kind,
+                    c_in,
+                    w,
+                    stride,
+                ));
                 c_in = w * kind.expansion();
             }
             layers.push(stage);

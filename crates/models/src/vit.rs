@@ -52,13 +52,21 @@ impl EncoderLayer {
         // [b, n, 3, h, dh] -> three [b, h, n, dh]
         let qkv = qkv.reshape([b, n, 3, h, dh]);
         let part = |i: usize| -> Tensor<4> {
-            qkv.clone().narrow(2, i, 1).reshape([b, n, h, dh]).swap_dims(1, 2)
+            qkv.clone()
+                .narrow(2, i, 1)
+                .reshape([b, n, h, dh])
+                .swap_dims(1, 2)
         };
         let (q, k, v) = (part(0), part(1), part(2));
-        let att = softmax(q.matmul(k.swap_dims(2, 3)).div_scalar((dh as f64).sqrt()), 3);
+        let att = softmax(
+            q.matmul(k.swap_dims(2, 3)).div_scalar((dh as f64).sqrt()),
+            3,
+        );
         let o = att.matmul(v).swap_dims(1, 2).reshape([b, n, d]);
         let x = x + self.proj.forward(o, cb);
-        let m = self.fc2.forward(gelu(self.fc1.forward(self.ln2.forward(x.clone()), cb)), cb);
+        let m = self
+            .fc2
+            .forward(gelu(self.fc1.forward(self.ln2.forward(x.clone()), cb)), cb);
         x + m
     }
 }
@@ -110,7 +118,15 @@ impl Vit {
                 dims.into(),
             )
         };
-        let patch_embed = f.conv("patch_embed", in_channels, shape.dim, shape.patch, shape.patch, 0, true);
+        let patch_embed = f.conv(
+            "patch_embed",
+            in_channels,
+            shape.dim,
+            shape.patch,
+            shape.patch,
+            0,
+            true,
+        );
         let layers = (0..shape.depth)
             .map(|i| EncoderLayer {
                 ln1: LayerNormConfig::new(shape.dim).with_epsilon(1e-6).init(&d),

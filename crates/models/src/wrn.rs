@@ -61,7 +61,9 @@ impl WideResNet {
         classes: usize,
     ) -> Result<Self, ModelError> {
         if depth < 10 || (depth - 4) % 6 != 0 {
-            return Err(ModelError::InvalidConfig(format!("WRN depth must be 6n+4, got {depth}")));
+            return Err(ModelError::InvalidConfig(format!(
+                "WRN depth must be 6n+4, got {depth}"
+            )));
         }
         let n = (depth - 4) / 6;
         let widths = [16 * widen, 32 * widen, 64 * widen];

@@ -29,26 +29,45 @@ fn parameter_counts_match_the_published_ones() {
 #[test]
 fn bayesian_kind_doubles_the_weights() {
     let device = test_device();
-    let det = ModelConfig::for_input(Arch::Resnet50, Kind::Deterministic, 1000, 3, 224).counts(&device).unwrap();
-    let bayes = ModelConfig::for_input(Arch::Resnet50, Kind::Bayesian, 1000, 3, 224).counts(&device).unwrap();
-    assert_eq!(bayes.trainable, det.trainable + bayes.bayes_weights + bayes.bayes_biases);
+    let det = ModelConfig::for_input(Arch::Resnet50, Kind::Deterministic, 1000, 3, 224)
+        .counts(&device)
+        .unwrap();
+    let bayes = ModelConfig::for_input(Arch::Resnet50, Kind::Bayesian, 1000, 3, 224)
+        .counts(&device)
+        .unwrap();
+    assert_eq!(
+        bayes.trainable,
+        det.trainable + bayes.bayes_weights + bayes.bayes_biases
+    );
     let shared = ModelConfig::for_input(Arch::Resnet50, Kind::Shared, 1000, 3, 224)
         .with_codebook_len(2000)
         .counts(&device)
         .unwrap();
-    assert_eq!(shared.trainable, det.trainable - bayes.bayes_weights + bayes.bayes_biases + 4000);
+    assert_eq!(
+        shared.trainable,
+        det.trainable - bayes.bayes_weights + bayes.bayes_biases + 4000
+    );
 }
 
 #[test]
 fn small_models_run_in_every_kind() {
     let device = test_device();
-    for (arch, c, s) in [(Arch::Mlp, 1, 28), (Arch::Lenet5, 1, 28), (Arch::Resnet20, 1, 28), (Arch::VitTiny, 1, 28), (Arch::Resnet18, 3, 32)] {
+    for (arch, c, s) in [
+        (Arch::Mlp, 1, 28),
+        (Arch::Lenet5, 1, 28),
+        (Arch::Resnet20, 1, 28),
+        (Arch::VitTiny, 1, 28),
+        (Arch::Resnet18, 3, 32),
+    ] {
         for kind in Kind::ALL {
             let config = ModelConfig::for_input(arch, kind, 7, c, s);
             let model = match kind {
                 Kind::Shared => {
-                    let cb = bnn_layers::Codebook::new(&[0.01, -0.02], &[-5.0, -5.0], &device).unwrap();
-                    config.init_shared(&device, &mut share_all_first, cb).unwrap()
+                    let cb =
+                        bnn_layers::Codebook::new(&[0.01, -0.02], &[-5.0, -5.0], &device).unwrap();
+                    config
+                        .init_shared(&device, &mut share_all_first, cb)
+                        .unwrap()
                 }
                 _ => config.init(&device).unwrap(),
             };
@@ -61,12 +80,20 @@ fn small_models_run_in_every_kind() {
 #[test]
 fn bayesian_forward_is_stochastic_and_mean_mode_is_not() {
     let device = test_device();
-    let model = ModelConfig::for_input(Arch::Lenet5, Kind::Bayesian, 10, 1, 28).init(&device).unwrap();
+    let model = ModelConfig::for_input(Arch::Lenet5, Kind::Bayesian, 10, 1, 28)
+        .init(&device)
+        .unwrap();
     let x = Tensor::<4>::ones([2, 1, 28, 28], &device);
-    let d = (model.forward(x.clone()) - model.forward(x.clone())).abs().sum().into_scalar::<f32>();
+    let d = (model.forward(x.clone()) - model.forward(x.clone()))
+        .abs()
+        .sum()
+        .into_scalar::<f32>();
     assert!(d > 0.0);
     let mean = set_sampling(model, false);
-    let d = (mean.forward(x.clone()) - mean.forward(x)).abs().sum().into_scalar::<f32>();
+    let d = (mean.forward(x.clone()) - mean.forward(x))
+        .abs()
+        .sum()
+        .into_scalar::<f32>();
     assert_eq!(d, 0.0);
 }
 
@@ -95,7 +122,21 @@ fn names_round_trip_and_unknown_names_are_errors() {
     assert!("bayes".parse::<Kind>().is_err());
     let err = ModelConfig::for_input(Arch::Lenet5, Kind::Bayesian, 10, 1, 6).init(&test_device());
     assert!(err.is_err(), "6 px is too small for LeNet-5");
-    let json = serde_json::to_string(&ModelConfig::for_input(Arch::Wrn28x10, Kind::Shared, 100, 3, 32)).unwrap();
-    assert!(json.contains("\"wrn28-10\"") && json.contains("\"shared\""), "{json}");
-    let _ = Module::num_params(&ModelConfig::for_input(Arch::Mlp, Kind::Deterministic, 10, 1, 28).init(&test_device()).unwrap());
+    let json = serde_json::to_string(&ModelConfig::for_input(
+        Arch::Wrn28x10,
+        Kind::Shared,
+        100,
+        3,
+        32,
+    ))
+    .unwrap();
+    assert!(
+        json.contains("\"wrn28-10\"") && json.contains("\"shared\""),
+        "{json}"
+    );
+    let _ = Module::num_params(
+        &ModelConfig::for_input(Arch::Mlp, Kind::Deterministic, 10, 1, 28)
+            .init(&test_device())
+            .unwrap(),
+    );
 }

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use bnn_data::{
-    Compose, DataLoader, Dataset, DatasetId, Locator, LoaderConfig, NormStats, Normalize,
+    Compose, DataLoader, Dataset, DatasetId, LoaderConfig, Locator, NormStats, Normalize,
     RandomCrop, RandomHorizontalFlip, Split, Subset, load_idx_pair, open, open_dir,
 };
 
@@ -24,7 +24,11 @@ pub fn norm_stats(id: DatasetId) -> NormStats {
 
 /// Opens `split` of `id`, searching `data_dir`, `$SWBNN_DATA`, the cache and
 /// `/usr/share/datasets` (and downloading where allowed).
-pub fn open_split(id: DatasetId, split: Split, data_dir: Option<&Path>) -> Result<Arc<dyn Dataset>, Error> {
+pub fn open_split(
+    id: DatasetId,
+    split: Split,
+    data_dir: Option<&Path>,
+) -> Result<Arc<dyn Dataset>, Error> {
     let locator = Locator::from_env(data_dir.map(Path::to_path_buf));
     Ok(open(id, split, &locator)?)
 }
@@ -42,7 +46,11 @@ pub fn open_ood(id: DatasetId, dir: &Path) -> Result<Arc<dyn Dataset>, Error> {
 }
 
 /// The first `n` examples of a stratified random subset (all if `n` is `None` or too large).
-pub fn subset(data: Arc<dyn Dataset>, n: Option<usize>, seed: u64) -> Result<Arc<dyn Dataset>, Error> {
+pub fn subset(
+    data: Arc<dyn Dataset>,
+    n: Option<usize>,
+    seed: u64,
+) -> Result<Arc<dyn Dataset>, Error> {
     match n {
         Some(n) if n < data.len() => Ok(Arc::new(Subset::stratified(data, n, seed)?)),
         _ => Ok(data),
@@ -67,7 +75,14 @@ pub fn train_loader(
             .then(RandomHorizontalFlip::default()),
     }
     .then(Normalize::new(norm_stats(id)));
-    let config = LoaderConfig { batch_size, shuffle: true, drop_last: false, seed, workers, prefetch: 4 };
+    let config = LoaderConfig {
+        batch_size,
+        shuffle: true,
+        drop_last: false,
+        seed,
+        workers,
+        prefetch: 4,
+    };
     Ok(DataLoader::from_arcs(data, Arc::new(t), config)?)
 }
 
@@ -79,7 +94,14 @@ pub fn eval_loader(
     workers: usize,
 ) -> Result<DataLoader, Error> {
     let t = Compose::new().then(Normalize::new(stats));
-    let config = LoaderConfig { batch_size, shuffle: false, drop_last: false, seed: 0, workers, prefetch: 4 };
+    let config = LoaderConfig {
+        batch_size,
+        shuffle: false,
+        drop_last: false,
+        seed: 0,
+        workers,
+        prefetch: 4,
+    };
     Ok(DataLoader::from_arcs(data, Arc::new(t), config)?)
 }
 

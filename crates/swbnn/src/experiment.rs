@@ -8,9 +8,7 @@ use std::time::Instant;
 
 use bnn_data::{Dataset, DatasetId, Split};
 use bnn_layers::{Estimator, bayes_from_deterministic, count_params, export_bayes};
-use bnn_train::{
-    Evaluation, Observer, TrainConfig, evaluate, mean_mu_gradients, train,
-};
+use bnn_train::{Evaluation, Observer, TrainConfig, evaluate, mean_mu_gradients, train};
 use burn::module::Module;
 use burn::prelude::*;
 use models::{Arch, Kind, ModelConfig, Network};
@@ -107,7 +105,14 @@ pub struct Outcome {
     pub report: CompressionReport,
 }
 
-fn row(arch: Arch, method: &str, ev: &Evaluation, parameters: usize, bytes: u64, seconds: f64) -> Row {
+fn row(
+    arch: Arch,
+    method: &str,
+    ev: &Evaluation,
+    parameters: usize,
+    bytes: u64,
+    seconds: f64,
+) -> Row {
     Row {
         arch: arch.name().to_string(),
         method: method.to_string(),
@@ -138,8 +143,16 @@ fn record_bytes(model: &Network) -> Result<u64, Error> {
 /// Runs the three methods and returns the table rows. Models are saved under `out_dir`.
 pub fn run(setup: &Setup, device: &Device, progress: &mut dyn Progress) -> Result<Outcome, Error> {
     std::fs::create_dir_all(&setup.out_dir).map_err(|e| Error::io(&setup.out_dir, e))?;
-    let train_data = subset(open_split(setup.dataset, Split::Train, setup.data_dir.as_deref())?, setup.train_subset, 1)?;
-    let test_data = subset(open_split(setup.dataset, Split::Test, setup.data_dir.as_deref())?, setup.test_subset, 2)?;
+    let train_data = subset(
+        open_split(setup.dataset, Split::Train, setup.data_dir.as_deref())?,
+        setup.train_subset,
+        1,
+    )?;
+    let test_data = subset(
+        open_split(setup.dataset, Split::Test, setup.data_dir.as_deref())?,
+        setup.test_subset,
+        2,
+    )?;
     let (c, h, _) = test_data.shape();
     let classes = test_data.classes();
     let stats = norm_stats(setup.dataset);
@@ -159,13 +172,32 @@ pub fn run(setup: &Setup, device: &Device, progress: &mut dyn Progress) -> Resul
 
     // Deterministic.
     progress.stage("deterministic");
-    let loader = train_loader(setup.dataset, train_data.clone(), setup.deterministic.batch_size, setup.deterministic.seed, workers)?;
+    let loader = train_loader(
+        setup.dataset,
+        train_data.clone(),
+        setup.deterministic.batch_size,
+        setup.deterministic.seed,
+        workers,
+    )?;
     ad.seed(setup.deterministic.seed);
     let started = Instant::now();
-    let (det, _) = train(config.init(&ad)?, &loader, &setup.deterministic, None, progress)?;
+    let (det, _) = train(
+        config.init(&ad)?,
+        &loader,
+        &setup.deterministic,
+        None,
+        progress,
+    )?;
     let det_seconds = started.elapsed().as_secs_f64();
     let ev = evaluate(&det, &test, ood_loader.as_ref(), 1)?;
-    let det_row = row(setup.arch, "deterministic", &ev, count_params(&det).trainable, record_bytes(&det)?, det_seconds);
+    let det_row = row(
+        setup.arch,
+        "deterministic",
+        &ev,
+        count_params(&det).trainable,
+        record_bytes(&det)?,
+        det_seconds,
+    );
     progress.row(&det_row);
 
     // Bayes by Backprop.
@@ -176,13 +208,27 @@ pub fn run(setup: &Setup, device: &Device, progress: &mut dyn Progress) -> Resul
     if setup.bbb_from_deterministic {
         bayes = bayes_from_deterministic(&det, bayes)?.0;
     }
-    let loader = train_loader(setup.dataset, train_data.clone(), setup.bbb.batch_size, setup.bbb.seed, workers)?;
+    let loader = train_loader(
+        setup.dataset,
+        train_data.clone(),
+        setup.bbb.batch_size,
+        setup.bbb.seed,
+        workers,
+    )?;
     let started = Instant::now();
     let (bayes, _) = train(bayes, &loader, &setup.bbb, None, progress)?;
     let bbb_seconds = started.elapsed().as_secs_f64();
     let ev = evaluate(&bayes, &test, ood_loader.as_ref(), setup.samples)?;
     let full = full_bnn_data(&bayes, &bayes_config)?;
-    let full_bytes = full_bnn_to_bytes(&full).map_err(|e| Error::Other(e.to_string()))?.len() as u64;
+    let full_bytes = full_bnn_to_bytes(
+        &full.arch,
+        &full.layers,
+        &full.mu,
+        &full.rho,
+        &full.unshared,
+    )
+    .map_err(|e| Error::Other(e.to_string()))?
+    .len() as u64;
     let bbb_params = count_params(&bayes).trainable;
     let bbb_row = row(setup.arch, "bbb", &ev, bbb_params, full_bytes, bbb_seconds);
     progress.row(&bbb_row);
@@ -191,7 +237,12 @@ pub fn run(setup: &Setup, device: &Device, progress: &mut dyn Progress) -> Resul
     progress.stage("2dgbnn: outliers, GMM, refinement");
     let started = Instant::now();
     let tensors = if setup.swshare.outliers.grad_top_fraction > 0.0 {
-        mean_mu_gradients(&bayes, &loader, &setup.bbb.prior, setup.swshare.outliers.grad_batches)?
+        mean_mu_gradients(
+            &bayes,
+            &loader,
+            &setup.bbb.prior,
+            setup.swshare.outliers.grad_batches,
+        )?
     } else {
         export_bayes(&bayes, None)
     };
@@ -199,16 +250,34 @@ pub fn run(setup: &Setup, device: &Device, progress: &mut dyn Progress) -> Resul
     let (plan, mut report) = build_plan(&table, &setup.swshare)?;
     let shared = build_shared_model(&bayes_config, &bayes, &table, &plan, &ad)?;
     progress.stage("2dgbnn: retraining");
-    let loader = train_loader(setup.dataset, train_data, setup.retrain.batch_size, setup.retrain.seed, workers)?;
+    let loader = train_loader(
+        setup.dataset,
+        train_data,
+        setup.retrain.batch_size,
+        setup.retrain.seed,
+        workers,
+    )?;
     let (shared, _) = train(shared, &loader, &setup.retrain, None, progress)?;
     let gbnn_seconds = started.elapsed().as_secs_f64();
     let ev = evaluate(&shared, &test, ood_loader.as_ref(), setup.samples)?;
-    let shared_config = bayes_config.clone().with_kind(Kind::Shared).with_codebook_len(plan.k());
+    let shared_config = bayes_config
+        .clone()
+        .with_kind(Kind::Shared)
+        .with_codebook_len(plan.k());
     let data = to_swb(&shared.valid(), &shared_config, &table, &plan)?;
-    let options = SaveOptions::default();
-    let path = setup.out_dir.join(format!("{}-2dgbnn.swb", setup.arch.name()));
-    let sizes = swshare::format::save(&path, &data, &options).map_err(|e| Error::Other(e.to_string()))?;
-    let bytes = to_bytes(&data, &options).map_err(|e| Error::Other(e.to_string()))?.len() as u64;
+    // The entropy-coded index is lossless; int8 outliers are not, so they stay off.
+    let options = SaveOptions {
+        entropy_index: true,
+        int8_outliers: false,
+    };
+    let path = setup
+        .out_dir
+        .join(format!("{}-2dgbnn.swb", setup.arch.name()));
+    let sizes =
+        swshare::format::save(&path, &data, &options).map_err(|e| Error::Other(e.to_string()))?;
+    let bytes = to_bytes(&data, &options)
+        .map_err(|e| Error::Other(e.to_string()))?
+        .len() as u64;
     let params = count_params(&shared).trainable;
     report.file_sizes = Some(sizes.into());
     let mut r = row(setup.arch, "2dgbnn", &ev, params, bytes, gbnn_seconds);
@@ -217,7 +286,10 @@ pub fn run(setup: &Setup, device: &Device, progress: &mut dyn Progress) -> Resul
     r.gaussians = Some(report.gaussians_after_merge);
     r.compression_ratio = Some(1.0 - params as f64 / bbb_params.max(1) as f64);
     progress.row(&r);
-    Ok(Outcome { rows: vec![det_row, bbb_row, r], report })
+    Ok(Outcome {
+        rows: vec![det_row, bbb_row, r],
+        report,
+    })
 }
 
 /// The rows as a Markdown table in the paper's columns.
@@ -227,7 +299,9 @@ pub fn markdown(rows: &[Row]) -> String {
         "| Architecture | Method | Accuracy | NLL | ECE | #Outliers | #Ellipses | #Gaussians | #Parameters(M) / Compression | Model bytes | OOD AUROC (max-prob / entropy) | Train s |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for r in rows {
-        let ratio = r.compression_ratio.map_or("-".to_string(), |c| format!("{:.1}%", 100.0 * c));
+        let ratio = r
+            .compression_ratio
+            .map_or("-".to_string(), |c| format!("{:.1}%", 100.0 * c));
         let ood = match (r.ood_auroc, r.ood_auroc_entropy) {
             (Some(a), Some(b)) => format!("{a:.3} / {b:.3}"),
             _ => "-".into(),
@@ -255,9 +329,15 @@ pub fn markdown(rows: &[Row]) -> String {
 /// Writes `table.md`, `table.json` and `report.json` into `dir`, each atomically.
 pub fn write_tables(dir: &Path, outcome: &Outcome) -> Result<(), Error> {
     std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-    let json = serde_json::to_string_pretty(&outcome.rows).map_err(|e| Error::Other(e.to_string()))?;
-    let report = serde_json::to_string_pretty(&outcome.report).map_err(|e| Error::Other(e.to_string()))?;
-    for (name, body) in [("table.md", markdown(&outcome.rows)), ("table.json", json), ("report.json", report)] {
+    let json =
+        serde_json::to_string_pretty(&outcome.rows).map_err(|e| Error::Other(e.to_string()))?;
+    let report =
+        serde_json::to_string_pretty(&outcome.report).map_err(|e| Error::Other(e.to_string()))?;
+    for (name, body) in [
+        ("table.md", markdown(&outcome.rows)),
+        ("table.json", json),
+        ("report.json", report),
+    ] {
         bnn_train::write_atomic(&dir.join(name), body.as_bytes())?;
     }
     Ok(())

@@ -46,6 +46,9 @@ pub enum Error {
 impl Error {
     /// An I/O error with its path.
     pub fn io(path: &Path, source: std::io::Error) -> Self {
-        Error::Io { path: path.display().to_string(), source }
+        Error::Io {
+            path: path.display().to_string(),
+            source,
+        }
     }
 }

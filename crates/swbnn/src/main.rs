@@ -5,7 +5,10 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use bnn_data::{Dataset, DatasetId, Split};
 use bnn_layers::{Estimator, bayes_from_deterministic, device_by_name, export_bayes};
-use bnn_train::{Checkpointer, EpochStats, Observer, StepInfo, TrainConfig, evaluate, load_model, mean_mu_gradients, train};
+use bnn_train::{
+    Checkpointer, EpochStats, Observer, StepInfo, TrainConfig, evaluate, load_model,
+    mean_mu_gradients, train,
+};
 use burn::module::Module;
 use burn::prelude::*;
 use clap::{Parser, Subcommand, ValueEnum};
@@ -17,7 +20,11 @@ use swshare::burn_edges::{build_shared_model, from_swb, table_from_tensors, to_s
 use swshare::{SwshareConfig, build_plan};
 
 #[derive(Parser)]
-#[command(name = "swbnn", version, about = "Stochastic weight sharing for Bayesian neural networks (2DGBNN)")]
+#[command(
+    name = "swbnn",
+    version,
+    about = "Stochastic weight sharing for Bayesian neural networks (2DGBNN)"
+)]
 struct Cli {
     /// Backend: flex (default CPU), ndarray, cpu or wgpu (each if compiled in).
     #[arg(long, global = true, default_value = "flex")]
@@ -144,7 +151,10 @@ impl Observer for Bars {
         });
         bar.set_prefix(format!("epoch {}", info.epoch + 1));
         bar.set_position(info.step as u64 + 1);
-        bar.set_message(format!("loss {:.4} {:.0} img/s", info.loss, info.images_per_s));
+        bar.set_message(format!(
+            "loss {:.4} {:.0} img/s",
+            info.loss, info.images_per_s
+        ));
     }
 
     fn on_epoch(&mut self, s: &EpochStats) {
@@ -154,7 +164,13 @@ impl Observer for Bars {
         if !self.quiet {
             eprintln!(
                 "epoch {}: loss {:.4} nll {:.4} kl {:.1} train acc {:.4} ({:.0} img/s, {:.0} s)",
-                s.epoch + 1, s.loss, s.nll, s.kl, s.accuracy, s.images_per_s, s.seconds
+                s.epoch + 1,
+                s.loss,
+                s.nll,
+                s.kl,
+                s.accuracy,
+                s.images_per_s,
+                s.seconds
             );
         }
     }
@@ -169,14 +185,18 @@ impl Progress for Bars {
 
     fn row(&mut self, r: &Row) {
         if !self.quiet {
-            eprintln!("{} {}: acc {:.4} nll {:.4} ece {:.4}", r.arch, r.method, r.accuracy, r.nll, r.ece);
+            eprintln!(
+                "{} {}: acc {:.4} nll {:.4} ece {:.4}",
+                r.arch, r.method, r.accuracy, r.nll, r.ece
+            );
         }
     }
 }
 
 fn read_config(dir: &Path) -> Result<ModelConfig> {
     let path = dir.join("config.json");
-    let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    let text =
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
     serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))
 }
 
@@ -195,12 +215,26 @@ fn main() -> Result<()> {
     let ad = device.clone().autodiff();
     let mut bars = Bars::new(cli.json);
     match cli.command {
-        Command::Train { dataset, arch, kind, epochs, out, from, resume, data, subset: n, estimator, seed } => {
+        Command::Train {
+            dataset,
+            arch,
+            kind,
+            epochs,
+            out,
+            from,
+            resume,
+            data,
+            subset: n,
+            estimator,
+            seed,
+        } => {
             let train_data = subset(open_split(dataset, Split::Train, data.as_deref())?, n, 1)?;
             let (c, h, _) = train_data.shape();
-            let mut config = ModelConfig::for_input(arch, Kind::Deterministic, train_data.classes(), c, h);
-            config.bayes.estimator = Estimator::from_name(&estimator)
-                .with_context(|| format!("unknown estimator {estimator} (reparam, local-reparam, flipout)"))?;
+            let mut config =
+                ModelConfig::for_input(arch, Kind::Deterministic, train_data.classes(), c, h);
+            config.bayes.estimator = Estimator::from_name(&estimator).with_context(|| {
+                format!("unknown estimator {estimator} (reparam, local-reparam, flipout)")
+            })?;
             let mut tc = match kind {
                 TrainKind::Deterministic => TrainConfig::deterministic(epochs),
                 TrainKind::Bayesian => {
@@ -217,16 +251,31 @@ fn main() -> Result<()> {
             }
             let ck = Checkpointer::new(&out)?;
             if !resume && ck.model_path().exists() {
-                bail!("{} already holds a model; pass --resume to continue it", out.display());
+                bail!(
+                    "{} already holds a model; pass --resume to continue it",
+                    out.display()
+                );
             }
-            bnn_train::write_atomic(&out.join("config.json"), serde_json::to_string_pretty(&config)?.as_bytes())?;
+            bnn_train::write_atomic(
+                &out.join("config.json"),
+                serde_json::to_string_pretty(&config)?.as_bytes(),
+            )?;
             let loader = train_loader(dataset, train_data, tc.batch_size, seed, 2)?;
             let (_, history) = train(model, &loader, &tc, Some(&ck), &mut bars)?;
             if cli.json {
                 println!("{}", serde_json::to_string(&history)?);
             }
         }
-        Command::Compress { model, dataset, out, k, config, epochs, data, subset: n } => {
+        Command::Compress {
+            model,
+            dataset,
+            out,
+            k,
+            config,
+            epochs,
+            data,
+            subset: n,
+        } => {
             let (bayes, bayes_config) = load_dir_model(&model, &ad)?;
             let mut cfg = match config {
                 Some(p) => SwshareConfig::from_json(&std::fs::read_to_string(&p)?)?,
@@ -247,7 +296,9 @@ fn main() -> Result<()> {
             let (plan, mut report) = build_plan(&table, &cfg)?;
             let shared = build_shared_model(&bayes_config, &bayes, &table, &plan, &ad)?;
             let (shared, _) = train(shared, &loader, &tc, None, &mut bars)?;
-            let shared_config = bayes_config.with_kind(Kind::Shared).with_codebook_len(plan.k());
+            let shared_config = bayes_config
+                .with_kind(Kind::Shared)
+                .with_codebook_len(plan.k());
             let data = to_swb(&shared.valid(), &shared_config, &table, &plan)?;
             let sizes = swshare::format::save(&out, &data, &Default::default())?;
             report.file_sizes = Some(sizes.into());
@@ -257,7 +308,15 @@ fn main() -> Result<()> {
                 println!("{report}");
             }
         }
-        Command::Eval { model, dataset, ood, ood_dir, samples, data, subset: n } => {
+        Command::Eval {
+            model,
+            dataset,
+            ood,
+            ood_dir,
+            samples,
+            data,
+            subset: n,
+        } => {
             let net = if model.extension().is_some_and(|e| e == "swb") {
                 from_swb(&swshare::format::load(&model)?, &device)?.0
             } else {
@@ -267,8 +326,18 @@ fn main() -> Result<()> {
             let stats = norm_stats(dataset);
             let test = eval_loader(stats, test, 256, 2)?;
             let ood_loader = match (ood, ood_dir) {
-                (Some(id), Some(dir)) => Some(eval_loader(stats, subset(open_ood(id, &dir)?, n, 3)?, 256, 2)?),
-                (Some(id), None) => Some(eval_loader(stats, subset(open_split(id, Split::Test, data.as_deref())?, n, 3)?, 256, 2)?),
+                (Some(id), Some(dir)) => Some(eval_loader(
+                    stats,
+                    subset(open_ood(id, &dir)?, n, 3)?,
+                    256,
+                    2,
+                )?),
+                (Some(id), None) => Some(eval_loader(
+                    stats,
+                    subset(open_split(id, Split::Test, data.as_deref())?, n, 3)?,
+                    256,
+                    2,
+                )?),
                 _ => None,
             };
             let ev = evaluate(&net, &test, ood_loader.as_ref(), samples)?;
@@ -276,9 +345,15 @@ fn main() -> Result<()> {
                 println!("{}", serde_json::to_string(&ev)?);
             } else {
                 let s = ev.summary;
-                println!("accuracy {:.4}  nll {:.4}  ece {:.4}  mce {:.4}  brier {:.4}  (n = {}, {} samples)", s.accuracy, s.nll, s.ece, s.mce, s.brier, s.n, ev.samples);
+                println!(
+                    "accuracy {:.4}  nll {:.4}  ece {:.4}  mce {:.4}  brier {:.4}  (n = {}, {} samples)",
+                    s.accuracy, s.nll, s.ece, s.mce, s.brier, s.n, ev.samples
+                );
                 if let (Some(a), Some(b)) = (ev.ood_max_prob, ev.ood_entropy) {
-                    println!("OOD AUROC {:.4} (max-prob), {:.4} (entropy); AUPR-in {:.4}; FPR@95 {:.4}", a.auroc, b.auroc, a.aupr_in, a.fpr_at_95_tpr);
+                    println!(
+                        "OOD AUROC {:.4} (max-prob), {:.4} (entropy); AUPR-in {:.4}; FPR@95 {:.4}",
+                        a.auroc, b.auroc, a.aupr_in, a.fpr_at_95_tpr
+                    );
                 }
             }
         }
@@ -289,7 +364,11 @@ fn main() -> Result<()> {
             if cli.json {
                 println!("{summary}");
             } else {
-                println!("{}:\n{}", model.display(), serde_json::to_string_pretty(&summary)?);
+                println!(
+                    "{}:\n{}",
+                    model.display(),
+                    serde_json::to_string_pretty(&summary)?
+                );
             }
         }
     }

@@ -81,7 +81,8 @@ pub fn build_shared_model(
     plan: &SharingPlan,
     device: &Device,
 ) -> Result<Network, EdgeError> {
-    plan.validate().map_err(|e| EdgeError::Mismatch(format!("invalid plan: {e}")))?;
+    plan.validate()
+        .map_err(|e| EdgeError::Mismatch(format!("invalid plan: {e}")))?;
     if plan.n_weights() != table.n_shareable() {
         return Err(EdgeError::Mismatch(format!(
             "plan covers {} weights, the table has {} shareable",
@@ -92,7 +93,9 @@ pub fn build_shared_model(
     let starts = shareable_starts(table);
     let mut share = |path: &str, shape: &[usize]| {
         let key = format!("{path}.weight");
-        let &(start, li) = starts.get(&key).ok_or_else(|| ModelError::MissingSources(key.clone()))?;
+        let &(start, li) = starts
+            .get(&key)
+            .ok_or_else(|| ModelError::MissingSources(key.clone()))?;
         let info = &table.layers()[li];
         if info.shape != shape {
             return Err(ModelError::InvalidConfig(format!(
@@ -109,7 +112,10 @@ pub fn build_shared_model(
         .map(|c| inverse_softplus(c.init_sigma as f64) as f32)
         .collect();
     let codebook = Codebook::new(&mu, &rho, device)?;
-    let shared_config = config.clone().with_kind(Kind::Shared).with_codebook_len(mu.len());
+    let shared_config = config
+        .clone()
+        .with_kind(Kind::Shared)
+        .with_codebook_len(mu.len());
     let model = shared_config.init_shared(device, &mut share, codebook)?;
     let (model, _) = deterministic_from_bayes(bayes, model)?;
     Ok(model)
@@ -141,27 +147,51 @@ fn sources_for(
 
 fn is_shared_part(path: &str) -> bool {
     path.starts_with("codebook.")
-        || [".index", ".outlier_mu", ".outlier_rho", ".ellipse_components", ".ellipse_alphas", ".prior_mu"]
-            .iter()
-            .any(|s| path.ends_with(s))
+        || [
+            ".index",
+            ".outlier_mu",
+            ".outlier_rho",
+            ".ellipse_components",
+            ".ellipse_alphas",
+            ".prior_mu",
+        ]
+        .iter()
+        .any(|s| path.ends_with(s))
 }
 
 fn to_format(t: LayerTensor) -> NamedTensor {
-    NamedTensor { path: t.path, shape: t.shape, data: t.data }
+    NamedTensor {
+        path: t.path,
+        shape: t.shape,
+        data: t.data,
+    }
 }
 
 /// The `.swb` content of a trained shared model: current codebook and outlier values, the plan's
 /// fates and blends, every other parameter as an unshared tensor.
-pub fn to_swb(model: &Network, config: &ModelConfig, table: &WeightTable, plan: &SharingPlan) -> Result<SharedModelData, EdgeError> {
+pub fn to_swb(
+    model: &Network,
+    config: &ModelConfig,
+    table: &WeightTable,
+    plan: &SharingPlan,
+) -> Result<SharedModelData, EdgeError> {
     let params = export_params(model);
     let get = |p: &str| params.iter().find(|t| t.path == p);
-    let cb_mu = get("codebook.mu").ok_or_else(|| EdgeError::Mismatch("model has no codebook".into()))?;
-    let cb_rho = get("codebook.rho").ok_or_else(|| EdgeError::Mismatch("model has no codebook".into()))?;
+    let cb_mu =
+        get("codebook.mu").ok_or_else(|| EdgeError::Mismatch("model has no codebook".into()))?;
+    let cb_rho =
+        get("codebook.rho").ok_or_else(|| EdgeError::Mismatch("model has no codebook".into()))?;
     let mut layers = Vec::new();
     let (mut outlier_mu, mut outlier_rho) = (Vec::new(), Vec::new());
     for l in table.layers().iter().filter(|l| l.shareable) {
-        layers.push(LayerShape { path: l.path.clone(), shape: l.shape.clone() });
-        if let (Some(m), Some(r)) = (get(&format!("{}.outlier_mu", l.path)), get(&format!("{}.outlier_rho", l.path))) {
+        layers.push(LayerShape {
+            path: l.path.clone(),
+            shape: l.shape.clone(),
+        });
+        if let (Some(m), Some(r)) = (
+            get(&format!("{}.outlier_mu", l.path)),
+            get(&format!("{}.outlier_rho", l.path)),
+        ) {
             outlier_mu.extend_from_slice(&m.data);
             outlier_rho.extend_from_slice(&r.data);
         }
@@ -182,8 +212,13 @@ pub fn to_swb(model: &Network, config: &ModelConfig, table: &WeightTable, plan: 
             EllipseEntry { components, alphas }
         })
         .collect();
-    let arch = serde_json::to_string(&config.clone().with_kind(Kind::Shared).with_codebook_len(cb_mu.data.len()))
-        .map_err(|e| EdgeError::Mismatch(e.to_string()))?;
+    let arch = serde_json::to_string(
+        &config
+            .clone()
+            .with_kind(Kind::Shared)
+            .with_codebook_len(cb_mu.data.len()),
+    )
+    .map_err(|e| EdgeError::Mismatch(e.to_string()))?;
     Ok(SharedModelData {
         arch,
         codebook_mu: cb_mu.data.clone(),
@@ -194,13 +229,21 @@ pub fn to_swb(model: &Network, config: &ModelConfig, table: &WeightTable, plan: 
         outlier_mu,
         outlier_rho,
         outlier_causes,
-        unshared: params.into_iter().filter(|t| !is_shared_part(&t.path)).map(to_format).collect(),
+        unshared: params
+            .into_iter()
+            .filter(|t| !is_shared_part(&t.path))
+            .map(to_format)
+            .collect(),
     })
 }
 
 /// Rebuilds a shared model from `.swb` content; returns it with its configuration.
-pub fn from_swb(data: &SharedModelData, device: &Device) -> Result<(Network, ModelConfig), EdgeError> {
-    data.validate().map_err(|e| EdgeError::Mismatch(format!("invalid model file: {e}")))?;
+pub fn from_swb(
+    data: &SharedModelData,
+    device: &Device,
+) -> Result<(Network, ModelConfig), EdgeError> {
+    data.validate()
+        .map_err(|e| EdgeError::Mismatch(format!("invalid model file: {e}")))?;
     let config: ModelConfig = serde_json::from_str(&data.arch)
         .map_err(|e| EdgeError::Mismatch(format!("bad architecture config in model file: {e}")))?;
     let mut starts = HashMap::new();
@@ -222,20 +265,30 @@ pub fn from_swb(data: &SharedModelData, device: &Device) -> Result<(Network, Mod
     let mut share = |path: &str, shape: &[usize]| {
         use bnn_layers::WeightSource;
         let key = format!("{path}.weight");
-        let (start, n, s) = starts.get(&key).ok_or_else(|| ModelError::MissingSources(key.clone()))?;
+        let (start, n, s) = starts
+            .get(&key)
+            .ok_or_else(|| ModelError::MissingSources(key.clone()))?;
         if s.as_slice() != shape {
-            return Err(ModelError::InvalidConfig(format!("{key}: file shape {s:?} differs from {shape:?}")));
+            return Err(ModelError::InvalidConfig(format!(
+                "{key}: file shape {s:?} differs from {shape:?}"
+            )));
         }
         Ok((*start..start + n)
             .map(|p| match data.fates[p] {
                 WeightFate::Shared(k) => WeightSource::Codebook(k),
                 WeightFate::Ellipse(j) => {
                     let e = &data.ellipses[j as usize];
-                    WeightSource::Ellipse { components: e.components.clone(), alphas: e.alphas.clone() }
+                    WeightSource::Ellipse {
+                        components: e.components.clone(),
+                        alphas: e.alphas.clone(),
+                    }
                 }
                 WeightFate::Outlier(_) => {
                     let o = outlier_before[p];
-                    WeightSource::Outlier { mu: data.outlier_mu[o], rho: data.outlier_rho[o] }
+                    WeightSource::Outlier {
+                        mu: data.outlier_mu[o],
+                        rho: data.outlier_rho[o],
+                    }
                 }
             })
             .collect())
@@ -245,7 +298,11 @@ pub fn from_swb(data: &SharedModelData, device: &Device) -> Result<(Network, Mod
     let unshared: Vec<LayerTensor> = data
         .unshared
         .iter()
-        .map(|t| LayerTensor { path: t.path.clone(), shape: t.shape.clone(), data: t.data.clone() })
+        .map(|t| LayerTensor {
+            path: t.path.clone(),
+            shape: t.shape.clone(),
+            data: t.data.clone(),
+        })
         .collect();
     let (model, set) = import_params(model, &unshared)?;
     if set != unshared.len() {
@@ -266,7 +323,10 @@ pub fn full_bnn_data(model: &Network, config: &ModelConfig) -> Result<FullBnnDat
     let (mut mu, mut rho) = (Vec::new(), Vec::new());
     let mut bayes_paths = Vec::new();
     for t in tensors.iter().filter(|t| t.role == ParamRole::Weight) {
-        layers.push(LayerShape { path: t.path.clone(), shape: t.shape.clone() });
+        layers.push(LayerShape {
+            path: t.path.clone(),
+            shape: t.shape.clone(),
+        });
         mu.extend_from_slice(&t.mu);
         rho.extend(t.sigma.iter().map(|&s| inverse_softplus(s as f64) as f32));
         bayes_paths.push(format!("{}_mu", t.path));

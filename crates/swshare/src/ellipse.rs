@@ -149,7 +149,11 @@ mod tests {
         let comps: Vec<Gaussian2> = (0..40)
             .map(|i| {
                 let f = i as f64;
-                iso((f * 0.37).sin(), (f * 0.11).cos(), 0.01 + 0.02 * (f * 0.7).sin().abs())
+                iso(
+                    (f * 0.37).sin(),
+                    (f * 0.11).cos(),
+                    0.01 + 0.02 * (f * 0.7).sin().abs(),
+                )
             })
             .collect();
         for t in 0..30 {

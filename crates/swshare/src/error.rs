@@ -67,7 +67,11 @@ pub enum SwshareError {
 }
 
 impl SwshareError {
-    pub(crate) fn config(field: &'static str, value: impl std::fmt::Display, why: &'static str) -> Self {
+    pub(crate) fn config(
+        field: &'static str,
+        value: impl std::fmt::Display,
+        why: &'static str,
+    ) -> Self {
         Self::Config {
             field,
             value: value.to_string(),

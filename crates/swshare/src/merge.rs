@@ -72,7 +72,10 @@ impl MemberStats {
 }
 
 /// Member statistics of every codebook entry from the plan's plain-shared weights.
-pub fn member_stats(plan: &SharingPlan, table: &WeightTable) -> Result<Vec<MemberStats>, SwshareError> {
+pub fn member_stats(
+    plan: &SharingPlan,
+    table: &WeightTable,
+) -> Result<Vec<MemberStats>, SwshareError> {
     if plan.n_weights() != table.n_shareable() {
         return Err(SwshareError::Mismatch {
             what: "shareable weights",
@@ -123,7 +126,8 @@ struct Criteria<'a> {
 impl Criteria<'_> {
     fn stats_ok(&self, a: &MemberStats, b: &MemberStats) -> bool {
         if self.use_grad
-            && let (Some(tau_g), Some(ga), Some(gb)) = (self.cfg.tau_g, a.mean_grad(), b.mean_grad())
+            && let (Some(tau_g), Some(ga), Some(gb)) =
+                (self.cfg.tau_g, a.mean_grad(), b.mean_grad())
             && (ga - gb).abs() >= tau_g
         {
             return false;
@@ -156,14 +160,28 @@ pub fn merge_components(
     stats: &[MemberStats],
     has_gradients: bool,
     cfg: &MergeConfig,
-) -> Result<(Vec<Gaussian2>, Vec<f64>, Vec<MemberStats>, Vec<u32>, usize, usize), SwshareError> {
+) -> Result<
+    (
+        Vec<Gaussian2>,
+        Vec<f64>,
+        Vec<MemberStats>,
+        Vec<u32>,
+        usize,
+        usize,
+    ),
+    SwshareError,
+> {
     cfg.validate()?;
     let k = components.len();
     if mixing.len() != k || !(stats.is_empty() || stats.len() == k) {
         return Err(SwshareError::Mismatch {
             what: "mixing weights / member stats per component",
             plan: k,
-            input: if mixing.len() != k { mixing.len() } else { stats.len() },
+            input: if mixing.len() != k {
+                mixing.len()
+            } else {
+                stats.len()
+            },
         });
     }
     let mut comps = components.to_vec();
@@ -261,12 +279,12 @@ pub fn merge_components(
             out_s.push(st[i]);
         }
     }
-    for i in 0..k {
+    for (i, m) in map.iter_mut().enumerate() {
         let mut r = i;
         while parent[r] as usize != r {
             r = parent[r] as usize;
         }
-        map[i] = new_index[r];
+        *m = new_index[r];
     }
     Ok((out_c, out_m, out_s, map, passes, merges))
 }

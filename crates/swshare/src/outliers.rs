@@ -137,8 +137,15 @@ mod tests {
     fn table(mu: &[f32], grad: Option<&[f32]>) -> WeightTable {
         let mut b = WeightTableBuilder::new();
         let n = mu.len();
-        b.push_layer("bias", &[2], false, &[5.0, 5.0], &[0.1; 2], grad.map(|_| &[9.0f32, 9.0][..]))
-            .push_layer("w", &[n], true, mu, &vec![0.01; n], grad);
+        b.push_layer(
+            "bias",
+            &[2],
+            false,
+            &[5.0, 5.0],
+            &[0.1; 2],
+            grad.map(|_| &[9.0f32, 9.0][..]),
+        )
+        .push_layer("w", &[n], true, mu, &vec![0.01; n], grad);
         b.build().unwrap()
     }
 
@@ -160,7 +167,9 @@ mod tests {
     fn gradient_top_fraction_is_exact() {
         // 300 weights, |grad| = position (all distinct): top 1 % = 3 weights, 297..=299.
         let mu = vec![0.0f32; 300];
-        let grad: Vec<f32> = (0..300).map(|i| if i % 2 == 0 { i as f32 } else { -(i as f32) }).collect();
+        let grad: Vec<f32> = (0..300)
+            .map(|i| if i % 2 == 0 { i as f32 } else { -(i as f32) })
+            .collect();
         let m = detect_outliers(&table(&mu, Some(&grad)), &OutlierConfig::default()).unwrap();
         let got: Vec<usize> = (0..300).filter(|&i| m.causes()[i].is_some()).collect();
         assert_eq!(got, vec![297, 298, 299]);

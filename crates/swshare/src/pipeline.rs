@@ -102,14 +102,11 @@ pub fn remerge(
     }
     let mut comps = Vec::with_capacity(plan.k());
     for (k, (e, &(m, s))) in plan.codebook.iter().zip(trained).enumerate() {
-        let g = Gaussian2::new(
-            Vector2::new(f64::from(m), f64::from(s)),
-            e.gaussian.cov(),
-        )
-        .map_err(|source| SwshareError::Gauss {
-            context: format!("codebook entry {k} moved to trained ({m}, {s})"),
-            source,
-        })?;
+        let g = Gaussian2::new(Vector2::new(f64::from(m), f64::from(s)), e.gaussian.cov())
+            .map_err(|source| SwshareError::Gauss {
+                context: format!("codebook entry {k} moved to trained ({m}, {s})"),
+                source,
+            })?;
         comps.push(g);
     }
     let mix: Vec<f64> = plan.codebook.iter().map(|e| e.mixing_weight).collect();

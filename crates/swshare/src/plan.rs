@@ -301,7 +301,7 @@ impl SharingPlan {
             if !(e.mixing_weight.is_finite() && e.mixing_weight >= 0.0) {
                 return Err(bad(format!("mixing weight {}", e.mixing_weight)));
             }
-            if !e.init_mu.is_finite() || !(e.init_sigma.is_finite() && e.init_sigma > 0.0) {
+            if !(e.init_mu.is_finite() && e.init_sigma.is_finite() && e.init_sigma > 0.0) {
                 return Err(bad(format!(
                     "init (mu, sigma) = ({}, {})",
                     e.init_mu, e.init_sigma

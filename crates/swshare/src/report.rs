@@ -170,8 +170,16 @@ impl fmt::Display for CompressionReport {
             ("Bayesian weights (total)", self.total_weights, None),
             ("  unshared (biases, norms)", self.unshared_weights, None),
             ("  shareable", s, None),
-            ("    plain shared", self.plain_shared, Some(pct(self.plain_shared, s))),
-            ("    ellipse (alpha-blended)", self.ellipse_weights, Some(pct(self.ellipse_weights, s))),
+            (
+                "    plain shared",
+                self.plain_shared,
+                Some(pct(self.plain_shared, s)),
+            ),
+            (
+                "    ellipse (alpha-blended)",
+                self.ellipse_weights,
+                Some(pct(self.ellipse_weights, s)),
+            ),
             ("    outliers", self.outliers, Some(pct(self.outliers, s))),
             ("      mean threshold", self.outliers_mean_threshold, None),
             ("      gradient", self.outliers_gradient, None),
@@ -188,8 +196,16 @@ impl fmt::Display for CompressionReport {
                 None => writeln!(f, "{name:<30} {n:>14}")?,
             }
         }
-        writeln!(f, "{:<30} {:>14}", "Trainable params (shared)", self.shared_model_params)?;
-        writeln!(f, "{:<30} {:>14}", "Trainable params (full BNN)", self.full_model_params)?;
+        writeln!(
+            f,
+            "{:<30} {:>14}",
+            "Trainable params (shared)", self.shared_model_params
+        )?;
+        writeln!(
+            f,
+            "{:<30} {:>14}",
+            "Trainable params (full BNN)", self.full_model_params
+        )?;
         writeln!(
             f,
             "{:<30} {:>13.3}%",

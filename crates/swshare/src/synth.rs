@@ -71,7 +71,8 @@ pub fn synthetic_table(spec: &SynthSpec) -> Result<WeightTable, TableError> {
     let mut b = WeightTableBuilder::new();
     for l in 0..layers {
         let n = spec.n_shareable / layers + usize::from(l < spec.n_shareable % layers);
-        let (mut mu, mut sigma, mut grad) = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::new());
+        let (mut mu, mut sigma, mut grad) =
+            (Vec::with_capacity(n), Vec::with_capacity(n), Vec::new());
         for _ in 0..n {
             let u = rng.uniform();
             let m = if u < spec.tail_fraction {
@@ -93,7 +94,7 @@ pub fn synthetic_table(spec: &SynthSpec) -> Result<WeightTable, TableError> {
         let g = spec.gradients.then_some(&grad[..]);
         b.push_layer(format!("layer{l}.weight"), &[n], true, &mu, &sigma, g);
         let bias_mu: Vec<f32> = (0..16).map(|_| (0.1 * rng.normal()) as f32).collect();
-        let bias_grad = vec![0.0f32; 16];
+        let bias_grad = [0.0f32; 16];
         b.push_layer(
             format!("layer{l}.bias"),
             &[16],

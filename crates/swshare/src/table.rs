@@ -55,7 +55,9 @@ pub enum TableError {
         shape: Vec<usize>,
     },
     /// Layers are not contiguous and in order, or do not cover the arrays exactly.
-    #[error("layer `{layer}`: offset {offset} (len {len}) but the previous layers end at {expected}")]
+    #[error(
+        "layer `{layer}`: offset {offset} (len {len}) but the previous layers end at {expected}"
+    )]
     BadOffset {
         /// Layer path.
         layer: String,
@@ -297,8 +299,11 @@ impl WeightTableBuilder {
         }
         let path = path.into();
         let len: usize = shape.iter().product();
-        let arrays: [(&'static str, Option<&[f32]>); 3] =
-            [("mu", Some(mu)), ("sigma", Some(sigma)), ("grad_mu", grad_mu)];
+        let arrays: [(&'static str, Option<&[f32]>); 3] = [
+            ("mu", Some(mu)),
+            ("sigma", Some(sigma)),
+            ("grad_mu", grad_mu),
+        ];
         for (what, arr) in arrays {
             if let Some(arr) = arr
                 && arr.len() != len
@@ -424,8 +429,16 @@ mod tests {
             shareable: true,
         }];
         assert!(matches!(
-            WeightTable::new(layers.clone(), vec![0.0; 3], vec![1.0; 3], Some(vec![0.0; 2])),
-            Err(TableError::TotalMismatch { what: "grad_mu", .. })
+            WeightTable::new(
+                layers.clone(),
+                vec![0.0; 3],
+                vec![1.0; 3],
+                Some(vec![0.0; 2])
+            ),
+            Err(TableError::TotalMismatch {
+                what: "grad_mu",
+                ..
+            })
         ));
         let mut bad = layers;
         bad[0].offset = 1;

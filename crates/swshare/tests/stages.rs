@@ -17,7 +17,14 @@ fn table_of(points: &[[f32; 2]], grad: Option<&[f32]>) -> WeightTable {
     let sigma: Vec<f32> = points.iter().map(|p| p[1]).collect();
     let mut b = WeightTableBuilder::new();
     b.push_layer("w", &[points.len()], true, &mu, &sigma, grad)
-        .push_layer("b", &[3], false, &[0.0; 3], &[0.1; 3], grad.map(|_| &[0.0f32; 3][..]));
+        .push_layer(
+            "b",
+            &[3],
+            false,
+            &[0.0; 3],
+            &[0.1; 3],
+            grad.map(|_| &[0.0f32; 3][..]),
+        );
     b.build().unwrap()
 }
 
@@ -49,7 +56,10 @@ fn plan_for(comps: &[Gaussian2], counts: &[usize], seed: u64) -> (WeightTable, S
     )
     .unwrap();
     let positions: Vec<u32> = (0..pts.len() as u32).collect();
-    let mix: Vec<f64> = counts.iter().map(|&c| c as f64 / pts.len() as f64).collect();
+    let mix: Vec<f64> = counts
+        .iter()
+        .map(|&c| c as f64 / pts.len() as f64)
+        .collect();
     let plan = plan_from_fit(&mask, &positions, &assign, comps, &mix).unwrap();
     (table, plan)
 }
@@ -63,8 +73,7 @@ fn small_clusters_become_outliers() {
         g(0.1, 0.02, 1e-4, 1e-6),
     ];
     let (table, mut plan) = plan_for(&comps, &[100, 29, 30, 5], 1);
-    let out =
-        reduce_small_clusters(&mut plan, &table, 30, SmallClusterPolicy::Drop).unwrap();
+    let out = reduce_small_clusters(&mut plan, &table, 30, SmallClusterPolicy::Drop).unwrap();
     assert_eq!(out.dropped, 2);
     assert_eq!(out.new_outliers, 34);
     assert_eq!(out.map, vec![Some(0), None, Some(1), None]);
@@ -120,7 +129,12 @@ fn ellipse_weights_use_highest_pdf_components_and_alphas_sum_to_one() {
     let comps: Vec<Gaussian2> = (0..12)
         .map(|i| {
             let f = i as f64;
-            g(-0.1 + 0.02 * f, 0.01 + 0.002 * (f * 1.3).sin().abs(), 4e-5, 4e-6)
+            g(
+                -0.1 + 0.02 * f,
+                0.01 + 0.002 * (f * 1.3).sin().abs(),
+                4e-5,
+                4e-6,
+            )
         })
         .collect();
     let counts = vec![400; 12];
@@ -144,7 +158,11 @@ fn ellipse_weights_use_highest_pdf_components_and_alphas_sum_to_one() {
         let WeightFate::Shared(k) = *f else { continue };
         let x = Vector2::new(f64::from(table.mu()[p]), f64::from(table.sigma()[p]));
         let outside = comps[k as usize].mahalanobis_sq(&x) > 5.991;
-        assert_eq!(matches!(plan.fates[p], WeightFate::Ellipse(_)), outside, "{p}");
+        assert_eq!(
+            matches!(plan.fates[p], WeightFate::Ellipse(_)),
+            outside,
+            "{p}"
+        );
     }
     for e in &plan.ellipses {
         assert_eq!(e.len, 5);
@@ -163,7 +181,10 @@ fn ellipse_weights_use_highest_pdf_components_and_alphas_sum_to_one() {
         // alpha ratio = pdf ratio (mixing weight not included).
         let r = f64::from(e.alphas[1]) / f64::from(e.alphas[0]);
         let want = (lp[1].0 - lp[0].0).exp();
-        assert!((r - want).abs() <= 1e-5 * want.max(1e-30) + 1e-7, "{r} vs {want}");
+        assert!(
+            (r - want).abs() <= 1e-5 * want.max(1e-30) + 1e-7,
+            "{r} vs {want}"
+        );
     }
 }
 
@@ -181,7 +202,11 @@ fn identical_components_always_merge_far_ones_never() {
     assert_eq!(passes, 2);
     assert!((c[0].mean() - a.mean()).norm() < 1e-15);
     // Far apart: never, whatever the rule.
-    for rule in [MergeRule::Paper, MergeRule::W2Barycenter, MergeRule::MomentMatch] {
+    for rule in [
+        MergeRule::Paper,
+        MergeRule::W2Barycenter,
+        MergeRule::MomentMatch,
+    ] {
         let cfg = MergeConfig {
             rule,
             tau_d: 1e-3,
@@ -222,7 +247,9 @@ fn merge_remaps_fates_and_ellipses() {
     assert_eq!(cb.plain_shared + cb.ellipse, ca.plain_shared + ca.ellipse);
     for (p, f) in before.fates.iter().enumerate() {
         match *f {
-            WeightFate::Shared(k) => assert_eq!(plan.fates[p], WeightFate::Shared(out.map[k as usize])),
+            WeightFate::Shared(k) => {
+                assert_eq!(plan.fates[p], WeightFate::Shared(out.map[k as usize]))
+            }
             WeightFate::Ellipse(j) => {
                 let old = &before.ellipses[j as usize];
                 let mut want: Vec<u32> = old.blend().map(|(c, _)| out.map[c as usize]).collect();
@@ -250,7 +277,10 @@ fn gradient_and_variance_criteria_block_merges() {
     let comps = [a, a];
     let (pts, assign) = cloud(&comps, &[100, 100], 6);
     // Members of component 1 have a much larger gradient.
-    let grad: Vec<f32> = assign.iter().map(|&k| if k == 0 { 0.0 } else { 1.0 }).collect();
+    let grad: Vec<f32> = assign
+        .iter()
+        .map(|&k| if k == 0 { 0.0 } else { 1.0 })
+        .collect();
     let table = table_of(&pts, Some(&grad));
     let mask = detect_outliers(
         &table,
@@ -293,7 +323,9 @@ fn gradient_and_variance_criteria_block_merges() {
 #[test]
 fn repeated_passes_collapse_a_chain() {
     // Five components 1e-4 apart in mu, tau_d = 3e-4: neighbours merge, then merged ones merge.
-    let comps: Vec<Gaussian2> = (0..5).map(|i| g(1e-4 * i as f64, 0.01, 1e-10, 1e-10)).collect();
+    let comps: Vec<Gaussian2> = (0..5)
+        .map(|i| g(1e-4 * i as f64, 0.01, 1e-10, 1e-10))
+        .collect();
     let cfg = MergeConfig {
         tau_d: 3e-4,
         ..Default::default()
@@ -308,8 +340,16 @@ fn repeated_passes_collapse_a_chain() {
 
 fn corrupted_plans(plan: &SharingPlan) -> Vec<(&'static str, SharingPlan)> {
     let mut v = Vec::new();
-    let shared = plan.fates.iter().position(|f| matches!(f, WeightFate::Shared(_))).unwrap();
-    let ell = plan.fates.iter().position(|f| matches!(f, WeightFate::Ellipse(_))).unwrap();
+    let shared = plan
+        .fates
+        .iter()
+        .position(|f| matches!(f, WeightFate::Shared(_)))
+        .unwrap();
+    let ell = plan
+        .fates
+        .iter()
+        .position(|f| matches!(f, WeightFate::Ellipse(_)))
+        .unwrap();
     let mut p = plan.clone();
     p.fates[shared] = WeightFate::Shared(plan.k() as u32);
     v.push(("component out of range", p));
@@ -339,7 +379,10 @@ fn corrupted_plans(plan: &SharingPlan) -> Vec<(&'static str, SharingPlan)> {
     v.push(("unlinked ellipse", p));
     // Two weights pointing at each other's ellipse entries.
     let mut p = plan.clone();
-    let (w0, w1) = (plan.ellipses[0].weight as usize, plan.ellipses[1].weight as usize);
+    let (w0, w1) = (
+        plan.ellipses[0].weight as usize,
+        plan.ellipses[1].weight as usize,
+    );
     p.fates.swap(w0, w1);
     v.push(("swapped link", p));
     let mut p = plan.clone();
@@ -351,7 +394,9 @@ fn corrupted_plans(plan: &SharingPlan) -> Vec<(&'static str, SharingPlan)> {
 
 #[test]
 fn validate_catches_corrupted_plans() {
-    let comps: Vec<Gaussian2> = (0..8).map(|i| g(-0.05 + 0.015 * i as f64, 0.01, 3e-5, 2e-6)).collect();
+    let comps: Vec<Gaussian2> = (0..8)
+        .map(|i| g(-0.05 + 0.015 * i as f64, 0.01, 3e-5, 2e-6))
+        .collect();
     let (table, mut plan) = plan_for(&comps, &[300; 8], 7);
     for (p, f) in plan.fates.iter_mut().enumerate() {
         if p % 5 == 0
@@ -371,10 +416,15 @@ fn validate_catches_corrupted_plans() {
 
 #[test]
 fn remerge_merges_entries_trained_to_the_same_values() {
-    let comps: Vec<Gaussian2> = (0..4).map(|i| g(-0.05 + 0.03 * i as f64, 0.01, 1e-5, 1e-7)).collect();
+    let comps: Vec<Gaussian2> = (0..4)
+        .map(|i| g(-0.05 + 0.03 * i as f64, 0.01, 1e-5, 1e-7))
+        .collect();
     let (_, plan) = plan_for(&comps, &[50; 4], 8);
-    let mut trained: Vec<(f32, f32)> =
-        plan.codebook.iter().map(|e| (e.init_mu, e.init_sigma)).collect();
+    let mut trained: Vec<(f32, f32)> = plan
+        .codebook
+        .iter()
+        .map(|e| (e.init_mu, e.init_sigma))
+        .collect();
     let unchanged = remerge(&plan, &trained, &MergeConfig::default()).unwrap();
     assert_eq!(unchanged.merges, 0);
     assert_eq!(unchanged.plan.codebook[2].init_mu, trained[2].0);

@@ -24,7 +24,7 @@ pub fn mat_element(ty: u32, data: &[u8]) -> Vec<u8> {
     let mut v = ty.to_le_bytes().to_vec();
     v.extend((data.len() as u32).to_le_bytes());
     v.extend_from_slice(data);
-    while v.len() % 8 != 0 {
+    while !v.len().is_multiple_of(8) {
         v.push(0);
     }
     v

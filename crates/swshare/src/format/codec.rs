@@ -250,23 +250,13 @@ pub(crate) fn encode_shared(
     let k = model.codebook_len();
     IndexWidth::for_codebook(k).map_err(FormatError::InvalidModel)?;
 
-    let mut payload = Vec::new();
-    let mut sizes = FileSizes::default();
-    sizes.header = put(
-        &mut payload,
-        "meta",
-        &meta_to_raw(&model.arch, &model.layers),
-    )?;
     let codebook = F32Pair {
         mu: model.codebook_mu.clone(),
         rho: model.codebook_rho.clone(),
     };
-    sizes.codebook = put(&mut payload, "codebook", &codebook)?;
     let symbols = index::to_symbols(&model.fates, k);
     let index =
         index::encode(&symbols, k, opts.entropy_index).map_err(FormatError::InvalidModel)?;
-    sizes.index = put(&mut payload, "index", &index)?;
-    sizes.alphas = put(&mut payload, "alphas", &model.ellipses)?;
     let values = if opts.int8_outliers {
         let quant = |v: &[f32], name: &str| {
             QuantizedU8::quantize(v).map_err(|e| FormatError::InvalidModel(format!("{name}: {e}")))
@@ -285,12 +275,28 @@ pub(crate) fn encode_shared(
         values,
         causes: pack_causes(&model.outlier_causes),
     };
-    sizes.outliers = put(&mut payload, "outliers", &outliers)?;
-    sizes.unshared = put(&mut payload, "unshared", &unshared_to_raw(&model.unshared))?;
 
+    let mut payload = Vec::new();
+    let meta = put(
+        &mut payload,
+        "meta",
+        &meta_to_raw(&model.arch, &model.layers),
+    )?;
+    let codebook = put(&mut payload, "codebook", &codebook)?;
+    let index = put(&mut payload, "index", &index)?;
+    let alphas = put(&mut payload, "alphas", &model.ellipses)?;
+    let outliers = put(&mut payload, "outliers", &outliers)?;
+    let unshared = put(&mut payload, "unshared", &unshared_to_raw(&model.unshared))?;
     let bytes = frame(FileKind::Shared, payload);
-    sizes.header += (HEADER_LEN + CHECKSUM_LEN) as u64;
-    sizes.total = bytes.len() as u64;
+    let sizes = FileSizes {
+        header: meta + (HEADER_LEN + CHECKSUM_LEN) as u64,
+        codebook,
+        index,
+        alphas,
+        outliers,
+        unshared,
+        total: bytes.len() as u64,
+    };
     Ok((bytes, sizes))
 }
 

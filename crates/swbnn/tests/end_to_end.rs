@@ -1,0 +1,93 @@
+//! The experiment end to end on a small subset of the real Fashion-MNIST (Debian's
+//! `dataset-fashion-mnist`, which CI installs), with MNIST digits as the OOD set.
+
+use std::path::PathBuf;
+
+use bnn_data::DatasetId;
+use models::Arch;
+use swbnn::experiment::{self, Progress};
+
+struct Quiet;
+impl bnn_train::Observer for Quiet {}
+impl Progress for Quiet {}
+
+#[test]
+fn three_methods_on_a_fashion_mnist_subset() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    if !std::path::Path::new("/usr/share/datasets/fashion-mnist").exists()
+        && std::env::var_os("SWBNN_DATA").is_none()
+    {
+        panic!(
+            "Fashion-MNIST not found: apt-get install dataset-fashion-mnist (or set SWBNN_DATA)"
+        );
+    }
+    let out = tempfile::tempdir().unwrap();
+    let mut setup = swbnn::presets::setup(
+        DatasetId::FashionMnist,
+        Some(Arch::Mlp),
+        true,
+        &root,
+        out.path().to_path_buf(),
+    );
+    setup.train_subset = Some(1000);
+    setup.test_subset = Some(400);
+    setup.deterministic.epochs = 2;
+    setup.bbb.epochs = 2;
+    setup.retrain.epochs = 1;
+    setup.samples = 4;
+    setup.swshare.gmm.k = 32;
+    setup.swshare.refine.n_min = 10;
+    let device = bnn_layers::test_device();
+    let outcome = experiment::run(&setup, &device, &mut Quiet).unwrap();
+    let methods: Vec<_> = outcome.rows.iter().map(|r| r.method.as_str()).collect();
+    assert_eq!(methods, ["deterministic", "bbb", "2dgbnn"]);
+    for r in &outcome.rows {
+        assert!(r.accuracy > 0.5, "{} accuracy {}", r.method, r.accuracy);
+        assert!(r.nll.is_finite() && r.ece >= 0.0 && r.ece <= 1.0);
+        assert!(r.model_bytes > 0 && r.parameters > 0);
+        if setup.ood.is_some() {
+            assert!(r.ood_auroc.is_some());
+        }
+    }
+    let g = &outcome.rows[2];
+    let r = &outcome.report;
+    assert_eq!(
+        r.outliers + r.plain_shared + r.ellipse_weights,
+        r.shareable_weights
+    );
+    assert!(
+        g.compression_ratio.unwrap() > 0.9,
+        "{:?}",
+        g.compression_ratio
+    );
+    assert!(
+        g.model_bytes < outcome.rows[1].model_bytes / 4,
+        "the .swb file is far smaller than the BNN's"
+    );
+    experiment::write_tables(out.path(), &outcome).unwrap();
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.path().join("table.json")).unwrap())
+            .unwrap();
+    for key in [
+        "arch",
+        "method",
+        "accuracy",
+        "nll",
+        "ece",
+        "outliers",
+        "ellipses",
+        "gaussians",
+        "parameters",
+        "compression_ratio",
+        "model_bytes",
+        "ood_auroc",
+        "train_seconds",
+    ] {
+        assert!(json[2].get(key).is_some(), "table.json lacks {key}");
+    }
+    assert!(
+        std::fs::read_to_string(out.path().join("table.md"))
+            .unwrap()
+            .contains("2dgbnn")
+    );
+}

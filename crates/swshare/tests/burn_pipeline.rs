@@ -1,0 +1,185 @@
+//! The whole pipeline on burn models: train a small Bayesian network, run stages 1-2, build
+//! and retrain the shared model, save and reload the `.swb` file.
+#![cfg(feature = "burn")]
+
+use bnn_data::{Compose, DataLoader, InMemoryDataset, LoaderConfig};
+use bnn_layers::{set_sampling, test_device};
+use bnn_train::{Silent, TrainConfig, mean_mu_gradients, train};
+use burn::module::Module;
+use burn::prelude::*;
+use burn::tensor::Distribution;
+use models::{Arch, Kind, ModelConfig, Network};
+use swshare::burn_edges::{build_shared_model, from_swb, table_from_tensors, to_swb};
+use swshare::format::{SaveOptions, load, save};
+use swshare::{SwshareConfig, build_plan};
+
+/// 1 x size x size images: class `k` lights up row `k` (plus noise), so a small network can
+/// learn it.
+fn data(n: usize, size: usize, seed: u64) -> InMemoryDataset {
+    let mut pixels = Vec::with_capacity(n * size * size);
+    let mut labels = Vec::with_capacity(n);
+    let mut state = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
+    for i in 0..n {
+        let k = (i % 8) as usize;
+        for p in 0..size * size {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let noise = (state >> 58) as u8;
+            pixels.push(if p / size == k {
+                200 + noise
+            } else {
+                noise * 2
+            });
+        }
+        labels.push(k as u32);
+    }
+    InMemoryDataset::new(pixels, labels, (1, size, size), 8).unwrap()
+}
+
+fn loader(n: usize, size: usize, seed: u64) -> DataLoader {
+    let config = LoaderConfig {
+        batch_size: 32,
+        shuffle: true,
+        drop_last: false,
+        seed,
+        workers: 0,
+        prefetch: 2,
+    };
+    DataLoader::new(data(n, size, seed), Compose::new(), config).unwrap()
+}
+
+fn logits(model: &Network, x: Tensor<4>) -> Vec<f32> {
+    model
+        .forward(x)
+        .into_data()
+        .convert::<f32>()
+        .try_into_vec::<f32>()
+        .unwrap()
+}
+
+fn argmax_rows(v: &[f32], classes: usize) -> Vec<usize> {
+    v.chunks(classes)
+        .map(|r| {
+            r.iter()
+                .enumerate()
+                .fold(0, |b, (i, x)| if *x > r[b] { i } else { b })
+        })
+        .collect()
+}
+
+fn run(arch: Arch, size: usize, k: usize) {
+    let device = test_device();
+    let ad = device.clone().autodiff();
+    ad.seed(3);
+    let config =
+        ModelConfig::for_input(arch, Kind::Bayesian, 8, 1, size).with_mlp_hidden(vec![48, 48]);
+    let train_loader = loader(512, size, 1);
+    let mut tc = TrainConfig::bayes_by_backprop(3);
+    tc.batch_size = 32;
+    let (bayes, _) = train(
+        config.init(&ad).unwrap(),
+        &train_loader,
+        &tc,
+        None,
+        &mut Silent,
+    )
+    .unwrap();
+
+    // Stages 1-2.
+    let tensors = mean_mu_gradients(&bayes, &train_loader, &tc.prior, 4).unwrap();
+    let table = table_from_tensors(&tensors).unwrap();
+    let mut cfg = SwshareConfig::default();
+    cfg.gmm.k = k;
+    cfg.refine.n_min = 5;
+    let (plan, report) = build_plan(&table, &cfg).unwrap();
+    assert_eq!(
+        report.outliers + report.plain_shared + report.ellipse_weights,
+        report.shareable_weights
+    );
+    assert_eq!(report.shareable_weights, table.n_shareable());
+    assert!(report.gaussians_after_merge <= report.gaussians_before_merge);
+    assert!(report.gaussians_before_merge <= k);
+    assert!(
+        report.outliers_gradient > 0,
+        "gradients were given, so the top 1 % are outliers"
+    );
+
+    // The shared model predicts like the Bayesian one in mean mode.
+    let shared = build_shared_model(&config, &bayes, &table, &plan, &ad).unwrap();
+    let x = Tensor::<4>::random(
+        [64, 1, size, size],
+        Distribution::Uniform(0.0, 1.0),
+        &device,
+    );
+    let b_mean = logits(&set_sampling(bayes.valid(), false), x.clone());
+    let s_mean = logits(&set_sampling(shared.valid(), false), x.clone());
+    let agree = argmax_rows(&b_mean, 8)
+        .iter()
+        .zip(argmax_rows(&s_mean, 8))
+        .filter(|(a, b)| **a == *b)
+        .count();
+    assert!(
+        agree >= 48,
+        "shared and Bayesian mean predictions agree on {agree}/64"
+    );
+
+    // Stage 3: the loss decreases and the codebook moves (its gradient is not zero).
+    let before = shared.codebook.as_ref().unwrap().mu.val().into_data();
+    let (shared, history) = train(
+        shared,
+        &train_loader,
+        &TrainConfig::retrain(3),
+        None,
+        &mut Silent,
+    )
+    .unwrap();
+    assert!(
+        history[2].loss < history[0].loss,
+        "stage-3 loss {history:?}"
+    );
+    let after = shared.codebook.as_ref().unwrap().mu.val().into_data();
+    assert_ne!(before, after, "the codebook must receive gradients");
+
+    // Save, reload: identical mean predictions, identical samples for the same seed.
+    let shared = shared.valid();
+    let shared_config = config
+        .clone()
+        .with_kind(Kind::Shared)
+        .with_codebook_len(plan.k());
+    let file = to_swb(&shared, &shared_config, &table, &plan).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    for opts in [
+        SaveOptions::default(),
+        SaveOptions {
+            entropy_index: true,
+            int8_outliers: false,
+        },
+    ] {
+        let path = dir.path().join("model.swb");
+        save(&path, &file, &opts).unwrap();
+        let (loaded, loaded_config) = from_swb(&load(&path).unwrap(), &device).unwrap();
+        assert_eq!(loaded_config, shared_config);
+        assert_eq!(
+            logits(&set_sampling(shared.clone(), false), x.clone()),
+            logits(&set_sampling(loaded.clone(), false), x.clone())
+        );
+        let a = set_sampling(shared.clone(), true);
+        let b = set_sampling(loaded, true);
+        device.seed(11);
+        let sa = logits(&a, x.clone());
+        device.seed(11);
+        let sb = logits(&b, x.clone());
+        assert_eq!(sa, sb, "same seed, same samples");
+    }
+}
+
+#[test]
+fn pipeline_on_an_mlp() {
+    run(Arch::Mlp, 8, 24);
+}
+
+#[test]
+fn pipeline_on_lenet5() {
+    run(Arch::Lenet5, 12, 24);
+}
