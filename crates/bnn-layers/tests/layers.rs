@@ -9,12 +9,21 @@ use burn::module::Module;
 use burn::prelude::*;
 use burn::tensor::{Distribution, TensorData};
 
+/// The backend's random generator is global: tests that seed it or draw from it take this lock,
+/// so a concurrently running test cannot consume draws between a seed and its use.
+static RNG: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn rng_lock() -> std::sync::MutexGuard<'static, ()> {
+    RNG.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn scalar(t: Tensor<1>) -> f64 {
     t.into_scalar::<f32>() as f64
 }
 
 #[test]
 fn every_estimator_is_stochastic_and_mean_mode_is_not() {
+    let _guard = rng_lock();
     let device = test_device();
     let x = Tensor::<2>::random([8, 6], Distribution::Normal(0.0, 1.0), &device);
     for e in [
@@ -44,6 +53,7 @@ fn every_estimator_is_stochastic_and_mean_mode_is_not() {
 
 #[test]
 fn sampled_outputs_average_to_the_mean_output() {
+    let _guard = rng_lock();
     let device = test_device();
     let x = Tensor::<4>::ones([4, 2, 5, 5], &device);
     for e in [
@@ -74,6 +84,7 @@ fn sampled_outputs_average_to_the_mean_output() {
 
 #[test]
 fn kl_matches_the_closed_form_on_exported_values() {
+    let _guard = rng_lock();
     let device = test_device();
     let layer = BayesLinearConfig::new(5, 3).init(&device);
     let prior = Prior::Normal {
@@ -137,6 +148,7 @@ struct SharedNet {
 
 #[test]
 fn gradients_reach_the_codebook_and_match_finite_differences() {
+    let _guard = rng_lock();
     let device = test_device().autodiff();
     let mu = [0.5f32, -0.3, 0.8];
     let rho = [-1.0f32, -0.5, -1.5];
@@ -203,6 +215,7 @@ fn gradients_reach_the_codebook_and_match_finite_differences() {
 
 #[test]
 fn shared_layer_rejects_bad_sources() {
+    let _guard = rng_lock();
     let device = test_device();
     let base = BayesLinearConfig::new(2, 2).init(&device);
     let too_few = vec![WeightSource::Codebook(0); 3];
@@ -225,6 +238,7 @@ fn shared_layer_rejects_bad_sources() {
 
 #[test]
 fn conversion_round_trip_by_path() {
+    let _guard = rng_lock();
     use burn::nn::{Linear, LinearConfig};
     #[derive(Module, Debug)]
     struct Det {

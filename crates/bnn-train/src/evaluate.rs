@@ -32,10 +32,8 @@ pub fn predict(
 ) -> Result<Predictions, TrainError> {
     let n = loader.dataset().len();
     let valid = model.valid();
-    let stochastic = samples > 1
-        && bnn_layers::count_params(&valid).bayes_weights
-            + bnn_layers::count_params(&valid).shared_weights
-            > 0;
+    let counts = bnn_layers::count_params(&valid);
+    let stochastic = samples > 1 && counts.bayes_weights + counts.shared_weights > 0;
     let valid = set_sampling(valid, stochastic);
     let passes = if stochastic { samples } else { 1 };
     let device = valid.devices().first().cloned().unwrap_or_default();

@@ -7,7 +7,6 @@ use bnn_layers::{set_sampling, test_device};
 use bnn_train::{Silent, TrainConfig, mean_mu_gradients, train};
 use burn::module::Module;
 use burn::prelude::*;
-use burn::tensor::Distribution;
 use models::{Arch, Kind, ModelConfig, Network};
 use swshare::burn_edges::{build_shared_model, from_swb, table_from_tensors, to_swb};
 use swshare::format::{SaveOptions, load, save};
@@ -25,7 +24,7 @@ fn data(n: usize, size: usize, seed: u64) -> InMemoryDataset {
             state = state
                 .wrapping_mul(6364136223846793005)
                 .wrapping_add(1442695040888963407);
-            let noise = (state >> 58) as u8;
+            let noise = (state >> 59) as u8;
             pixels.push(if p / size == k {
                 200 + noise
             } else {
@@ -68,16 +67,24 @@ fn argmax_rows(v: &[f32], classes: usize) -> Vec<usize> {
         .collect()
 }
 
+/// The backend's random generator is global; the two tests must not interleave their draws
+/// between a seed and its use.
+static RNG: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn run(arch: Arch, size: usize, k: usize) {
+    let _guard = RNG.lock().unwrap_or_else(|e| e.into_inner());
     let device = test_device();
     let ad = device.clone().autodiff();
     ad.seed(3);
     let config =
         ModelConfig::for_input(arch, Kind::Bayesian, 8, 1, size).with_mlp_hidden(vec![48, 48]);
-    let train_loader = loader(512, size, 1);
-    let mut tc = TrainConfig::bayes_by_backprop(3);
+    let train_loader = loader(2048, size, 1);
+    let mut tc = TrainConfig::bayes_by_backprop(4);
     tc.batch_size = 32;
-    let (bayes, _) = train(
+    // With 2048 examples the full KL would pin the posterior to the prior; down-weight it so
+    // the small network learns the task in a few epochs.
+    tc.kl_weight = 0.02;
+    let (bayes, hist) = train(
         config.init(&ad).unwrap(),
         &train_loader,
         &tc,
@@ -86,6 +93,10 @@ fn run(arch: Arch, size: usize, k: usize) {
     )
     .unwrap();
 
+    assert!(
+        hist.last().unwrap().accuracy > 0.9,
+        "the Bayesian model learns the task: {hist:?}"
+    );
     // Stages 1-2.
     let tensors = mean_mu_gradients(&bayes, &train_loader, &tc.prior, 4).unwrap();
     let table = table_from_tensors(&tensors).unwrap();
@@ -100,18 +111,17 @@ fn run(arch: Arch, size: usize, k: usize) {
     assert_eq!(report.shareable_weights, table.n_shareable());
     assert!(report.gaussians_after_merge <= report.gaussians_before_merge);
     assert!(report.gaussians_before_merge <= k);
+    // The top 1 % gradients are outliers unless the mean threshold took them first.
     assert!(
-        report.outliers_gradient > 0,
-        "gradients were given, so the top 1 % are outliers"
+        report.outliers >= report.shareable_weights / 100,
+        "{report:?}"
     );
 
     // The shared model predicts like the Bayesian one in mean mode.
     let shared = build_shared_model(&config, &bayes, &table, &plan, &ad).unwrap();
-    let x = Tensor::<4>::random(
-        [64, 1, size, size],
-        Distribution::Uniform(0.0, 1.0),
-        &device,
-    );
+    // Inputs from the data distribution (random noise would be out of distribution).
+    let first = loader(32, size, 9).epoch(0).next().unwrap().unwrap();
+    let x = bnn_train::to_tensors(&first, &device).0;
     let b_mean = logits(&set_sampling(bayes.valid(), false), x.clone());
     let s_mean = logits(&set_sampling(shared.valid(), false), x.clone());
     let agree = argmax_rows(&b_mean, 8)
@@ -120,8 +130,8 @@ fn run(arch: Arch, size: usize, k: usize) {
         .filter(|(a, b)| **a == *b)
         .count();
     assert!(
-        agree >= 48,
-        "shared and Bayesian mean predictions agree on {agree}/64"
+        agree >= 24,
+        "shared and Bayesian mean predictions agree on {agree}/32"
     );
 
     // Stage 3: the loss decreases and the codebook moves (its gradient is not zero).
