@@ -52,7 +52,7 @@ fn shared_model(config: &ModelConfig, device: &Device) -> Result<Network, ModelE
         let n: usize = shape.iter().product();
         Ok((0..n)
             .map(|i| {
-                if i % 50 == 0 {
+                if i.is_multiple_of(50) {
                     WeightSource::Outlier { mu: 0.3, rho: -6.0 }
                 } else {
                     WeightSource::Codebook((i % K) as u32)

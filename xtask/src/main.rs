@@ -63,7 +63,7 @@ struct Log;
 
 impl Observer for Log {
     fn on_step(&mut self, i: &StepInfo) {
-        if i.step % 50 == 0 {
+        if i.step.is_multiple_of(50) {
             eprintln!(
                 "  epoch {} step {}/{} loss {:.4} ({:.0} img/s)",
                 i.epoch + 1,

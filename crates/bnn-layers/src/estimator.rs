@@ -24,6 +24,8 @@ pub enum Estimator {
     Flipout,
 }
 
+// burn's `Config` derive does not accept `#[default]` on a variant.
+#[allow(clippy::derivable_impls)]
 impl Default for Estimator {
     fn default() -> Self {
         Self::Reparameterization

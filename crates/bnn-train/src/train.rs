@@ -146,13 +146,14 @@ pub fn train(
     let total_steps = steps_per_epoch * config.epochs;
     let mut history = Vec::new();
     let mut start_epoch = 0;
-    if let Some(ck) = checkpointer {
-        if let Some((m, state)) = ck.resume(model.clone())? {
-            model = m;
-            start_epoch = state.epoch + 1;
-            history = state.history;
-        }
+    if let Some(ck) = checkpointer
+        && let Some((m, state)) = ck.resume(model.clone())?
+    {
+        model = m;
+        start_epoch = state.epoch + 1;
+        history = state.history;
     }
+
     let device = model.devices().first().cloned().unwrap_or_default();
     for epoch in start_epoch..config.epochs {
         let started = Instant::now();

@@ -206,6 +206,7 @@ impl<'a> LayerFactory<'a> {
 
 /// A 2-D convolution of any kind.
 #[derive(Module, Debug)]
+#[allow(clippy::large_enum_variant)] // one per layer; boxing would only add indirection
 pub enum Conv {
     /// Deterministic.
     Det(Conv2d),
@@ -231,6 +232,7 @@ impl Conv {
 
 /// A dense layer of any kind.
 #[derive(Module, Debug)]
+#[allow(clippy::large_enum_variant)] // one per layer; boxing would only add indirection
 pub enum Dense {
     /// Deterministic.
     Det(Linear),

@@ -97,7 +97,7 @@ impl Vit {
         image_size: usize,
         classes: usize,
     ) -> Result<Self, ModelError> {
-        if image_size % shape.patch != 0 || shape.dim % shape.heads != 0 {
+        if !image_size.is_multiple_of(shape.patch) || !shape.dim.is_multiple_of(shape.heads) {
             return Err(ModelError::InvalidConfig(format!(
                 "ViT needs image size {image_size} divisible by patch {} and width {} by heads {}",
                 shape.patch, shape.dim, shape.heads

@@ -60,7 +60,7 @@ impl WideResNet {
         in_channels: usize,
         classes: usize,
     ) -> Result<Self, ModelError> {
-        if depth < 10 || (depth - 4) % 6 != 0 {
+        if depth < 10 || !(depth - 4).is_multiple_of(6) {
             return Err(ModelError::InvalidConfig(format!(
                 "WRN depth must be 6n+4, got {depth}"
             )));

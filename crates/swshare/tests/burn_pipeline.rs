@@ -19,7 +19,7 @@ fn data(n: usize, size: usize, seed: u64) -> InMemoryDataset {
     let mut labels = Vec::with_capacity(n);
     let mut state = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
     for i in 0..n {
-        let k = (i % 8) as usize;
+        let k = i % 8;
         for p in 0..size * size {
             state = state
                 .wrapping_mul(6364136223846793005)
