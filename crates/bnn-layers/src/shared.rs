@@ -219,36 +219,15 @@ impl SharedWeight {
 
     /// Per-weight means and standard deviations, flat in row-major order.
     pub fn gather(&self, codebook: &CodebookView) -> GaussTensor<1> {
-        let mut mus = vec![codebook.mu.clone()];
-        let mut sigmas = vec![codebook.sigma.clone()];
-        if let (Some(mu), Some(rho)) = (&self.outlier_mu, &self.outlier_rho) {
-            mus.push(mu.val());
-            sigmas.push(softplus(rho.val(), 1.0));
-        }
-        if let (Some(comps), Some(alphas)) = (&self.ellipse_components, &self.ellipse_alphas) {
-            let idx = comps.val();
-            let e = idx.dims()[0] / MAX_BLEND;
-            let a = alphas.val().reshape([e, MAX_BLEND]);
-            let m = codebook
-                .mu
-                .clone()
-                .select(0, idx.clone())
-                .reshape([e, MAX_BLEND]);
-            let s = codebook
-                .sigma
-                .clone()
-                .select(0, idx)
-                .reshape([e, MAX_BLEND]);
-            let mean = (a.clone() * m.clone()).sum_dim(1);
-            let var = (a * (s.powi_scalar(2) + (m - mean.clone()).powi_scalar(2))).sum_dim(1);
-            mus.push(mean.reshape([e]));
-            sigmas.push(var.clamp_min(1e-30).sqrt().reshape([e]));
-        }
-        let index = self.index.val();
-        GaussTensor {
-            mu: Tensor::cat(mus, 0).select(0, index.clone()),
-            sigma: Tensor::cat(sigmas, 0).select(0, index),
-        }
+        let outliers = match (&self.outlier_mu, &self.outlier_rho) {
+            (Some(mu), Some(rho)) => Some((mu.val(), rho.val())),
+            _ => None,
+        };
+        let ellipses = match (&self.ellipse_components, &self.ellipse_alphas) {
+            (Some(c), Some(a)) => Some((c.val(), a.val())),
+            _ => None,
+        };
+        gather_sources(codebook, outliers, ellipses, self.index.val())
     }
 
     /// The per-weight distributions reshaped to the weight tensor's rank `D`.
@@ -262,6 +241,37 @@ impl SharedWeight {
             mu: g.mu.reshape(shape),
             sigma: g.sigma.reshape(shape),
         }
+    }
+}
+
+/// The per-weight distributions of a shared tensor: a gather from the table
+/// `[codebook | outliers | ellipse blends]` with `index`. Outliers come as `(mu, rho)`,
+/// ellipses as flat `[E * MAX_BLEND]` components and alphas, blended by moment matching.
+pub(crate) fn gather_sources(
+    codebook: &CodebookView,
+    outliers: Option<(Tensor<1>, Tensor<1>)>,
+    ellipses: Option<(Tensor<1, Int>, Tensor<1>)>,
+    index: Tensor<1, Int>,
+) -> GaussTensor<1> {
+    let mut mus = vec![codebook.mu.clone()];
+    let mut sigmas = vec![codebook.sigma.clone()];
+    if let Some((mu, rho)) = outliers {
+        mus.push(mu);
+        sigmas.push(softplus(rho, 1.0));
+    }
+    if let Some((comps, alphas)) = ellipses {
+        let e = comps.dims()[0] / MAX_BLEND;
+        let a = alphas.reshape([e, MAX_BLEND]);
+        let pick = |t: &Tensor<1>| t.clone().select(0, comps.clone()).reshape([e, MAX_BLEND]);
+        let (m, s) = (pick(&codebook.mu), pick(&codebook.sigma));
+        let mean = (a.clone() * m.clone()).sum_dim(1);
+        let var = (a * (s.powi_scalar(2) + (m - mean.clone()).powi_scalar(2))).sum_dim(1);
+        mus.push(mean.reshape([e]));
+        sigmas.push(var.clamp_min(1e-30).sqrt().reshape([e]));
+    }
+    GaussTensor {
+        mu: Tensor::cat(mus, 0).select(0, index.clone()),
+        sigma: Tensor::cat(sigmas, 0).select(0, index),
     }
 }
 

@@ -15,7 +15,7 @@ use burn::tensor::activation::softplus;
 
 use crate::Prior;
 use crate::prior::kl_gaussian_sum;
-use crate::shared::{CodebookView, MAX_BLEND};
+use crate::shared::{CodebookView, gather_sources};
 
 /// One float parameter seen by the collector.
 #[derive(Debug, Clone)]
@@ -260,40 +260,15 @@ fn gather_shared(
     index: Tensor<1, Int>,
     view: &CodebookView,
 ) -> (Tensor<1>, Tensor<1>) {
-    let mut mus = vec![view.mu.clone()];
-    let mut sigmas = vec![view.sigma.clone()];
-    if let (Some(m), Some(r)) = (
-        c.float(&format!("{prefix}.outlier_mu")),
-        c.float(&format!("{prefix}.outlier_rho")),
-    ) {
-        mus.push(m.flat.clone());
-        sigmas.push(softplus(r.flat.clone(), 1.0));
-    }
-    if let (Some(comps), Some(alphas)) = (
-        c.ints.get(&format!("{prefix}.ellipse_components")),
-        c.float(&format!("{prefix}.ellipse_alphas")),
-    ) {
-        let e = comps.dims()[0] / MAX_BLEND;
-        let a = alphas.flat.clone().reshape([e, MAX_BLEND]);
-        let m = view
-            .mu
-            .clone()
-            .select(0, comps.clone())
-            .reshape([e, MAX_BLEND]);
-        let s = view
-            .sigma
-            .clone()
-            .select(0, comps.clone())
-            .reshape([e, MAX_BLEND]);
-        let mean = (a.clone() * m.clone()).sum_dim(1);
-        let var = (a * (s.powi_scalar(2) + (m - mean.clone()).powi_scalar(2))).sum_dim(1);
-        mus.push(mean.reshape([e]));
-        sigmas.push(var.clamp_min(1e-30).sqrt().reshape([e]));
-    }
-    (
-        Tensor::cat(mus, 0).select(0, index.clone()),
-        Tensor::cat(sigmas, 0).select(0, index),
-    )
+    let float = |name: &str| c.float(&format!("{prefix}.{name}")).map(|e| e.flat.clone());
+    let outliers = float("outlier_mu").zip(float("outlier_rho"));
+    let ellipses = c
+        .ints
+        .get(&format!("{prefix}.ellipse_components"))
+        .cloned()
+        .zip(float("ellipse_alphas"));
+    let g = gather_sources(view, outliers, ellipses, index);
+    (g.mu, g.sigma)
 }
 
 /// Number of per-weight Bayesian scalars (each has a mean and a `rho`) in the model, codebook
