@@ -7,7 +7,7 @@ use burn::prelude::*;
 use burn::tensor::activation::softplus;
 use burn::tensor::ops::ConvOptions;
 
-use crate::forward::{GaussTensor, conv2d_forward};
+use crate::forward::{GaussTensor, bias_gauss, conv2d_forward};
 use crate::{Estimator, SigmaInit};
 
 /// Configuration of a [`BayesConv2d`] layer.
@@ -179,12 +179,6 @@ impl BayesConv2d {
 
     /// The bias posterior, if any.
     pub fn bias(&self) -> Option<GaussTensor<1>> {
-        match (&self.bias_mu, &self.bias_rho) {
-            (Some(mu), Some(rho)) => Some(GaussTensor {
-                mu: mu.val(),
-                sigma: softplus(rho.val(), 1.0),
-            }),
-            _ => None,
-        }
+        bias_gauss(&self.bias_mu, &self.bias_rho)
     }
 }

@@ -35,6 +35,20 @@ impl<const D: usize> GaussTensor<D> {
     }
 }
 
+/// The Gaussian of an optional Bayesian bias, `sigma = softplus(rho)`.
+pub fn bias_gauss(
+    mu: &Option<burn::module::Param<Tensor<1>>>,
+    rho: &Option<burn::module::Param<Tensor<1>>>,
+) -> Option<GaussTensor<1>> {
+    match (mu, rho) {
+        (Some(mu), Some(rho)) => Some(GaussTensor {
+            mu: mu.val(),
+            sigma: burn::tensor::activation::softplus(rho.val(), 1.0),
+        }),
+        _ => None,
+    }
+}
+
 fn random_signs<const D: usize>(shape: [usize; D], device: &Device) -> Tensor<D> {
     Tensor::random(shape, Distribution::Bernoulli(0.5), device)
         .mul_scalar(2.0)

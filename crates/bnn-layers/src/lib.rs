@@ -62,6 +62,5 @@ pub use shared::{
     WeightSource,
 };
 pub use visit::{
-    BayesTensor, ParamCounts, ParamRole, count_params, export_bayes, kl_divergence,
-    num_bayes_weights, num_shared_weights, set_sampling,
+    BayesTensor, ParamCounts, ParamRole, count_params, export_bayes, kl_divergence, set_sampling,
 };

@@ -6,7 +6,7 @@ use burn::nn::{Initializer, Linear};
 use burn::prelude::*;
 use burn::tensor::activation::softplus;
 
-use crate::forward::{GaussTensor, linear_forward};
+use crate::forward::{GaussTensor, bias_gauss, linear_forward};
 use crate::{Estimator, SigmaInit};
 
 /// Configuration of a [`BayesLinear`] layer.
@@ -120,13 +120,7 @@ impl BayesLinear {
 
     /// The bias posterior, if any.
     pub fn bias(&self) -> Option<GaussTensor<1>> {
-        match (&self.bias_mu, &self.bias_rho) {
-            (Some(mu), Some(rho)) => Some(GaussTensor {
-                mu: mu.val(),
-                sigma: softplus(rho.val(), 1.0),
-            }),
-            _ => None,
-        }
+        bias_gauss(&self.bias_mu, &self.bias_rho)
     }
 
     /// The mean network as a deterministic `Linear`.

@@ -18,7 +18,7 @@ use burn::tensor::activation::softplus;
 use burn::tensor::{Int, TensorData};
 
 use crate::conv::ConvGeometry;
-use crate::forward::{GaussTensor, conv2d_forward, linear_forward};
+use crate::forward::{GaussTensor, bias_gauss, conv2d_forward, linear_forward};
 use crate::{BayesConv2d, BayesLinear, Estimator, LayerError};
 
 /// Most codebook entries an ellipse weight blends (the paper's k = 5).
@@ -324,7 +324,7 @@ impl SharedLinear {
         linear_forward(
             input,
             self.weight.gather_shaped::<2>(codebook),
-            bias_of(&self.bias_mu, &self.bias_rho),
+            bias_gauss(&self.bias_mu, &self.bias_rho),
             self.estimator,
             self.sampling.is_enabled(),
         )
@@ -386,7 +386,7 @@ impl SharedConv2d {
         conv2d_forward(
             input,
             self.weight.gather_shaped::<4>(codebook),
-            bias_of(&self.bias_mu, &self.bias_rho),
+            bias_gauss(&self.bias_mu, &self.bias_rho),
             self.geometry.options(),
             self.estimator,
             self.sampling.is_enabled(),
@@ -399,19 +399,6 @@ impl SharedConv2d {
 pub struct CodebookConfig {
     /// Number of shared Gaussians.
     pub len: usize,
-}
-
-fn bias_of(
-    mu: &Option<Param<Tensor<1>>>,
-    rho: &Option<Param<Tensor<1>>>,
-) -> Option<GaussTensor<1>> {
-    match (mu, rho) {
-        (Some(mu), Some(rho)) => Some(GaussTensor {
-            mu: mu.val(),
-            sigma: softplus(rho.val(), 1.0),
-        }),
-        _ => None,
-    }
 }
 
 fn vec_tensor(v: &[f32], device: &Device) -> Tensor<1> {

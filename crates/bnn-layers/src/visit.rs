@@ -271,26 +271,6 @@ fn gather_shared(
     (g.mu, g.sigma)
 }
 
-/// Number of per-weight Bayesian scalars (each has a mean and a `rho`) in the model, codebook
-/// and outliers included.
-pub fn num_bayes_weights<M: Module>(model: &M) -> usize {
-    let c = Collector::collect(model, None);
-    bayes_pairs(&c)
-        .iter()
-        .map(|(_, mu, _)| mu.flat.dims()[0])
-        .sum()
-}
-
-/// Number of weights in the model's shared tensors (each costs an index, not parameters).
-pub fn num_shared_weights<M: Module>(model: &M) -> usize {
-    let c = Collector::collect(model, None);
-    c.ints
-        .iter()
-        .filter(|(p, _)| p.ends_with(".index"))
-        .map(|(_, t)| t.dims()[0])
-        .sum()
-}
-
 struct SamplingMapper {
     path: Vec<String>,
     enabled: bool,

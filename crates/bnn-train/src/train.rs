@@ -158,7 +158,7 @@ pub fn train(
     for epoch in start_epoch..config.epochs {
         let started = Instant::now();
         let (mut loss_sum, mut nll_sum, mut correct, mut seen) = (0.0f64, 0.0f64, 0usize, 0usize);
-        let mut last_kl = 0.0;
+        let mut last_kl: Option<Tensor<1>> = None;
         for (step, batch) in loader.epoch(epoch as u64).enumerate() {
             let batch = batch?;
             let global = epoch * steps_per_epoch + step;
@@ -171,7 +171,7 @@ pub fn train(
                 None
             };
             if let Some(k) = &kl {
-                last_kl = k.clone().into_scalar::<f32>() as f64;
+                last_kl = Some(k.clone().detach());
             }
             let loss = elbo.loss(nll.clone(), kl, global);
             let loss_value = loss.clone().into_scalar::<f32>();
@@ -212,7 +212,7 @@ pub fn train(
             epoch,
             loss: loss_sum / seen.max(1) as f64,
             nll: nll_sum / seen.max(1) as f64,
-            kl: last_kl,
+            kl: last_kl.map_or(0.0, |k| k.into_scalar::<f32>() as f64),
             accuracy: correct as f64 / seen.max(1) as f64,
             images_per_s: seen as f64 / seconds.max(1e-9),
             seconds,
