@@ -27,6 +27,12 @@ pub enum Which {
         steps: usize,
         #[arg(long, default_value = "flex")]
         backend: String,
+        /// Only this kind (deterministic, bayesian, shared).
+        #[arg(long)]
+        kind: Option<Kind>,
+        /// Only this estimator (reparam, local-reparam, flipout).
+        #[arg(long, value_parser = parse_estimator)]
+        estimator: Option<Estimator>,
     },
     /// Images per second of Monte-Carlo inference with `samples` passes, per kind.
     McInference {
@@ -45,6 +51,20 @@ pub enum Which {
 }
 
 const K: usize = 2000;
+
+fn parse_estimator(name: &str) -> Result<Estimator, String> {
+    Estimator::from_name(name).ok_or_else(|| format!("unknown estimator {name:?}"))
+}
+
+/// Whether a variant passes the `--kind` / `--estimator` filters.
+fn selected(
+    kind: Kind,
+    est: Option<Estimator>,
+    want_kind: Option<Kind>,
+    want_est: Option<Estimator>,
+) -> bool {
+    want_kind.is_none_or(|k| k == kind) && want_est.is_none_or(|e| est.is_none_or(|x| x == e))
+}
 
 /// A shared model with every weight on one of `K` codebook entries (round robin), 2 % outliers.
 fn shared_model(config: &ModelConfig, device: &Device) -> Result<Network, ModelError> {
@@ -104,6 +124,8 @@ pub fn run(which: Which) -> Result<()> {
             batch,
             steps,
             backend,
+            kind: want_kind,
+            estimator: want_est,
         } => {
             let device = device_by_name(&backend)?.autodiff();
             let n = batch * steps;
@@ -125,13 +147,14 @@ pub fn run(which: Which) -> Result<()> {
                 },
             )?;
             for (kind, est, config) in variants(arch) {
+                if !selected(kind, est, want_kind, want_est) {
+                    continue;
+                }
                 device.seed(0);
                 let model = build(kind, &config, &device)?;
-                let mut tc = if kind == Kind::Deterministic {
-                    TrainConfig::deterministic(2)
-                } else {
-                    TrainConfig::bayes_by_backprop(2)
-                };
+                // Adam for every kind, as the PyTorch peer: the ratio then measures the
+                // Bayesian layers, not the optimiser.
+                let mut tc = TrainConfig::bayes_by_backprop(2);
                 tc.workers = 1;
                 let (_, history) = train(model, &loader, &tc, None, &mut Silent)?;
                 let measured = history.last().map(|h| h.images_per_s).unwrap_or(0.0);

@@ -2,6 +2,12 @@
 
 mod bench;
 
+// Training allocates and frees many tensor buffers of a few megabytes per step; glibc's malloc
+// returns them to the kernel and page-faults them back in (7 % of a Bayesian MLP step in perf);
+// mimalloc keeps them (docs/benchmarks.md).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
@@ -36,9 +42,10 @@ enum Command {
         /// Data directory.
         #[arg(long)]
         data: Option<PathBuf>,
-        /// Training epochs of every stage (overrides the preset).
-        #[arg(long)]
-        epochs: Option<usize>,
+        /// Training epochs (overrides the preset): one number for every stage, or three,
+        /// `DET,BBB,RETRAIN` (e.g. `3,2,1`).
+        #[arg(long, value_delimiter = ',', num_args = 1..=3)]
+        epochs: Vec<usize>,
         /// Stratified training subset (overrides the preset).
         #[arg(long)]
         train_subset: Option<usize>,
@@ -51,6 +58,10 @@ enum Command {
         /// Backend.
         #[arg(long, default_value = "flex")]
         backend: String,
+        /// Continue an interrupted run in the output directory: finished stages (checkpoints
+        /// and rows in `<out>/stages/`) are kept, an unfinished one goes on from its last epoch.
+        #[arg(long)]
+        resume: bool,
     },
     /// Benchmarks that print one JSON line per measurement.
     Bench {
@@ -118,14 +129,25 @@ fn main() -> Result<()> {
             test_subset,
             samples,
             backend,
+            resume,
         } => {
             let out = out.unwrap_or_else(|| repo_root().join("results").join(dataset.name()));
             let mut setup = swbnn::presets::setup(dataset, arch, quick, &repo_root(), out.clone());
             setup.data_dir = data;
-            if let Some(e) = epochs {
-                setup.deterministic.epochs = e;
-                setup.bbb.epochs = e;
-                setup.retrain.epochs = e;
+            setup.resume = resume;
+            match epochs[..] {
+                [] => {}
+                [e] => {
+                    setup.deterministic.epochs = e;
+                    setup.bbb.epochs = e;
+                    setup.retrain.epochs = e;
+                }
+                [det, bbb, retrain] => {
+                    setup.deterministic.epochs = det;
+                    setup.bbb.epochs = bbb;
+                    setup.retrain.epochs = retrain;
+                }
+                _ => anyhow::bail!("--epochs takes one number or three (DET,BBB,RETRAIN)"),
             }
             if train_subset.is_some() {
                 setup.train_subset = train_subset;

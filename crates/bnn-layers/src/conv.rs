@@ -4,9 +4,9 @@ use burn::config::Config;
 use burn::module::{Flag, Param};
 use burn::nn::Initializer;
 use burn::prelude::*;
-use burn::tensor::activation::softplus;
 use burn::tensor::ops::ConvOptions;
 
+use crate::forward::sigma_of_rho;
 use crate::forward::{GaussTensor, bias_gauss, conv2d_forward};
 use crate::{Estimator, SigmaInit};
 
@@ -173,7 +173,7 @@ impl BayesConv2d {
     pub fn weight(&self) -> GaussTensor<4> {
         GaussTensor {
             mu: self.weight_mu.val(),
-            sigma: softplus(self.weight_rho.val(), 1.0),
+            sigma: sigma_of_rho(self.weight_rho.val()),
         }
     }
 

@@ -42,6 +42,7 @@ mod estimator;
 pub mod forward;
 mod init;
 mod linear;
+pub mod noise;
 mod prior;
 mod shared;
 mod visit;

@@ -4,8 +4,8 @@ use burn::config::Config;
 use burn::module::{Flag, Param};
 use burn::nn::{Initializer, Linear};
 use burn::prelude::*;
-use burn::tensor::activation::softplus;
 
+use crate::forward::sigma_of_rho;
 use crate::forward::{GaussTensor, bias_gauss, linear_forward};
 use crate::{Estimator, SigmaInit};
 
@@ -114,7 +114,7 @@ impl BayesLinear {
     pub fn weight(&self) -> GaussTensor<2> {
         GaussTensor {
             mu: self.weight_mu.val(),
-            sigma: softplus(self.weight_rho.val(), 1.0),
+            sigma: sigma_of_rho(self.weight_rho.val()),
         }
     }
 

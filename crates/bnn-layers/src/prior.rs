@@ -55,10 +55,13 @@ pub fn kl_gaussian_sum(
     let n = mu.dims()[0] as f64;
     let diff = match prior_mu {
         Some(p) => mu - p,
+        None if scalar_mu == 0.0 => mu,
         None => mu.sub_scalar(scalar_mu),
     };
     let var_p = prior_sigma * prior_sigma;
-    let quad = (sigma.clone().powi_scalar(2) + diff.powi_scalar(2)).div_scalar(2.0 * var_p);
-    let log_ratio = sigma.log().neg().add_scalar(prior_sigma.ln());
-    (quad + log_ratio).sum().sub_scalar(0.5 * n)
+    // Sums first, scalars after: the constants act on one-element tensors, not on every weight
+    // (this runs every training step over all weights).
+    let quad = (sigma.clone().powi_scalar(2) + diff.powi_scalar(2)).sum();
+    let log_sigma = sigma.log().sum();
+    quad.div_scalar(2.0 * var_p) - log_sigma + (n * (prior_sigma.ln() - 0.5))
 }

@@ -14,10 +14,10 @@
 use burn::config::Config;
 use burn::module::{Flag, Param, ParamId};
 use burn::prelude::*;
-use burn::tensor::activation::softplus;
 use burn::tensor::{Int, TensorData};
 
 use crate::conv::ConvGeometry;
+use crate::forward::sigma_of_rho;
 use crate::forward::{GaussTensor, bias_gauss, conv2d_forward, linear_forward};
 use crate::{BayesConv2d, BayesLinear, Estimator, LayerError};
 
@@ -73,7 +73,7 @@ impl Codebook {
     pub fn view(&self) -> CodebookView {
         CodebookView {
             mu: self.mu.val(),
-            sigma: softplus(self.rho.val(), 1.0),
+            sigma: sigma_of_rho(self.rho.val()),
         }
     }
 }
@@ -257,7 +257,7 @@ pub(crate) fn gather_sources(
     let mut sigmas = vec![codebook.sigma.clone()];
     if let Some((mu, rho)) = outliers {
         mus.push(mu);
-        sigmas.push(softplus(rho, 1.0));
+        sigmas.push(sigma_of_rho(rho));
     }
     if let Some((comps, alphas)) = ellipses {
         let e = comps.dims()[0] / MAX_BLEND;

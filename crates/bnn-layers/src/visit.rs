@@ -11,9 +11,9 @@ use std::collections::HashMap;
 use burn::module::{Flag, Module, ModuleMapper, ModuleVisitor, Param};
 use burn::prelude::*;
 use burn::tensor::Int;
-use burn::tensor::activation::softplus;
 
 use crate::Prior;
+use crate::forward::sigma_of_rho;
 use crate::prior::kl_gaussian_sum;
 use crate::shared::{CodebookView, gather_sources};
 
@@ -181,7 +181,7 @@ pub fn export_bayes<M: Module>(
             path: base,
             shape: mu.shape.clone(),
             mu: to_vec(mu.flat.clone()),
-            sigma: to_vec(softplus(rho.flat.clone(), 1.0)),
+            sigma: to_vec(sigma_of_rho(rho.flat.clone())),
             grad_mu: mu.grad.clone().map(to_vec),
         })
         .collect()
@@ -208,7 +208,7 @@ pub fn kl_divergence<M: Module>(model: &M, prior: &Prior) -> Option<Tensor<1>> {
         let centre = empirical
             .then(|| c.float(&format!("{base}_prior_mu")).map(|e| e.flat.clone()))
             .flatten();
-        let sigma = softplus(rho.flat.clone(), 1.0);
+        let sigma = sigma_of_rho(rho.flat.clone());
         terms.push(kl_gaussian_sum(
             mu.flat.clone(),
             sigma,
@@ -249,7 +249,7 @@ fn codebook_view(c: &Collector<'_>) -> Option<CodebookView> {
         .find(|e| e.parent == "Struct:Codebook" && e.path.ends_with("rho"))?;
     Some(CodebookView {
         mu: mu.flat.clone(),
-        sigma: softplus(rho.flat.clone(), 1.0),
+        sigma: sigma_of_rho(rho.flat.clone()),
     })
 }
 

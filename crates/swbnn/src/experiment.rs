@@ -8,7 +8,10 @@ use std::time::Instant;
 
 use bnn_data::{Dataset, DatasetId, Split};
 use bnn_layers::{Estimator, bayes_from_deterministic, count_params, export_bayes};
-use bnn_train::{Evaluation, Observer, TrainConfig, evaluate, mean_mu_gradients, train};
+use bnn_train::{
+    CheckpointState, Checkpointer, Evaluation, Observer, TrainConfig, evaluate, mean_mu_gradients,
+    train, write_atomic,
+};
 use burn::module::Module;
 use burn::prelude::*;
 use models::{Arch, Kind, ModelConfig, Network};
@@ -53,6 +56,78 @@ pub struct Setup {
     pub workers: usize,
     /// Output directory (models and tables).
     pub out_dir: PathBuf,
+    /// Continue an interrupted run in `out_dir`: stages whose checkpoints and rows are there
+    /// are not trained or evaluated again. Without it, old stage checkpoints are removed first.
+    #[serde(default)]
+    pub resume: bool,
+}
+
+/// Per-stage state under `out_dir/stages/<stage>/`: the training checkpoint (model and history)
+/// and, once evaluated, the stage's table row. A long run that stops (power, a crash, Ctrl-C)
+/// continues from there with `resume`.
+struct Stage {
+    dir: PathBuf,
+    checkpointer: Checkpointer,
+    resume: bool,
+}
+
+impl Stage {
+    fn new(setup: &Setup, name: &str) -> Result<Self, Error> {
+        let dir = stages_dir(&setup.out_dir).join(name);
+        Ok(Self {
+            checkpointer: Checkpointer::new(&dir)?,
+            dir,
+            resume: setup.resume,
+        })
+    }
+
+    fn row_path(&self) -> PathBuf {
+        self.dir.join("row.json")
+    }
+
+    /// Seconds of the epochs an earlier run checkpointed (0 unless resuming), so a resumed
+    /// stage reports its whole training time.
+    fn resumed_seconds(&self) -> f64 {
+        let path = self.dir.join("state.json");
+        if !self.resume {
+            return 0.0;
+        }
+        std::fs::read(path)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<CheckpointState>(&b).ok())
+            .map_or(0.0, |s| s.history.iter().map(|e| e.seconds).sum())
+    }
+
+    /// The row evaluated by an earlier run, when resuming.
+    fn cached_row(&self) -> Result<Option<Row>, Error> {
+        let path = self.row_path();
+        if !self.resume || !path.exists() {
+            return Ok(None);
+        }
+        let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
+        serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| Error::Other(format!("{}: {e}", path.display())))
+    }
+
+    fn save_row(&self, row: &Row) -> Result<(), Error> {
+        let json = serde_json::to_vec_pretty(row).map_err(|e| Error::Other(e.to_string()))?;
+        Ok(write_atomic(&self.row_path(), &json)?)
+    }
+
+    /// The cached row, or `eval()` (then cached).
+    fn row(&self, eval: impl FnOnce() -> Result<Row, Error>) -> Result<Row, Error> {
+        if let Some(row) = self.cached_row()? {
+            return Ok(row);
+        }
+        let row = eval()?;
+        self.save_row(&row)?;
+        Ok(row)
+    }
+}
+
+fn stages_dir(out_dir: &Path) -> PathBuf {
+    out_dir.join("stages")
 }
 
 /// One row of the results table (`table.json` is a list of these).
@@ -143,6 +218,10 @@ fn record_bytes(model: &Network) -> Result<u64, Error> {
 /// Runs the three methods and returns the table rows. Models are saved under `out_dir`.
 pub fn run(setup: &Setup, device: &Device, progress: &mut dyn Progress) -> Result<Outcome, Error> {
     std::fs::create_dir_all(&setup.out_dir).map_err(|e| Error::io(&setup.out_dir, e))?;
+    let stages = stages_dir(&setup.out_dir);
+    if !setup.resume && stages.exists() {
+        std::fs::remove_dir_all(&stages).map_err(|e| Error::io(&stages, e))?;
+    }
     let train_data = subset(
         open_split(setup.dataset, Split::Train, setup.data_dir.as_deref())?,
         setup.train_subset,
@@ -172,6 +251,7 @@ pub fn run(setup: &Setup, device: &Device, progress: &mut dyn Progress) -> Resul
 
     // Deterministic.
     progress.stage("deterministic");
+    let stage = Stage::new(setup, "deterministic")?;
     let loader = train_loader(
         setup.dataset,
         train_data.clone(),
@@ -180,28 +260,32 @@ pub fn run(setup: &Setup, device: &Device, progress: &mut dyn Progress) -> Resul
         workers,
     )?;
     ad.seed(setup.deterministic.seed);
+    let resumed = stage.resumed_seconds();
     let started = Instant::now();
     let (det, _) = train(
         config.init(&ad)?,
         &loader,
         &setup.deterministic,
-        None,
+        Some(&stage.checkpointer),
         progress,
     )?;
-    let det_seconds = started.elapsed().as_secs_f64();
-    let ev = evaluate(&det, &test, ood_loader.as_ref(), 1)?;
-    let det_row = row(
-        setup.arch,
-        "deterministic",
-        &ev,
-        count_params(&det).trainable,
-        record_bytes(&det)?,
-        det_seconds,
-    );
+    let det_seconds = resumed + started.elapsed().as_secs_f64();
+    let det_row = stage.row(|| {
+        let ev = evaluate(&det, &test, ood_loader.as_ref(), 1)?;
+        Ok(row(
+            setup.arch,
+            "deterministic",
+            &ev,
+            count_params(&det).trainable,
+            record_bytes(&det)?,
+            det_seconds,
+        ))
+    })?;
     progress.row(&det_row);
 
     // Bayes by Backprop.
     progress.stage("bbb");
+    let stage = Stage::new(setup, "bbb")?;
     let bayes_config = config.clone().with_kind(Kind::Bayesian);
     ad.seed(setup.bbb.seed);
     let mut bayes = bayes_config.init(&ad)?;
@@ -215,27 +299,48 @@ pub fn run(setup: &Setup, device: &Device, progress: &mut dyn Progress) -> Resul
         setup.bbb.seed,
         workers,
     )?;
+    let resumed = stage.resumed_seconds();
     let started = Instant::now();
-    let (bayes, _) = train(bayes, &loader, &setup.bbb, None, progress)?;
-    let bbb_seconds = started.elapsed().as_secs_f64();
-    let ev = evaluate(&bayes, &test, ood_loader.as_ref(), setup.samples)?;
-    let full = full_bnn_data(&bayes, &bayes_config)?;
-    let full_bytes = full_bnn_to_bytes(
-        &full.arch,
-        &full.layers,
-        &full.mu,
-        &full.rho,
-        &full.unshared,
-    )
-    .map_err(|e| Error::Other(e.to_string()))?
-    .len() as u64;
+    let (bayes, _) = train(
+        bayes,
+        &loader,
+        &setup.bbb,
+        Some(&stage.checkpointer),
+        progress,
+    )?;
+    let bbb_seconds = resumed + started.elapsed().as_secs_f64();
     let bbb_params = count_params(&bayes).trainable;
-    let bbb_row = row(setup.arch, "bbb", &ev, bbb_params, full_bytes, bbb_seconds);
+    let bbb_row = stage.row(|| {
+        let ev = evaluate(&bayes, &test, ood_loader.as_ref(), setup.samples)?;
+        let full = full_bnn_data(&bayes, &bayes_config)?;
+        let full_bytes = full_bnn_to_bytes(
+            &full.arch,
+            &full.layers,
+            &full.mu,
+            &full.rho,
+            &full.unshared,
+        )
+        .map_err(|e| Error::Other(e.to_string()))?
+        .len() as u64;
+        Ok(row(
+            setup.arch,
+            "bbb",
+            &ev,
+            bbb_params,
+            full_bytes,
+            bbb_seconds,
+        ))
+    })?;
     progress.row(&bbb_row);
 
     // 2DGBNN: stages 1-2 on the trained BNN, then retraining.
     progress.stage("2dgbnn: outliers, GMM, refinement");
+    let stage = Stage::new(setup, "2dgbnn")?;
+    let resumed = stage.resumed_seconds();
     let started = Instant::now();
+    // The gradient pass samples weights: a fixed seed makes the plan a function of the BBB
+    // model alone, so a resumed run rebuilds the same shared model.
+    ad.seed(setup.retrain.seed);
     let tensors = if setup.swshare.outliers.grad_top_fraction > 0.0 {
         mean_mu_gradients(
             &bayes,
@@ -257,9 +362,14 @@ pub fn run(setup: &Setup, device: &Device, progress: &mut dyn Progress) -> Resul
         setup.retrain.seed,
         workers,
     )?;
-    let (shared, _) = train(shared, &loader, &setup.retrain, None, progress)?;
-    let gbnn_seconds = started.elapsed().as_secs_f64();
-    let ev = evaluate(&shared, &test, ood_loader.as_ref(), setup.samples)?;
+    let (shared, _) = train(
+        shared,
+        &loader,
+        &setup.retrain,
+        Some(&stage.checkpointer),
+        progress,
+    )?;
+    let gbnn_seconds = resumed + started.elapsed().as_secs_f64();
     let shared_config = bayes_config
         .clone()
         .with_kind(Kind::Shared)
@@ -280,11 +390,15 @@ pub fn run(setup: &Setup, device: &Device, progress: &mut dyn Progress) -> Resul
         .len() as u64;
     let params = count_params(&shared).trainable;
     report.file_sizes = Some(sizes.into());
-    let mut r = row(setup.arch, "2dgbnn", &ev, params, bytes, gbnn_seconds);
-    r.outliers = Some(report.outliers);
-    r.ellipses = Some(report.ellipse_weights);
-    r.gaussians = Some(report.gaussians_after_merge);
-    r.compression_ratio = Some(1.0 - params as f64 / bbb_params.max(1) as f64);
+    let r = stage.row(|| {
+        let ev = evaluate(&shared, &test, ood_loader.as_ref(), setup.samples)?;
+        let mut r = row(setup.arch, "2dgbnn", &ev, params, bytes, gbnn_seconds);
+        r.outliers = Some(report.outliers);
+        r.ellipses = Some(report.ellipse_weights);
+        r.gaussians = Some(report.gaussians_after_merge);
+        r.compression_ratio = Some(1.0 - params as f64 / bbb_params.max(1) as f64);
+        Ok(r)
+    })?;
     progress.row(&r);
     Ok(Outcome {
         rows: vec![det_row, bbb_row, r],

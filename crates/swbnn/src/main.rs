@@ -1,5 +1,11 @@
 //! `swbnn`: train, compress, evaluate and inspect weight-shared Bayesian neural networks.
 
+// Training allocates and frees many tensor buffers of a few megabytes per step; glibc's malloc
+// returns them to the kernel and page-faults them back in (7 % of a Bayesian MLP step in perf);
+// mimalloc keeps them (docs/benchmarks.md).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};

@@ -59,5 +59,6 @@ pub fn setup(
         samples: 30,
         workers: 2,
         out_dir,
+        resume: false,
     }
 }
