@@ -42,6 +42,19 @@ pub fn is_host_device(device: &Device) -> bool {
     false
 }
 
+/// Whether `device` is burn-flex's (with or without autodiff).
+pub fn is_flex(device: &Device) -> bool {
+    #[cfg(feature = "flex")]
+    {
+        device.clone().without_autodiff() == Device::flex()
+    }
+    #[cfg(not(feature = "flex"))]
+    {
+        let _ = device;
+        false
+    }
+}
+
 /// A tensor of independent `N(0, 1)` draws of `shape` on `device`.
 pub fn standard_normal<const D: usize>(shape: [usize; D], device: &Device) -> Tensor<D> {
     let n: usize = shape.iter().product();

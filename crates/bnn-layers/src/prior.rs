@@ -61,7 +61,7 @@ pub fn kl_gaussian_sum(
     let var_p = prior_sigma * prior_sigma;
     // Sums first, scalars after: the constants act on one-element tensors, not on every weight
     // (this runs every training step over all weights).
-    let quad = (sigma.clone().powi_scalar(2) + diff.powi_scalar(2)).sum();
+    let quad = (sigma.clone().square() + diff.square()).sum();
     let log_sigma = sigma.log().sum();
     quad.div_scalar(2.0 * var_p) - log_sigma + (n * (prior_sigma.ln() - 0.5))
 }

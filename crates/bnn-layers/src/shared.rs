@@ -265,7 +265,7 @@ pub(crate) fn gather_sources(
         let pick = |t: &Tensor<1>| t.clone().select(0, comps.clone()).reshape([e, MAX_BLEND]);
         let (m, s) = (pick(&codebook.mu), pick(&codebook.sigma));
         let mean = (a.clone() * m.clone()).sum_dim(1);
-        let var = (a * (s.powi_scalar(2) + (m - mean.clone()).powi_scalar(2))).sum_dim(1);
+        let var = (a * (s.square() + (m - mean.clone()).square())).sum_dim(1);
         mus.push(mean.reshape([e]));
         sigmas.push(var.clamp_min(1e-30).sqrt().reshape([e]));
     }
