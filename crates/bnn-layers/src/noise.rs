@@ -70,8 +70,8 @@ pub fn standard_normal<const D: usize>(shape: [usize; D], device: &Device) -> Te
     Tensor::from_data(TensorData::new(values, shape), device)
 }
 
-/// 64 bits from burn's seeded generator (two uniform draws of 24 bits each, plus a third for
-/// the top bits), so that `Device::seed` governs the host streams too.
+/// A 64-bit seed from burn's seeded generator (three uniform draws of 24 bits each, folded and
+/// mixed), so that `Device::seed` governs the host streams too.
 fn seed_from_burn(device: &Device) -> u64 {
     let u = Tensor::<1>::random([3], Distribution::Default, device)
         .into_data()

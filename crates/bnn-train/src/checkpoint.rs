@@ -97,16 +97,24 @@ impl Checkpointer {
         write_atomic(&self.state_path(), &json)
     }
 
-    /// Loads the last checkpoint into `model` (built with the same configuration), if any.
-    pub fn resume(&self, model: Network) -> Result<Option<(Network, CheckpointState)>, TrainError> {
+    /// The last checkpoint's state (epoch and history), if any.
+    pub fn state(&self) -> Result<Option<CheckpointState>, TrainError> {
         let state_path = self.state_path();
         if !state_path.exists() {
             return Ok(None);
         }
-        let state: CheckpointState = serde_json::from_slice(
+        let state = serde_json::from_slice(
             &std::fs::read(&state_path).map_err(|e| ck_err(&state_path, e))?,
         )
         .map_err(|e| ck_err(&state_path, e))?;
+        Ok(Some(state))
+    }
+
+    /// Loads the last checkpoint into `model` (built with the same configuration), if any.
+    pub fn resume(&self, model: Network) -> Result<Option<(Network, CheckpointState)>, TrainError> {
+        let Some(state) = self.state()? else {
+            return Ok(None);
+        };
         let model = load_model(&self.model_path(), model)?;
         Ok(Some((model, state)))
     }

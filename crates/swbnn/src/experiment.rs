@@ -9,8 +9,8 @@ use std::time::Instant;
 use bnn_data::{Dataset, DatasetId, Split};
 use bnn_layers::{Estimator, bayes_from_deterministic, count_params, export_bayes};
 use bnn_train::{
-    CheckpointState, Checkpointer, Evaluation, Observer, TrainConfig, evaluate, mean_mu_gradients,
-    train, write_atomic,
+    Checkpointer, Evaluation, Observer, TrainConfig, evaluate, mean_mu_gradients, train,
+    write_atomic,
 };
 use burn::module::Module;
 use burn::prelude::*;
@@ -85,17 +85,22 @@ impl Stage {
         self.dir.join("row.json")
     }
 
-    /// Seconds of the epochs an earlier run checkpointed (0 unless resuming), so a resumed
-    /// stage reports its whole training time.
-    fn resumed_seconds(&self) -> f64 {
-        let path = self.dir.join("state.json");
-        if !self.resume {
-            return 0.0;
-        }
-        std::fs::read(path)
-            .ok()
-            .and_then(|b| serde_json::from_slice::<CheckpointState>(&b).ok())
-            .map_or(0.0, |s| s.history.iter().map(|e| e.seconds).sum())
+    /// Trains `model` with this stage's checkpointer. Returns the model and the stage's
+    /// training seconds, including the epochs an earlier run checkpointed when resuming.
+    fn train(
+        &self,
+        model: Network,
+        loader: &bnn_data::DataLoader,
+        config: &TrainConfig,
+        progress: &mut dyn Progress,
+    ) -> Result<(Network, f64), Error> {
+        let resumed = match self.checkpointer.state()? {
+            Some(s) if self.resume => s.history.iter().map(|e| e.seconds).sum(),
+            _ => 0.0,
+        };
+        let started = Instant::now();
+        let (model, _) = train(model, loader, config, Some(&self.checkpointer), progress)?;
+        Ok((model, resumed + started.elapsed().as_secs_f64()))
     }
 
     /// The row evaluated by an earlier run, when resuming.
@@ -260,16 +265,8 @@ pub fn run(setup: &Setup, device: &Device, progress: &mut dyn Progress) -> Resul
         workers,
     )?;
     ad.seed(setup.deterministic.seed);
-    let resumed = stage.resumed_seconds();
-    let started = Instant::now();
-    let (det, _) = train(
-        config.init(&ad)?,
-        &loader,
-        &setup.deterministic,
-        Some(&stage.checkpointer),
-        progress,
-    )?;
-    let det_seconds = resumed + started.elapsed().as_secs_f64();
+    let (det, det_seconds) =
+        stage.train(config.init(&ad)?, &loader, &setup.deterministic, progress)?;
     let det_row = stage.row(|| {
         let ev = evaluate(&det, &test, ood_loader.as_ref(), 1)?;
         Ok(row(
@@ -299,16 +296,7 @@ pub fn run(setup: &Setup, device: &Device, progress: &mut dyn Progress) -> Resul
         setup.bbb.seed,
         workers,
     )?;
-    let resumed = stage.resumed_seconds();
-    let started = Instant::now();
-    let (bayes, _) = train(
-        bayes,
-        &loader,
-        &setup.bbb,
-        Some(&stage.checkpointer),
-        progress,
-    )?;
-    let bbb_seconds = resumed + started.elapsed().as_secs_f64();
+    let (bayes, bbb_seconds) = stage.train(bayes, &loader, &setup.bbb, progress)?;
     let bbb_params = count_params(&bayes).trainable;
     let bbb_row = stage.row(|| {
         let ev = evaluate(&bayes, &test, ood_loader.as_ref(), setup.samples)?;
@@ -336,7 +324,6 @@ pub fn run(setup: &Setup, device: &Device, progress: &mut dyn Progress) -> Resul
     // 2DGBNN: stages 1-2 on the trained BNN, then retraining.
     progress.stage("2dgbnn: outliers, GMM, refinement");
     let stage = Stage::new(setup, "2dgbnn")?;
-    let resumed = stage.resumed_seconds();
     let started = Instant::now();
     // The gradient pass samples weights: a fixed seed makes the plan a function of the BBB
     // model alone, so a resumed run rebuilds the same shared model.
@@ -354,6 +341,7 @@ pub fn run(setup: &Setup, device: &Device, progress: &mut dyn Progress) -> Resul
     let table = table_from_tensors(&tensors)?;
     let (plan, mut report) = build_plan(&table, &setup.swshare)?;
     let shared = build_shared_model(&bayes_config, &bayes, &table, &plan, &ad)?;
+    let stages_seconds = started.elapsed().as_secs_f64();
     progress.stage("2dgbnn: retraining");
     let loader = train_loader(
         setup.dataset,
@@ -362,14 +350,8 @@ pub fn run(setup: &Setup, device: &Device, progress: &mut dyn Progress) -> Resul
         setup.retrain.seed,
         workers,
     )?;
-    let (shared, _) = train(
-        shared,
-        &loader,
-        &setup.retrain,
-        Some(&stage.checkpointer),
-        progress,
-    )?;
-    let gbnn_seconds = resumed + started.elapsed().as_secs_f64();
+    let (shared, retrain_seconds) = stage.train(shared, &loader, &setup.retrain, progress)?;
+    let gbnn_seconds = stages_seconds + retrain_seconds;
     let shared_config = bayes_config
         .clone()
         .with_kind(Kind::Shared)
