@@ -62,6 +62,14 @@ enum Command {
         /// and rows in `<out>/stages/`) are kept, an unfinished one goes on from its last epoch.
         #[arg(long)]
         resume: bool,
+        /// Repeat the whole experiment with this many seeds (each in `<out>/seed-<i>/`); the
+        /// table then shows mean ± sd.
+        #[arg(long, default_value_t = 1)]
+        seeds: usize,
+        /// A JSON file whose fields replace the preset's (any field of `setup.json`, nested
+        /// objects merged), e.g. `{"compress": {"retrain": {"lr": 1e-3}}}`.
+        #[arg(long)]
+        setup: Option<PathBuf>,
     },
     /// Benchmarks that print one JSON line per measurement.
     Bench {
@@ -130,22 +138,28 @@ fn main() -> Result<()> {
             samples,
             backend,
             resume,
+            seeds,
+            setup: patch,
         } => {
+            anyhow::ensure!(seeds >= 1, "--seeds must be at least 1");
             let out = out.unwrap_or_else(|| repo_root().join("results").join(dataset.name()));
             let mut setup = swbnn::presets::setup(dataset, arch, quick, &repo_root(), out.clone());
-            setup.data_dir = data;
+            if let Some(path) = patch {
+                setup = swbnn::presets::patch(&setup, &path)?;
+            }
+            setup.data_dir = data.or(setup.data_dir);
             setup.resume = resume;
             match epochs[..] {
                 [] => {}
                 [e] => {
                     setup.deterministic.epochs = e;
                     setup.bbb.epochs = e;
-                    setup.retrain.epochs = e;
+                    setup.compress.retrain.epochs = e;
                 }
                 [det, bbb, retrain] => {
                     setup.deterministic.epochs = det;
                     setup.bbb.epochs = bbb;
-                    setup.retrain.epochs = retrain;
+                    setup.compress.retrain.epochs = retrain;
                 }
                 _ => anyhow::bail!("--epochs takes one number or three (DET,BBB,RETRAIN)"),
             }
@@ -165,15 +179,22 @@ fn main() -> Result<()> {
                 setup.train_subset,
                 setup.deterministic.epochs,
                 setup.bbb.epochs,
-                setup.retrain.epochs,
+                setup.compress.retrain.epochs,
                 setup.ood.as_ref().map(|(id, _)| id.name())
             );
-            let outcome =
-                experiment::run(&setup, &device, &mut Log).context("the experiment failed")?;
-            experiment::write_tables(&out, &outcome)?;
+            std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
             let setup_json = serde_json::to_string_pretty(&setup)?;
             bnn_train::write_atomic(&out.join("setup.json"), setup_json.as_bytes())?;
-            println!("{}", experiment::markdown(&outcome.rows));
+            if seeds == 1 {
+                let outcome =
+                    experiment::run(&setup, &device, &mut Log).context("the experiment failed")?;
+                experiment::write_tables(&out, &outcome)?;
+                println!("{}", experiment::markdown(&outcome.rows));
+            } else {
+                let (summaries, _) = experiment::run_seeds(&setup, seeds, &device, &mut Log)
+                    .context("the experiment failed")?;
+                println!("{}", experiment::markdown_seeds(&summaries));
+            }
             eprintln!("wrote {}/table.md and table.json", out.display());
         }
         Command::Bench { which } => bench::run(which)?,

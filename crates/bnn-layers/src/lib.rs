@@ -50,6 +50,7 @@ mod visit;
 pub use conv::{BayesConv2d, BayesConv2dConfig, ConvGeometry};
 pub use convert::{
     NamedTensor, bayes_from_deterministic, deterministic_from_bayes, export_params, import_params,
+    shared_from_bayes,
 };
 pub use device::{available_backends, device_by_name, test_device};
 pub use elbo::{ElboConfig, KlSchedule};
@@ -63,5 +64,6 @@ pub use shared::{
     WeightSource,
 };
 pub use visit::{
-    BayesTensor, ParamCounts, ParamRole, count_params, export_bayes, kl_divergence, set_sampling,
+    BayesTensor, ParamCounts, ParamRole, count_params, export_bayes, export_posterior,
+    kl_divergence, set_sampling,
 };

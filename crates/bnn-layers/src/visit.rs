@@ -187,6 +187,42 @@ pub fn export_bayes<M: Module>(
         .collect()
 }
 
+/// The posterior `(mu, sigma)` of every weight tensor of a Bayesian **or** weight-shared model:
+/// [`export_bayes`]'s tensors, plus, for each shared weight (`<layer>.weight`), every weight's
+/// gathered distribution (its codebook entry, its own outlier values or its ellipse blend).
+/// What diagnostics compare before and after sharing.
+pub fn export_posterior<M: Module>(model: &M) -> Vec<BayesTensor> {
+    let c = Collector::collect(model, None);
+    let mut out = export_bayes(model, None);
+    if let Some(view) = codebook_view(&c) {
+        let mut shared: Vec<_> = c
+            .ints
+            .iter()
+            .filter_map(|(p, t)| Some((p.strip_suffix(".index")?, t)))
+            .collect();
+        // `ints` is a map: order the layers as the model visits them (by their first float
+        // parameter, e.g. the bias), then by path.
+        let order = |p: &str| {
+            let layer = format!("{}.", p.strip_suffix(".weight").unwrap_or(p));
+            let first = c.floats.iter().position(|e| e.path.starts_with(&layer));
+            (first.unwrap_or(usize::MAX), p.to_string())
+        };
+        shared.sort_by_key(|(p, _)| order(p));
+        for (prefix, index) in shared {
+            let (mu, sigma) = gather_shared(&c, prefix, index.clone(), &view);
+            out.push(BayesTensor {
+                path: prefix.to_string(),
+                role: ParamRole::Weight,
+                shape: mu.dims().to_vec(),
+                mu: to_vec(mu),
+                sigma: to_vec(sigma),
+                grad_mu: None,
+            });
+        }
+    }
+    out
+}
+
 /// The model's total KL divergence `KL(q(w) || p(w))` over every Bayesian tensor, in closed form,
 /// as a one-element tensor that carries gradients. `None` if the model has no Bayesian parameter.
 ///

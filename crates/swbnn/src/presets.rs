@@ -3,10 +3,10 @@
 use std::path::{Path, PathBuf};
 
 use bnn_data::DatasetId;
-use bnn_layers::Estimator;
 use bnn_train::TrainConfig;
-use models::Arch;
+use models::{Arch, BayesOptions};
 use swshare::SwshareConfig;
+use swshare::compress::CompressConfig;
 
 use crate::data::default_ood_dir;
 use crate::experiment::Setup;
@@ -53,12 +53,43 @@ pub fn setup(
         deterministic: TrainConfig::deterministic(det_epochs),
         bbb,
         bbb_from_deterministic: true,
-        retrain,
-        swshare,
-        estimator: Estimator::Reparameterization,
+        bayes: BayesOptions::new(),
+        compress: CompressConfig {
+            sharing: swshare,
+            retrain,
+            ..Default::default()
+        },
         samples: 30,
         workers: 2,
         out_dir,
         resume: false,
+    }
+}
+
+/// `setup` with the fields of the JSON file at `path` merged in (objects field by field, every
+/// other value replaced), then parsed back: unknown fields and wrong types are errors naming
+/// the file.
+pub fn patch(setup: &Setup, path: &Path) -> Result<Setup, crate::Error> {
+    let text = std::fs::read_to_string(path).map_err(|e| crate::Error::io(path, e))?;
+    let patch: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| crate::Error::parse(path, e))?;
+    let mut value = serde_json::to_value(setup).map_err(crate::Error::json)?;
+    merge(&mut value, patch);
+    serde_json::from_value(value).map_err(|e| crate::Error::parse(path, e))
+}
+
+fn merge(base: &mut serde_json::Value, patch: serde_json::Value) {
+    match (base, patch) {
+        (serde_json::Value::Object(b), serde_json::Value::Object(p)) => {
+            for (k, v) in p {
+                match b.get_mut(&k) {
+                    Some(slot) => merge(slot, v),
+                    None => {
+                        b.insert(k, v);
+                    }
+                }
+            }
+        }
+        (slot, v) => *slot = v,
     }
 }

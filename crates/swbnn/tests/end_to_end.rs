@@ -33,10 +33,10 @@ fn three_methods_on_a_fashion_mnist_subset() {
     setup.test_subset = Some(400);
     setup.deterministic.epochs = 2;
     setup.bbb.epochs = 2;
-    setup.retrain.epochs = 1;
+    setup.compress.retrain.epochs = 1;
     setup.samples = 4;
-    setup.swshare.gmm.k = 32;
-    setup.swshare.refine.n_min = 10;
+    setup.compress.sharing.gmm.k = 32;
+    setup.compress.sharing.refine.n_min = 10;
     let device = bnn_layers::test_device();
     let outcome = experiment::run(&setup, &device, &mut Quiet).unwrap();
     let methods: Vec<_> = outcome.rows.iter().map(|r| r.method.as_str()).collect();

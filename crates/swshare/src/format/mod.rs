@@ -126,21 +126,6 @@ pub struct FileSizes {
     pub total: u64,
 }
 
-impl From<FileSizes> for crate::report::FileSizes {
-    /// The compression report's view: the same parts without the separate header count
-    /// (the report's `total` includes it).
-    fn from(s: FileSizes) -> Self {
-        Self {
-            codebook: s.codebook,
-            index: s.index,
-            alphas: s.alphas,
-            outliers: s.outliers,
-            unshared: s.unshared,
-            total: s.total,
-        }
-    }
-}
-
 /// Encodes `model` into the bytes of a `.swb` file.
 pub fn to_bytes(model: &SharedModelData, opts: &SaveOptions) -> Result<Vec<u8>, FormatError> {
     codec::encode_shared(model, opts).map(|(bytes, _)| bytes)
