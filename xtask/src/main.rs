@@ -66,6 +66,10 @@ enum Command {
         /// table then shows mean ± sd.
         #[arg(long, default_value_t = 1)]
         seeds: usize,
+        /// Also evaluate every method on the 15 corrupted test sets (5 kinds x 3 severities)
+        /// and write `corruptions.md` / `corruptions.json`.
+        #[arg(long)]
+        corruptions: bool,
         /// A JSON file whose fields replace the preset's (any field of `setup.json`, nested
         /// objects merged), e.g. `{"compress": {"retrain": {"lr": 1e-3}}}`.
         #[arg(long)]
@@ -139,6 +143,7 @@ fn main() -> Result<()> {
             backend,
             resume,
             seeds,
+            corruptions,
             setup: patch,
         } => {
             anyhow::ensure!(seeds >= 1, "--seeds must be at least 1");
@@ -148,6 +153,9 @@ fn main() -> Result<()> {
                 setup = swbnn::presets::patch(&setup, &path)?;
             }
             setup.data_dir = data.or(setup.data_dir);
+            if corruptions {
+                setup.corruptions = bnn_data::Corruption::all();
+            }
             setup.resume = resume;
             match epochs[..] {
                 [] => {}
@@ -190,6 +198,9 @@ fn main() -> Result<()> {
                     experiment::run(&setup, &device, &mut Log).context("the experiment failed")?;
                 experiment::write_tables(&out, &outcome)?;
                 println!("{}", experiment::markdown(&outcome.rows));
+                if !outcome.corruptions.is_empty() {
+                    println!("{}", experiment::markdown_corruptions(&outcome.corruptions));
+                }
             } else {
                 let (summaries, _) = experiment::run_seeds(&setup, seeds, &device, &mut Log)
                     .context("the experiment failed")?;

@@ -60,14 +60,16 @@ pub fn setup(
             ..Default::default()
         },
         samples: 30,
+        corruptions: Vec::new(),
         workers: 2,
         out_dir,
         resume: false,
     }
 }
 
-/// `setup` with the fields of the JSON file at `path` merged in (objects field by field, every
-/// other value replaced), then parsed back: unknown fields and wrong types are errors naming
+/// `setup` with the fields of the JSON file at `path` merged in (objects field by field; an
+/// object that shares no key with the preset's, another enum variant, replaces it), then parsed
+/// back: unknown fields and wrong types are errors naming
 /// the file.
 pub fn patch(setup: &Setup, path: &Path) -> Result<Setup, crate::Error> {
     let text = std::fs::read_to_string(path).map_err(|e| crate::Error::io(path, e))?;
@@ -78,9 +80,13 @@ pub fn patch(setup: &Setup, path: &Path) -> Result<Setup, crate::Error> {
     serde_json::from_value(value).map_err(|e| crate::Error::parse(path, e))
 }
 
+/// Objects merge field by field; an object that shares no key with the preset's replaces it
+/// (another variant of an enum, e.g. `{"sgd": {...}}` for `{"adam": {...}}`).
 fn merge(base: &mut serde_json::Value, patch: serde_json::Value) {
     match (base, patch) {
-        (serde_json::Value::Object(b), serde_json::Value::Object(p)) => {
+        (serde_json::Value::Object(b), serde_json::Value::Object(p))
+            if p.keys().any(|k| b.contains_key(k)) =>
+        {
             for (k, v) in p {
                 match b.get_mut(&k) {
                     Some(slot) => merge(slot, v),
