@@ -120,7 +120,7 @@ fn study(path: &str) -> Result<serde_json::Value, Box<dyn std::error::Error>> {
         bpw(huff.lengths.len() + huff.bits.len()).into(),
     );
     let mut variants = vec![("adaptive_default".to_string(), AdaptiveParams::DEFAULT)];
-    for backoff in [4, 16, 64] {
+    for backoff in [4, 16, 64, 128, 256] {
         variants.push((
             format!("adaptive_layer_b{backoff}"),
             AdaptiveParams {
@@ -154,7 +154,7 @@ fn study(path: &str) -> Result<serde_json::Value, Box<dyn std::error::Error>> {
     for (name, params) in variants {
         let stream = adaptive::encode(&syms, &m.codebook_mu, &sizes, params)?;
         assert_eq!(adaptive::decode(&stream, &m.codebook_mu, &sizes)?, syms);
-        stored.insert(name, bpw(stream.words.len() * 4).into());
+        stored.insert(name, bpw(stream.bytes.len()).into());
     }
 
     // File sizes: as loaded (version 1, Huffman index), and rewritten by this version.
