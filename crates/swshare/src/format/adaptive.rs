@@ -11,9 +11,11 @@
 //! * context: `p_c(s) = (n_c(s) + b p_l(s)) / (n_c + b)`, counts of the current layer under
 //!   the context `c` of the weight (see [`ContextKind`]).
 //!
-//! The context uses only what the decoder knows before the weight: the layer and the symbol
-//! of the previous weight in the same layer, binned by the rank of its codebook mean (the
-//! codebook is read before the index).
+//! The context uses only what the decoder knows before the weight: by default the layer
+//! alone ([`AdaptiveParams::DEFAULT`]); [`ContextKind::LayerPrevMu`] also splits it by the
+//! previous weight of the same layer, binned by the rank of its codebook mean (the codebook is
+//! read before the index). The parameters are stored with the stream, so a writer may change
+//! them without a format version.
 //!
 //! **Rebuilds.** Turning `p_c` into the coder's 24-bit fixed-point table costs `O(A)`, so a
 //! context's table is rebuilt only when its count `n_c` is 0, a power of two below
@@ -347,8 +349,8 @@ pub fn decode(
         .chunks_exact(4)
         .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
         .collect();
-    let mut decoder = DefaultRangeDecoder::from_compressed(words)
-        .map_err(|e| format!("range coder: {e:?}"))?;
+    let mut decoder =
+        DefaultRangeDecoder::from_compressed(words).map_err(|e| format!("range coder: {e:?}"))?;
     let mut out = Vec::with_capacity(n);
     state.run(|i, model| {
         let s = decoder
@@ -429,7 +431,8 @@ mod tests {
         assert!(decode(&enc, &cb, &[usize::MAX, 2]).is_err());
         // Extra words after the last symbol.
         let mut long = enc.clone();
-        long.bytes.extend([0xde, 0xad, 0xbe, 0xef, 0x12, 0x34, 0x56, 0x78]);
+        long.bytes
+            .extend([0xde, 0xad, 0xbe, 0xef, 0x12, 0x34, 0x56, 0x78]);
         assert!(decode(&long, &cb, &[3]).is_err());
         let mut ragged = enc.clone();
         ragged.bytes.push(0);

@@ -286,7 +286,10 @@ fn entropy_index_beats_huffman_on_a_layered_index() {
         (adaptive as f64) < 0.9 * huffman as f64,
         "adaptive {adaptive} vs Huffman {huffman} bytes"
     );
-    assert_eq!(from_bytes(&to_bytes(&m, &SaveOptions::ALL[1]).unwrap()).unwrap(), m);
+    assert_eq!(
+        from_bytes(&to_bytes(&m, &SaveOptions::ALL[1]).unwrap()).unwrap(),
+        m
+    );
 }
 
 /// A file with a valid header and checksum around an arbitrary payload.
