@@ -130,8 +130,8 @@ type Model = DefaultContiguousCategoricalEntropyModel;
 
 /// Counts and the frozen coding table of one context.
 struct Context {
-    counts: Vec<u32>,
-    total: u32,
+    counts: Vec<u64>,
+    total: u64,
     model: Option<Model>,
 }
 
@@ -144,10 +144,11 @@ struct State<'a> {
     /// Context used when the weight is the first of its layer.
     no_prev: usize,
     layer_sizes: &'a [usize],
-    global: Vec<u32>,
-    global_total: u32,
-    layer: Vec<u32>,
-    layer_total: u32,
+    // u64: a count cannot overflow on any index that fits in memory.
+    global: Vec<u64>,
+    global_total: u64,
+    layer: Vec<u64>,
+    layer_total: u64,
     contexts: Vec<Option<Context>>,
     probs: Vec<f64>,
 }
@@ -210,20 +211,17 @@ impl<'a> State<'a> {
             model: None,
         });
         let n = ctx.total;
-        let period = u32::from(self.params.rebuild);
-        let due = ctx.model.is_none() || n.is_power_of_two() && n < period || n % period == 0;
+        let period = u64::from(self.params.rebuild);
+        let due =
+            ctx.model.is_none() || (n.is_power_of_two() && n < period) || n.is_multiple_of(period);
         if due {
             let b = f64::from(self.params.backoff);
-            let (ng, nl, nc) = (
-                f64::from(self.global_total),
-                f64::from(self.layer_total),
-                f64::from(n),
-            );
+            let (ng, nl, nc) = (self.global_total as f64, self.layer_total as f64, n as f64);
             let uniform = 1.0 / alphabet as f64;
             for s in 0..alphabet {
-                let pg = (f64::from(self.global[s]) + uniform) / (ng + 1.0);
-                let pl = (f64::from(self.layer[s]) + b * pg) / (nl + b);
-                self.probs[s] = (f64::from(ctx.counts[s]) + b * pl) / (nc + b);
+                let pg = (self.global[s] as f64 + uniform) / (ng + 1.0);
+                let pl = (self.layer[s] as f64 + b * pg) / (nl + b);
+                self.probs[s] = (ctx.counts[s] as f64 + b * pl) / (nc + b);
             }
             cap(&mut self.probs);
             ctx.model = Some(
@@ -331,7 +329,7 @@ pub fn decode(
         .iter()
         .try_fold(0usize, |acc, &s| acc.checked_add(s))
         .ok_or("weight count overflows")?;
-    if stream.bytes.len() % 4 != 0 {
+    if !stream.bytes.len().is_multiple_of(4) {
         return Err(format!(
             "{} bytes is not a whole number of 32-bit words",
             stream.bytes.len()
@@ -395,7 +393,7 @@ mod tests {
         let layers = [1000, 3000];
         let enc = encode(&syms, &codebook(k), &layers, AdaptiveParams::DEFAULT).unwrap();
         let bits = enc.bytes.len() * 8;
-        assert!(bits >= 3990 && bits <= 4200, "{bits} bits");
+        assert!((3990..=4200).contains(&bits), "{bits} bits");
         assert!(syms.len() <= max_symbols(enc.words()));
         assert_eq!(decode(&enc, &codebook(k), &layers).unwrap(), syms);
     }

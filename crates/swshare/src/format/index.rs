@@ -1,5 +1,5 @@
 //! The index: one symbol per shareable weight, stored plain (fixed width), range-coded with a
-//! context-adaptive model ([`adaptive`](super::adaptive), written since format version 2) or
+//! context-adaptive model ([`adaptive`], written since format version 2) or
 //! Huffman-coded (written by version 1, still read).
 //!
 //! Symbol `k < K` means `Shared(k)`; two reserved symbols mark the other fates:

@@ -8,7 +8,7 @@
 //! | header | 18 | [`MAGIC`] `SWBNN\0\x01`, version `u16` LE, kind `u8` (0 shared, 1 full BNN), payload length `u64` LE |
 //! | meta | var. | architecture JSON text, layer paths and shapes |
 //! | codebook | var. | `K` means and `K` rhos, `f32` |
-//! | index | var. | one symbol per weight: plain `u8`/`u16`, context-adaptive range coding ([`adaptive`], version 2) or canonical Huffman ([`huffman`], version 1) ([`index`](self::index)) |
+//! | index | var. | one symbol per weight: plain `u8`/`u16`, context-adaptive range coding ([`adaptive`], version 2) or canonical Huffman ([`huffman`], version 1) ([`index`]) |
 //! | alphas | var. | per ellipse weight: 1..=5 codebook indices and their alphas (`f32`) |
 //! | outliers | var. | outlier `mu` and `rho` as `f32` or 8-bit ([`quant`]), causes packed 2 bits each |
 //! | unshared | var. | every other parameter tensor: path, shape, `f32` data |
