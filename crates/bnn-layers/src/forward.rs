@@ -6,10 +6,11 @@
 
 use burn::prelude::*;
 use burn::tensor::Distribution;
-use burn::tensor::module::{conv2d, linear};
+use burn::tensor::module::linear;
 use burn::tensor::ops::ConvOptions;
 
 use crate::Estimator;
+use crate::fastconv::conv2d;
 use crate::noise::standard_normal;
 
 /// Added under square roots of variances so their gradient stays finite at zero.
@@ -127,7 +128,8 @@ pub fn linear_forward<const D: usize>(
     }
 }
 
-/// 2-D convolution forward; `weight` is `[c_out, c_in / groups, kh, kw]`.
+/// 2-D convolution forward; `weight` is `[c_out, c_in / groups, kh, kw]`. The convolutions run
+/// through [`crate::fastconv::conv2d`].
 pub fn conv2d_forward(
     input: Tensor<4>,
     weight: GaussTensor<4>,

@@ -160,29 +160,45 @@ thread_local! {
     static SCRATCH: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Runs `f` with a per-thread buffer of at least `len` floats (contents unspecified).
-fn with_scratch<R>(len: usize, f: impl FnOnce(&mut [f32]) -> R) -> R {
+/// Runs `f` with two per-thread buffers of `a` and `b` floats (contents unspecified).
+fn with_scratch<R>(a: usize, b: usize, f: impl FnOnce(&mut [f32], &mut [f32]) -> R) -> R {
+    let split = |buf: &mut [f32]| {
+        let (first, rest) = buf.split_at_mut(a);
+        f(first, &mut rest[..b])
+    };
     SCRATCH.with(|cell| match cell.try_borrow_mut() {
         Ok(mut buf) => {
-            if buf.len() < len {
-                buf.resize(len, 0.0);
+            if buf.len() < a + b {
+                buf.resize(a + b, 0.0);
             }
-            f(&mut buf[..len])
+            split(&mut buf)
         }
-        // Re-entered on this thread (a task stolen while waiting): a buffer of its own.
-        Err(_) => f(&mut vec![0.0; len]),
+        // Re-entered on this thread (a task stolen while waiting): buffers of its own.
+        Err(_) => split(&mut vec![0.0; a + b]),
     })
 }
 
-/// The images run in parallel, one task each, when there are at least as many images as
-/// threads; otherwise one after the other with a parallel matrix product.
-fn image_parallelism(batch: usize) -> Option<Parallelism> {
+/// Output columns a matrix product should have at least: below that, packing the weight
+/// (repeated for every product) outweighs the arithmetic.
+const MIN_COLUMNS: usize = 256;
+
+/// Images per matrix product: one, or enough for [`MIN_COLUMNS`] columns when the images are
+/// small (ResNet-20's 7x7 and 14x14 maps). Depends on the shapes only.
+fn group_len(s: &ConvShape) -> usize {
+    let p = s.pixels().max(1);
+    MIN_COLUMNS.div_ceil(p).clamp(1, s.batch.max(1))
+}
+
+/// How groups of images run: in parallel, one task each, when there are at least as many
+/// groups as threads; otherwise one after the other with a parallel matrix product.
+fn group_parallelism(groups: usize) -> Option<Parallelism> {
     let threads = rayon::current_num_threads();
-    (batch < threads && threads > 1).then_some(Parallelism::Rayon(threads))
+    (groups < threads && threads > 1).then_some(Parallelism::Rayon(threads))
 }
 
 /// For output column `ox`, the input column is `ox * stride + offset`. The range of `ox` in
 /// `0..out` whose input column lies in `0..len`.
+#[inline]
 fn valid_range(offset: isize, stride: usize, len: usize, out: usize) -> (usize, usize) {
     let s = stride as isize;
     let lo = if offset >= 0 {
@@ -196,43 +212,104 @@ fn valid_range(offset: isize, stride: usize, len: usize, out: usize) -> (usize, 
     (lo, hi.clamp(lo, out))
 }
 
-/// The column matrix `[c_in * kh * kw, oh * ow]` of one `[c_in, h, w]` image.
-fn im2col(s: &ConvShape, x: &[f32], col: &mut [f32]) {
+/// Where row `(c, i, j)` of a column matrix reads its image plane.
+struct Tap {
+    /// Offsets of the input row and column from `oy * stride`, `ox * stride`.
+    offset: [isize; 2],
+    /// Output rows `y_lo..y_hi` and columns `x_lo..x_hi` that read inside the image.
+    rows: (usize, usize),
+    cols: (usize, usize),
+}
+
+/// The `kh * kw` taps of a convolution, in `(i, j)` order.
+fn taps(s: &ConvShape) -> Vec<Tap> {
     let [h, w] = s.input;
     let [oh, ow] = s.out_hw();
-    let [kh, kw] = s.kernel;
+    let mut taps = Vec::with_capacity(s.kernel[0] * s.kernel[1]);
+    for i in 0..s.kernel[0] {
+        let y_off = (i * s.dilation[0]) as isize - s.pad_begin[0] as isize;
+        for j in 0..s.kernel[1] {
+            let x_off = (j * s.dilation[1]) as isize - s.pad_begin[1] as isize;
+            taps.push(Tap {
+                offset: [y_off, x_off],
+                rows: valid_range(y_off, s.stride[0], h, oh),
+                cols: valid_range(x_off, s.stride[1], w, ow),
+            });
+        }
+    }
+    taps
+}
+
+/// Stride 1 and as many output columns as input columns ("same" width, as ResNet's 3x3
+/// convolutions): output pixel `q = oy * ow + ox` then reads input pixel `q + offset` of the
+/// plane, so a tap's whole row is one contiguous copy, with the few pixels that fall in the
+/// padding fixed afterwards.
+fn is_flat(s: &ConvShape) -> bool {
+    s.stride == [1, 1] && s.out_hw()[1] == s.input[1]
+}
+
+impl Tap {
+    /// For [`is_flat`] shapes: the plane offset, and the output pixels `q_lo..q_hi` whose
+    /// input pixel `q + offset` lies in the plane (a superset of the valid ones).
+    fn flat(&self, s: &ConvShape) -> (isize, usize, usize) {
+        let [h, w] = s.input;
+        let ow = s.out_hw()[1];
+        let off = self.offset[0] * w as isize + self.offset[1];
+        let end = self.rows.1 * ow;
+        let lo = (self.rows.0 * ow).max((-off).max(0) as usize).min(end);
+        let hi = end.min(((h * w) as isize - off).max(0) as usize);
+        (off, lo, hi.max(lo))
+    }
+}
+
+/// Writes the column matrix `[c_in * kh * kw, oh * ow]` of one `[c_in, h, w]` image; row `r`
+/// starts at `col[r * ld]`.
+fn im2col(s: &ConvShape, taps: &[Tap], x: &[f32], col: &mut [f32], ld: usize) {
+    let [h, w] = s.input;
+    let [oh, ow] = s.out_hw();
     let [sh, sw] = s.stride;
-    let [dh, dw] = s.dilation;
     let p = oh * ow;
-    let mut rows = col.chunks_exact_mut(p);
+    let flat = is_flat(s);
+    let mut rows = col.chunks_mut(ld);
     for plane in x.chunks_exact(h * w) {
-        for i in 0..kh {
-            let y_off = (i * dh) as isize - s.pad_begin[0] as isize;
-            let (y_lo, y_hi) = valid_range(y_off, sh, h, oh);
-            for j in 0..kw {
-                let x_off = (j * dw) as isize - s.pad_begin[1] as isize;
-                let (x_lo, x_hi) = valid_range(x_off, sw, w, ow);
-                let row = rows.next().expect("column matrix has c_in * kh * kw rows");
-                row[..y_lo * ow].fill(0.0);
-                row[y_hi * ow..].fill(0.0);
-                for oy in y_lo..y_hi {
-                    let iy = (oy * sh) as isize + y_off;
-                    let src = &plane[iy as usize * w..][..w];
-                    let dst = &mut row[oy * ow..][..ow];
-                    dst[..x_lo].fill(0.0);
-                    dst[x_hi..].fill(0.0);
-                    if x_lo == x_hi {
-                        continue;
+        for tap in taps {
+            let row = &mut rows.next().expect("column matrix has c_in * kh * kw rows")[..p];
+            let (y_lo, y_hi) = tap.rows;
+            let (x_lo, x_hi) = tap.cols;
+            if flat {
+                let (off, lo, hi) = tap.flat(s);
+                row[..lo].fill(0.0);
+                row[hi..].fill(0.0);
+                if hi > lo {
+                    let src = &plane[(lo as isize + off) as usize..][..hi - lo];
+                    row[lo..hi].copy_from_slice(src);
+                }
+                if x_lo > 0 || x_hi < ow {
+                    for r in row[y_lo * ow..y_hi * ow].chunks_exact_mut(ow) {
+                        r[..x_lo].fill(0.0);
+                        r[x_hi..].fill(0.0);
                     }
-                    let first = (x_lo * sw) as isize + x_off;
-                    let dst = &mut dst[x_lo..x_hi];
-                    if sw == 1 {
-                        dst.copy_from_slice(&src[first as usize..][..dst.len()]);
-                    } else {
-                        let src = &src[first as usize..];
-                        for (k, d) in dst.iter_mut().enumerate() {
-                            *d = src[k * sw];
-                        }
+                }
+                continue;
+            }
+            row[..y_lo * ow].fill(0.0);
+            row[y_hi * ow..].fill(0.0);
+            for oy in y_lo..y_hi {
+                let dst = &mut row[oy * ow..][..ow];
+                dst[..x_lo].fill(0.0);
+                dst[x_hi..].fill(0.0);
+                if x_lo == x_hi {
+                    continue;
+                }
+                let iy = ((oy * sh) as isize + tap.offset[0]) as usize;
+                let first = ((x_lo * sw) as isize + tap.offset[1]) as usize;
+                let src = &plane[iy * w + first..];
+                let dst = &mut dst[x_lo..x_hi];
+                if sw == 1 {
+                    dst.copy_from_slice(&src[..dst.len()]);
+                } else {
+                    for (d, v) in dst.iter_mut().zip(src.iter().step_by(sw)) {
+                        *d = *v;
                     }
                 }
             }
@@ -240,41 +317,54 @@ fn im2col(s: &ConvShape, x: &[f32], col: &mut [f32]) {
     }
 }
 
-/// Adds a column matrix back onto its `[c_in, h, w]` image (the transpose of [`im2col`]);
-/// `x` must hold zeros or the values to add to.
-fn col2im(s: &ConvShape, col: &[f32], x: &mut [f32]) {
+/// Adds a column matrix (row `r` at `col[r * ld]`) back onto its `[c_in, h, w]` image, the
+/// transpose of [`im2col`]; `x` must hold zeros or the values to add to. Clobbers the entries
+/// of `col` that fall in the padding.
+fn col2im(s: &ConvShape, taps: &[Tap], col: &mut [f32], ld: usize, x: &mut [f32]) {
     let [h, w] = s.input;
     let [oh, ow] = s.out_hw();
-    let [kh, kw] = s.kernel;
     let [sh, sw] = s.stride;
-    let [dh, dw] = s.dilation;
     let p = oh * ow;
-    let mut rows = col.chunks_exact(p);
+    let flat = is_flat(s);
+    let mut rows = col.chunks_mut(ld);
     for plane in x.chunks_exact_mut(h * w) {
-        for i in 0..kh {
-            let y_off = (i * dh) as isize - s.pad_begin[0] as isize;
-            let (y_lo, y_hi) = valid_range(y_off, sh, h, oh);
-            for j in 0..kw {
-                let x_off = (j * dw) as isize - s.pad_begin[1] as isize;
-                let (x_lo, x_hi) = valid_range(x_off, sw, w, ow);
-                let row = rows.next().expect("column matrix has c_in * kh * kw rows");
-                if x_lo == x_hi {
+        for tap in taps {
+            let row = &mut rows.next().expect("column matrix has c_in * kh * kw rows")[..p];
+            let (y_lo, y_hi) = tap.rows;
+            let (x_lo, x_hi) = tap.cols;
+            if x_lo == x_hi {
+                continue;
+            }
+            if flat {
+                // Zero what reads the padding, then add the row as one contiguous run.
+                if x_lo > 0 || x_hi < ow {
+                    for r in row[y_lo * ow..y_hi * ow].chunks_exact_mut(ow) {
+                        r[..x_lo].fill(0.0);
+                        r[x_hi..].fill(0.0);
+                    }
+                }
+                let (off, lo, hi) = tap.flat(s);
+                if hi == lo {
                     continue;
                 }
-                for oy in y_lo..y_hi {
-                    let iy = (oy * sh) as isize + y_off;
-                    let dst = &mut plane[iy as usize * w..][..w];
-                    let src = &row[oy * ow + x_lo..oy * ow + x_hi];
-                    let first = ((x_lo * sw) as isize + x_off) as usize;
-                    if sw == 1 {
-                        for (d, v) in dst[first..][..src.len()].iter_mut().zip(src) {
-                            *d += v;
-                        }
-                    } else {
-                        let dst = &mut dst[first..];
-                        for (k, v) in src.iter().enumerate() {
-                            dst[k * sw] += v;
-                        }
+                let dst = &mut plane[(lo as isize + off) as usize..][..hi - lo];
+                for (d, v) in dst.iter_mut().zip(&row[lo..hi]) {
+                    *d += v;
+                }
+                continue;
+            }
+            let first = ((x_lo * sw) as isize + tap.offset[1]) as usize;
+            for oy in y_lo..y_hi {
+                let iy = ((oy * sh) as isize + tap.offset[0]) as usize;
+                let dst = &mut plane[iy * w + first..];
+                let src = &row[oy * ow + x_lo..oy * ow + x_hi];
+                if sw == 1 {
+                    for (d, v) in dst[..src.len()].iter_mut().zip(src) {
+                        *d += v;
+                    }
+                } else {
+                    for (d, v) in dst.iter_mut().step_by(sw).zip(src) {
+                        *d += v;
                     }
                 }
             }
@@ -286,6 +376,40 @@ fn check_lengths(s: &ConvShape, lens: [(usize, usize, &str); 3]) {
     assert!(s.output().is_some(), "convolution does not fit: {s:?}");
     for (got, want, what) in lens {
         assert_eq!(got, want, "{what}: {got} elements for {s:?}");
+    }
+}
+
+/// Runs `task(first image, images, chunk of out)` over groups of `group` images, `out` split
+/// into `per_image` elements per image: in parallel over groups, or one after the other with a
+/// parallel matrix product when there are fewer groups than threads.
+fn for_groups<T: Send>(
+    out: &mut [T],
+    per_image: usize,
+    group: usize,
+    task: impl Fn(usize, usize, &mut [T], Parallelism) + Sync,
+) {
+    let len = per_image * group;
+    let groups = out.len().div_ceil(len);
+    match group_parallelism(groups) {
+        Some(par) => out
+            .chunks_mut(len)
+            .enumerate()
+            .for_each(|(i, o)| task(i * group, o.len() / per_image, o, par)),
+        None => out
+            .par_chunks_mut(len)
+            .enumerate()
+            .for_each(|(i, o)| task(i * group, o.len() / per_image, o, Parallelism::None)),
+    }
+}
+
+/// Copies `count` images' `[rows, p]` blocks from `src` (image after image) into `dst` as one
+/// `[rows, count * p]` matrix.
+fn gather_images(src: &[f32], rows: usize, p: usize, count: usize, dst: &mut [f32]) {
+    let ld = count * p;
+    for (g, image) in src.chunks_exact(rows * p).take(count).enumerate() {
+        for (r, row) in image.chunks_exact(p).enumerate() {
+            dst[r * ld + g * p..][..p].copy_from_slice(row);
+        }
     }
 }
 
@@ -312,16 +436,19 @@ fn forward_into(s: &ConvShape, x: &[f32], w: &[f32], y: &mut [MaybeUninit<f32>])
         return;
     }
     let (k, p) = (s.rows(), s.pixels());
-    let image = |n: usize, y_n: &mut [MaybeUninit<f32>], par: Parallelism| {
-        let x_n = &x[n * s.input_len()..][..s.input_len()];
-        let mut run = |col: &[f32]| {
-            // SAFETY: y_n is c_out x p, w is c_out x k and col is k x p, all row-major.
+    let taps = taps(s);
+    let task = |n0: usize, count: usize, y_g: &mut [MaybeUninit<f32>], par: Parallelism| {
+        let x_g = &x[n0 * s.input_len()..][..count * s.input_len()];
+        let cols = count * p;
+        // y (c_out x cols) = w (c_out x k) * col (k x cols), all row-major.
+        let product = |col: &[f32], dst: *mut f32| {
+            // SAFETY: the sizes above; dst holds c_out * cols floats.
             unsafe {
                 matmul(
-                    [s.c_out, p, k],
+                    [s.c_out, cols, k],
                     Mat {
-                        ptr: y_n.as_mut_ptr().cast::<f32>(),
-                        rs: p,
+                        ptr: dst,
+                        rs: cols,
                         cs: 1,
                     },
                     false,
@@ -332,30 +459,35 @@ fn forward_into(s: &ConvShape, x: &[f32], w: &[f32], y: &mut [MaybeUninit<f32>])
                     },
                     Mat {
                         ptr: col.as_ptr(),
-                        rs: p,
+                        rs: cols,
                         cs: 1,
                     },
                     par,
                 )
             }
         };
-        if s.is_pointwise() {
-            run(x_n)
-        } else {
-            with_scratch(k * p, |col| {
-                im2col(s, x_n, col);
-                run(col)
-            })
+        if count == 1 && s.is_pointwise() {
+            return product(x_g, y_g.as_mut_ptr().cast());
         }
+        let out_scratch = if count == 1 { 0 } else { s.c_out * cols };
+        with_scratch(k * cols, out_scratch, |col, out| {
+            for (g, x_n) in x_g.chunks_exact(s.input_len()).enumerate() {
+                im2col(s, &taps, x_n, &mut col[g * p..], cols);
+            }
+            if count == 1 {
+                return product(col, y_g.as_mut_ptr().cast());
+            }
+            product(col, out.as_mut_ptr());
+            for (g, y_n) in y_g.chunks_exact_mut(s.output_len()).enumerate() {
+                for (co, dst) in y_n.chunks_exact_mut(p).enumerate() {
+                    for (d, v) in dst.iter_mut().zip(&out[co * cols + g * p..][..p]) {
+                        d.write(*v);
+                    }
+                }
+            }
+        })
     };
-    let chunks = y.chunks_mut(s.output_len());
-    match image_parallelism(s.batch) {
-        Some(par) => chunks.enumerate().for_each(|(n, y_n)| image(n, y_n, par)),
-        None => y
-            .par_chunks_mut(s.output_len())
-            .enumerate()
-            .for_each(|(n, y_n)| image(n, y_n, Parallelism::None)),
-    }
+    for_groups(y, s.output_len(), group_len(s), task);
 }
 
 /// The gradient of the loss with respect to `x`, given `dy = dL/dy` (`[batch, c_out, oh, ow]`)
@@ -374,17 +506,19 @@ pub fn backward_input(s: &ConvShape, w: &[f32], dy: &[f32]) -> Vec<f32> {
         return dx;
     }
     let (k, p) = (s.rows(), s.pixels());
-    let image = |n: usize, dx_n: &mut [f32], par: Parallelism| {
-        let dy_n = &dy[n * s.output_len()..][..s.output_len()];
-        // dcol (k x p) = w^T (k x c_out) * dy_n (c_out x p).
-        let run = |dcol: &mut [f32]| {
-            // SAFETY: sizes as stated above; w^T is w read with swapped strides.
+    let taps = taps(s);
+    let task = |n0: usize, count: usize, dx_g: &mut [f32], par: Parallelism| {
+        let dy_g = &dy[n0 * s.output_len()..][..count * s.output_len()];
+        let cols = count * p;
+        // dcol (k x cols) = w^T (k x c_out) * dy (c_out x cols).
+        let product = |dy: &[f32], dcol: *mut f32| {
+            // SAFETY: the sizes above; w^T is w read with swapped strides.
             unsafe {
                 matmul(
-                    [k, p, s.c_out],
+                    [k, cols, s.c_out],
                     Mat {
-                        ptr: dcol.as_mut_ptr(),
-                        rs: p,
+                        ptr: dcol,
+                        rs: cols,
                         cs: 1,
                     },
                     false,
@@ -394,42 +528,41 @@ pub fn backward_input(s: &ConvShape, w: &[f32], dy: &[f32]) -> Vec<f32> {
                         cs: k,
                     },
                     Mat {
-                        ptr: dy_n.as_ptr(),
-                        rs: p,
+                        ptr: dy.as_ptr(),
+                        rs: cols,
                         cs: 1,
                     },
                     par,
                 )
             }
         };
-        if s.is_pointwise() {
-            run(dx_n)
-        } else {
-            with_scratch(k * p, |dcol| {
-                run(dcol);
-                col2im(s, dcol, dx_n)
-            })
+        if count == 1 && s.is_pointwise() {
+            return product(dy_g, dx_g.as_mut_ptr());
         }
+        let dy_scratch = if count == 1 { 0 } else { s.c_out * cols };
+        with_scratch(k * cols, dy_scratch, |dcol, dy_cols| {
+            if count == 1 {
+                product(dy_g, dcol.as_mut_ptr());
+            } else {
+                gather_images(dy_g, s.c_out, p, count, dy_cols);
+                product(dy_cols, dcol.as_mut_ptr());
+            }
+            for (g, dx_n) in dx_g.chunks_exact_mut(s.input_len()).enumerate() {
+                col2im(s, &taps, &mut dcol[g * p..], cols, dx_n);
+            }
+        })
     };
-    match image_parallelism(s.batch) {
-        Some(par) => dx
-            .chunks_mut(s.input_len())
-            .enumerate()
-            .for_each(|(n, dx_n)| image(n, dx_n, par)),
-        None => dx
-            .par_chunks_mut(s.input_len())
-            .enumerate()
-            .for_each(|(n, dx_n)| image(n, dx_n, Parallelism::None)),
-    }
+    for_groups(&mut dx, s.input_len(), group_len(s), task);
     dx
 }
 
-/// Images per chunk of the weight gradient: at most [`MAX_WEIGHT_CHUNKS`] chunks, and no more
-/// partial sums than fit in [`MAX_PARTIAL_FLOATS`]. Depends on the shapes only.
-fn weight_chunk_len(s: &ConvShape) -> usize {
+/// Images per chunk of the weight gradient: at most [`MAX_WEIGHT_CHUNKS`] chunks, no more
+/// partial sums than fit in [`MAX_PARTIAL_FLOATS`], a whole number of groups of `group`
+/// images. Depends on the shapes only.
+fn weight_chunk_len(s: &ConvShape, group: usize) -> usize {
     let by_memory = (MAX_PARTIAL_FLOATS / s.w_len().max(1)).max(1);
     let chunks = MAX_WEIGHT_CHUNKS.min(by_memory).min(s.batch).max(1);
-    s.batch.div_ceil(chunks)
+    s.batch.div_ceil(chunks).next_multiple_of(group)
 }
 
 /// The gradient of the loss with respect to `w`, given `x` and `dy = dL/dy`; returns
@@ -451,51 +584,66 @@ pub fn backward_weight(s: &ConvShape, x: &[f32], dy: &[f32]) -> Vec<f32> {
         return vec![0.0; wl];
     }
     let (k, p) = (s.rows(), s.pixels());
-    // acc (c_out x k) [+]= dy_n (c_out x p) * col_n^T (p x k), over the chunk's images in order.
+    let taps = taps(s);
+    let group = group_len(s);
+    // acc (c_out x k) [+]= dy (c_out x cols) * col^T (cols x k), group after group in order.
     let chunk_sum = |images: std::ops::Range<usize>, acc: &mut [f32], par: Parallelism| {
-        for (t, n) in images.enumerate() {
-            let x_n = &x[n * s.input_len()..][..s.input_len()];
-            let dy_n = &dy[n * s.output_len()..][..s.output_len()];
-            let mut run = |col: &[f32]| {
-                // SAFETY: sizes as stated above; col^T is col read with swapped strides.
+        let mut first = true;
+        for n0 in images.clone().step_by(group) {
+            let count = group.min(images.end - n0);
+            let cols = count * p;
+            let x_g = &x[n0 * s.input_len()..][..count * s.input_len()];
+            let dy_g = &dy[n0 * s.output_len()..][..count * s.output_len()];
+            let acc_ptr = acc.as_mut_ptr();
+            let product = |dy: &[f32], col: &[f32]| {
+                // SAFETY: the sizes above; col^T is col read with swapped strides.
                 unsafe {
                     matmul(
-                        [s.c_out, k, p],
+                        [s.c_out, k, cols],
                         Mat {
-                            ptr: acc.as_mut_ptr(),
+                            ptr: acc_ptr,
                             rs: k,
                             cs: 1,
                         },
-                        t > 0,
+                        !first,
                         Mat {
-                            ptr: dy_n.as_ptr(),
-                            rs: p,
+                            ptr: dy.as_ptr(),
+                            rs: cols,
                             cs: 1,
                         },
                         Mat {
                             ptr: col.as_ptr(),
                             rs: 1,
-                            cs: p,
+                            cs: cols,
                         },
                         par,
                     )
                 }
             };
-            if s.is_pointwise() {
-                run(x_n)
+            if count == 1 && s.is_pointwise() {
+                product(dy_g, x_g);
             } else {
-                with_scratch(k * p, |col| {
-                    im2col(s, x_n, col);
-                    run(col)
-                })
+                let dy_scratch = if count == 1 { 0 } else { s.c_out * cols };
+                with_scratch(k * cols, dy_scratch, |col, dy_cols| {
+                    for (g, x_n) in x_g.chunks_exact(s.input_len()).enumerate() {
+                        im2col(s, &taps, x_n, &mut col[g * p..], cols);
+                    }
+                    if count == 1 {
+                        product(dy_g, col)
+                    } else {
+                        gather_images(dy_g, s.c_out, p, count, dy_cols);
+                        product(dy_cols, col)
+                    }
+                });
             }
+            first = false;
         }
     };
-    let per = weight_chunk_len(s);
+    let per = weight_chunk_len(s, group);
     let chunks = s.batch.div_ceil(per);
     let mut dw = vec![0.0f32; wl];
     if chunks == 1 {
-        let par = image_parallelism(1).unwrap_or(Parallelism::None);
+        let par = group_parallelism(1).unwrap_or(Parallelism::None);
         chunk_sum(0..s.batch, &mut dw, par);
         return dw;
     }
@@ -638,7 +786,18 @@ mod tests {
             shape(2, [3, 2], [9, 8], [5, 3]),
             shape(4, [1, 5], [2, 6], [3, 3]),
             shape(20, [2, 2], [4, 4], [1, 1]),
+            // "Same"-width stride-1 shapes (the contiguous-row path).
+            shape(3, [2, 3], [7, 6], [3, 3]),
+            shape(2, [3, 2], [5, 9], [5, 3]),
+            shape(2, [2, 2], [6, 6], [3, 3]),
         ];
+        cases[5].pad_begin = [1, 1];
+        cases[5].pad_end = [1, 1];
+        cases[6].dilation = [2, 2];
+        cases[6].pad_begin = [3, 0];
+        cases[6].pad_end = [5, 4];
+        cases[7].pad_begin = [0, 2];
+        cases[7].pad_end = [2, 0];
         cases[0].pad_begin = [1, 2];
         cases[0].pad_end = [0, 1];
         cases[2].stride = [2, 3];
@@ -655,6 +814,7 @@ mod tests {
 
     #[test]
     fn gradients_match_the_definition() {
+        assert!(cases()[5..].iter().all(is_flat));
         for (i, s) in cases().iter().enumerate() {
             let x = values(s.x_len(), i as u32);
             let w = values(s.w_len(), 100 + i as u32);
