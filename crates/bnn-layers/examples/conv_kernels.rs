@@ -1,4 +1,4 @@
-//! Times the convolution kernels (`bnn_layers::fastconv::kernels`) on ResNet-20's convolutions
+//! Times the convolution kernels (`bnn_layers::flexops::conv`) on ResNet-20's convolutions
 //! at batch 128 on 1x28x28 inputs: forward, input gradient, weight gradient, per layer shape,
 //! best of `--reps` (default 5) runs. The PyTorch peer is `benches/peers/torch_conv_layers.py`.
 //!
@@ -12,7 +12,7 @@
 
 use std::time::Instant;
 
-use bnn_layers::fastconv::kernels::{ConvShape, backward_input, backward_weight, forward};
+use bnn_layers::flexops::conv::{ConvShape, backward_input, backward_weight, forward};
 
 /// CPU time of every thread of this process so far, in seconds.
 fn cpu_seconds() -> f64 {

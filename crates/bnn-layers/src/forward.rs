@@ -10,7 +10,7 @@ use burn::tensor::module::linear;
 use burn::tensor::ops::ConvOptions;
 
 use crate::Estimator;
-use crate::fastconv::conv2d;
+use crate::flexops::conv2d;
 use crate::noise::standard_normal;
 
 /// Added under square roots of variances so their gradient stays finite at zero.
@@ -129,7 +129,7 @@ pub fn linear_forward<const D: usize>(
 }
 
 /// 2-D convolution forward; `weight` is `[c_out, c_in / groups, kh, kw]`. The convolutions run
-/// through [`crate::fastconv::conv2d`].
+/// through [`crate::flexops::conv2d`].
 pub fn conv2d_forward(
     input: Tensor<4>,
     weight: GaussTensor<4>,

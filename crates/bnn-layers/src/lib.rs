@@ -39,7 +39,7 @@ mod device;
 mod elbo;
 mod error;
 mod estimator;
-pub mod fastconv;
+pub mod flexops;
 pub mod forward;
 mod init;
 mod linear;

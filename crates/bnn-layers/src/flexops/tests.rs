@@ -218,3 +218,52 @@ fn groups_and_other_dtypes_go_to_burns_convolution() {
         &ConvOptions::new([1, 1], [0, 0], [1, 1], 1)
     ));
 }
+
+#[test]
+fn batch_norm_matches_the_layers_own_forward_and_backward() {
+    use burn::nn::BatchNormConfig;
+    let device = device();
+    for (i, dims) in [[4, 3, 5, 7], [1, 2, 1, 1], [9, 5, 3, 2]].into_iter().enumerate() {
+        let seed = 40 + 4 * i as u64;
+        let run = |ours: bool| {
+            let layer = BatchNormConfig::new(dims[1]).init(&device);
+            let gamma = uniform([dims[1]], seed, &device).add_scalar(1.5);
+            let beta = uniform([dims[1]], seed + 1, &device);
+            let layer = burn::nn::BatchNorm {
+                gamma: burn::module::Param::from_tensor(gamma),
+                beta: burn::module::Param::from_tensor(beta),
+                ..layer
+            };
+            let x = uniform(dims, seed + 2, &device).mul_scalar(3.0).add_scalar(0.5);
+            let x = x.require_grad();
+            let y = if ours {
+                super::batch_norm(&layer, x.clone())
+            } else {
+                layer.forward(x.clone())
+            };
+            let r = uniform(dims, seed + 3, &device);
+            let grads = (y.clone() * r).sum().backward();
+            [
+                values(y.inner()),
+                values(x.grad(&grads).unwrap()),
+                values(layer.gamma.grad(&grads).unwrap()),
+                values(layer.beta.grad(&grads).unwrap()),
+                values(layer.running_mean.value()),
+                values(layer.running_var.value()),
+            ]
+        };
+        let (ours, burn) = (run(true), run(false));
+        let case = Case {
+            x: dims,
+            w: [0; 4],
+            options: ConvOptions::new([1, 1], [0, 0], [1, 1], 1),
+            bias: false,
+        };
+        for (what, (a, b)) in ["y", "dx", "dgamma", "dbeta", "running mean", "running var"]
+            .iter()
+            .zip(ours.iter().zip(&burn))
+        {
+            assert_close(what, &case, a, b);
+        }
+    }
+}
