@@ -62,7 +62,11 @@ fn cpu_seconds() -> f64 {
     let ns: u64 = tasks
         .flatten()
         .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
-        .filter_map(|s| s.split_whitespace().next().and_then(|v| v.parse::<u64>().ok()))
+        .filter_map(|s| {
+            s.split_whitespace()
+                .next()
+                .and_then(|v| v.parse::<u64>().ok())
+        })
         .sum();
     ns as f64 * 1e-9
 }

@@ -2,7 +2,7 @@
 //! at batch 128 on 1x28x28 inputs: forward, input gradient, weight gradient, per layer shape,
 //! best of `--reps` (default 5) runs. The PyTorch peer is `benches/peers/torch_conv_layers.py`.
 //!
-//! `--cpu` reports the CPU time of all the process's threads 
+//! `--cpu` reports the CPU time of all the process's threads
 //! instead of wall-clock time: on a machine shared with other work, CPU time at one thread
 //! (`RAYON_NUM_THREADS=1`) compares the kernels' efficiency where wall-clock time cannot.
 //!
@@ -68,7 +68,11 @@ fn main() {
             pad_end: [pad, pad],
             dilation: [1, 1],
         };
-        let fill = |n: usize| -> Vec<f32> { (0..n).map(|i| ((i * 7919) % 201) as f32 / 100.0 - 1.0).collect() };
+        let fill = |n: usize| -> Vec<f32> {
+            (0..n)
+                .map(|i| ((i * 7919) % 201) as f32 / 100.0 - 1.0)
+                .collect()
+        };
         let (x, w, dy) = (fill(s.x_len()), fill(s.w_len()), fill(s.y_len()));
         let best = |f: &dyn Fn() -> Vec<f32>| {
             (0..reps)

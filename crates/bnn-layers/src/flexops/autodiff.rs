@@ -31,12 +31,8 @@ impl<B: Backend + FlexKernels> Backward<B, 2> for Conv2dBackward {
         let x = checkpointer.retrieve_node_output::<B::FloatTensorPrimitive>(x_state);
         let weight = checkpointer.retrieve_node_output::<B::FloatTensorPrimitive>(weight_state);
         if let Some(node) = node_x {
-            let dx = B::conv2d_f32_x_backward(
-                x.clone(),
-                weight.clone(),
-                grad.clone(),
-                options.clone(),
-            );
+            let dx =
+                B::conv2d_f32_x_backward(x.clone(), weight.clone(), grad.clone(), options.clone());
             grads.register::<B>(node.id, dx);
         }
         if let Some(node) = node_weight {
@@ -76,6 +72,27 @@ impl<B: Backend + FlexKernels> Backward<B, 3> for BatchNormBackward {
             if let Some(node) = node {
                 grads.register::<B>(node.id, g);
             }
+        }
+    }
+}
+
+#[derive(Debug)]
+struct SoftplusBackward;
+
+impl<B: Backend + FlexKernels> Backward<B, 1> for SoftplusBackward {
+    type State = NodeId;
+
+    fn backward(
+        self,
+        ops: Ops<Self::State, 1>,
+        grads: &mut Gradients,
+        checkpointer: &mut Checkpointer,
+    ) {
+        let [node_x] = ops.parents;
+        let grad = grads.consume::<B>(&ops.node);
+        let x = checkpointer.retrieve_node_output::<B::FloatTensorPrimitive>(ops.state);
+        if let Some(node) = node_x {
+            grads.register::<B>(node.id, B::softplus_backward_f32(x, grad));
         }
     }
 }
@@ -169,7 +186,11 @@ impl<B: Backend + FlexKernels, C: CheckpointStrategy> FlexKernels for Autodiff<B
                     beta.into_primitive(),
                     epsilon,
                 );
-                (prep.finish(y), Self::from_inner(mean), Self::from_inner(var))
+                (
+                    prep.finish(y),
+                    Self::from_inner(mean),
+                    Self::from_inner(var),
+                )
             }
         }
     }
@@ -195,5 +216,29 @@ impl<B: Backend + FlexKernels, C: CheckpointStrategy> FlexKernels for Autodiff<B
             Self::from_inner(dgamma),
             Self::from_inner(dbeta),
         )
+    }
+
+    fn softplus_f32(x: FloatTensor<Self>) -> FloatTensor<Self> {
+        match SoftplusBackward
+            .prepare::<C>([x.node()])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(mut prep) => {
+                let state = prep.checkpoint(&x);
+                prep.finish(state, B::softplus_f32(x.into_primitive()))
+            }
+            OpsKind::UnTracked(prep) => prep.finish(B::softplus_f32(x.into_primitive())),
+        }
+    }
+
+    fn softplus_backward_f32(
+        x: FloatTensor<Self>,
+        output_grad: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        Self::from_inner(B::softplus_backward_f32(
+            Self::inner(x),
+            Self::inner(output_grad),
+        ))
     }
 }

@@ -692,8 +692,8 @@ mod tests {
                                     if iy < 0 || ix < 0 || iy >= h as isize || ix >= wd as isize {
                                         continue;
                                     }
-                                    let xv = x[((n * s.c_in + c) * h + iy as usize) * wd
-                                        + ix as usize];
+                                    let xv =
+                                        x[((n * s.c_in + c) * h + iy as usize) * wd + ix as usize];
                                     let wv = w[((co * s.c_in + c) * kh + i) * kw + j];
                                     acc += xv as f64 * wv as f64;
                                 }
@@ -765,7 +765,8 @@ mod tests {
                                     if iy < 0 || ix < 0 || iy >= h as isize || ix >= wd as isize {
                                         continue;
                                     }
-                                    let xi = ((n * s.c_in + c) * h + iy as usize) * wd + ix as usize;
+                                    let xi =
+                                        ((n * s.c_in + c) * h + iy as usize) * wd + ix as usize;
                                     let wi = ((co * s.c_in + c) * kh + i) * kw + j;
                                     dx[xi] += g * w[wi] as f64;
                                     dw[wi] += g * x[xi] as f64;

@@ -1,7 +1,7 @@
 //! The kernels on burn-flex tensors: f32 storage read in place (copied only when not
 //! contiguous), outputs wrapped without a copy. Other dtypes go to flex's own convolution.
 
-use burn::backend::ops::ModuleOps;
+use burn::backend::ops::{ActivationOps, FloatTensorOps, ModuleOps};
 use burn::backend::tensor::FloatTensor;
 use burn::backend::{Bytes, Flex, TensorMetadata};
 use burn::tensor::DType;
@@ -10,11 +10,11 @@ use burn_flex::{FlexTensor, Layout};
 
 use super::conv::{self, ConvShape};
 use super::norm;
+use super::softplus;
 use super::{FlexKernels, conv_shape};
 
 fn dims4(t: &FlexTensor) -> [usize; 4] {
-    t.shape()
-        .dims::<4>()
+    t.shape().dims::<4>()
 }
 
 /// The kernels' shape, or `None` when flex's own convolution must do it.
@@ -49,7 +49,11 @@ fn tensor<S: Into<burn::backend::Shape>>(values: Vec<f32>, dims: S) -> FlexTenso
 fn norm_dims(x: &FlexTensor, others: &[&FlexTensor]) -> Option<[usize; 3]> {
     let shape = x.shape();
     let dims: &[usize] = &shape;
-    if dims.len() < 2 || std::iter::once(x).chain(others.iter().copied()).any(|t| t.dtype() != DType::F32) {
+    if dims.len() < 2
+        || std::iter::once(x)
+            .chain(others.iter().copied())
+            .any(|t| t.dtype() != DType::F32)
+    {
         return None;
     }
     Some([dims[0], dims[1], dims[2..].iter().product()])
@@ -124,7 +128,11 @@ impl FlexKernels for Flex {
             })
         });
         let channels = [dims[1]];
-        (tensor(y, x.shape()), tensor(mean, channels), tensor(var, channels))
+        (
+            tensor(y, x.shape()),
+            tensor(mean, channels),
+            tensor(var, channels),
+        )
     }
 
     fn batch_norm_train_backward_f32(
@@ -163,5 +171,29 @@ impl FlexKernels for Flex {
             tensor(dgamma, channels),
             tensor(dbeta, channels),
         )
+    }
+
+    fn softplus_f32(x: FloatTensor<Flex>) -> FloatTensor<Flex> {
+        if x.dtype() != DType::F32 {
+            let neg = <Flex as FloatTensorOps<Flex>>::float_neg(x);
+            let ls = <Flex as ActivationOps<Flex>>::log_sigmoid(neg);
+            return <Flex as FloatTensorOps<Flex>>::float_neg(ls);
+        }
+        let y = with_values(&x, softplus::softplus);
+        tensor(y, x.shape())
+    }
+
+    fn softplus_backward_f32(
+        x: FloatTensor<Flex>,
+        output_grad: FloatTensor<Flex>,
+    ) -> FloatTensor<Flex> {
+        if x.dtype() != DType::F32 || output_grad.dtype() != DType::F32 {
+            let s = <Flex as ActivationOps<Flex>>::sigmoid(x);
+            return <Flex as FloatTensorOps<Flex>>::float_mul(output_grad, s);
+        }
+        let dx = with_values(&x, |xv| {
+            with_values(&output_grad, |gv| softplus::softplus_backward(xv, gv))
+        });
+        tensor(dx, x.shape())
     }
 }

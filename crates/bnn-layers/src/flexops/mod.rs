@@ -1,6 +1,6 @@
 //! Our own f32 kernels for the two operations that dominate a convolutional training step on
 //! burn-flex, 2-D convolution (forward and both gradients) and training-mode batch norm
-//! (forward and backward), as a burn backend extension.
+//! (forward and backward), as a burn backend extension, and a vectorised softplus.
 //!
 //! burn-flex 0.22 overrides neither `conv2d_x_backward` nor `conv2d_weight_backward`: the input
 //! gradient goes through a transposed convolution with a scalar scatter-add, and the weight
@@ -11,7 +11,8 @@
 //! 3-4x slower than PyTorch's. [`conv2d`] runs im2col + `gemm` kernels ([`conv`]), parallel over
 //! images, for f32 tensors on flex with one group, and [`batch_norm`] one-pass kernels
 //! ([`norm`]); anything else (groups, other float types, other backends such as wgpu) goes to
-//! burn's own operations.
+//! burn's own operations. A third kernel, [`softplus()`], is the `sigma = softplus(rho)` of every
+//! Bayesian weight, vectorised where flex calls scalar `log1pf` and `expf`.
 //!
 //! Pinned to burn 0.22.x: the extension trait, the flex implementation (which reads
 //! `FlexTensor` storage) and the autodiff backward steps live in this module only, so that it can
@@ -21,10 +22,11 @@
 //! operations, to compare the two in one build.
 
 mod autodiff;
+pub mod conv;
 #[cfg(feature = "flex")]
 mod flex;
-pub mod conv;
 pub mod norm;
+pub mod softplus;
 
 use std::sync::OnceLock;
 
@@ -84,6 +86,15 @@ pub(crate) trait FlexKernels: Backend {
         epsilon: f64,
         output_grad: FloatTensor<Self>,
     ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>);
+
+    /// `softplus(x) = ln(1 + e^x)`, element-wise.
+    fn softplus_f32(x: FloatTensor<Self>) -> FloatTensor<Self>;
+
+    /// The gradient of [`FlexKernels::softplus_f32`]: `output_grad * sigmoid(x)`.
+    fn softplus_backward_f32(
+        x: FloatTensor<Self>,
+        output_grad: FloatTensor<Self>,
+    ) -> FloatTensor<Self>;
 }
 
 /// The kernels' view of a convolution of `x` (`[batch, c_in, h, w]`) with `weight`
@@ -200,10 +211,21 @@ pub fn batch_norm<const D: usize>(layer: &BatchNorm, x: Tensor<D>) -> Tensor<D> 
     let running_mean = running_mean
         .mul_scalar(1.0 - m)
         .add(mean.detach().mul_scalar(m));
-    let running_var = running_var.mul_scalar(1.0 - m).add(var.detach().mul_scalar(m));
+    let running_var = running_var
+        .mul_scalar(1.0 - m)
+        .add(var.detach().mul_scalar(m));
     layer.running_mean.update(running_mean.detach());
     layer.running_var.update(running_var.detach());
     Tensor::from_dispatch(y)
+}
+
+/// `softplus(x) = ln(1 + e^x)`, element-wise and differentiable: our vectorised kernel on flex
+/// ([`softplus`](mod@softplus)), `-log_sigmoid(-x)` elsewhere.
+pub fn softplus<const D: usize>(x: Tensor<D>) -> Tensor<D> {
+    if !on_flex_f32(&x) {
+        return burn::tensor::activation::log_sigmoid(x.neg()).neg();
+    }
+    Tensor::from_dispatch(<Dispatch as FlexKernels>::softplus_f32(x.into_dispatch()))
 }
 
 #[cfg(test)]

@@ -104,12 +104,14 @@ fn map_planes<F: Fn(f32) -> f32>(
             .par_chunks_mut(plane)
             .zip(x.par_chunks(plane))
             .enumerate()
-            .for_each(|(k, (out, src)): (usize, (&mut [MaybeUninit<f32>], &[f32]))| {
-                let f = term(k % channels);
-                for (o, &v) in out.iter_mut().zip(src) {
-                    o.write(f(v));
-                }
-            });
+            .for_each(
+                |(k, (out, src)): (usize, (&mut [MaybeUninit<f32>], &[f32]))| {
+                    let f = term(k % channels);
+                    for (o, &v) in out.iter_mut().zip(src) {
+                        o.write(f(v));
+                    }
+                },
+            );
     }
     // SAFETY: every plane of the first x.len() slots was written above (none when plane == 0,
     // where x is empty).
@@ -135,7 +137,10 @@ pub fn backward_train(
     }
     let dims = [batch, channels, plane];
     let count = (batch * plane).max(1) as f64;
-    let inv_std: Vec<f64> = var.iter().map(|&v| 1.0 / (v as f64 + epsilon).sqrt()).collect();
+    let inv_std: Vec<f64> = var
+        .iter()
+        .map(|&v| 1.0 / (v as f64 + epsilon).sqrt())
+        .collect();
     let sum_dy = channel_sums(dims, dy, dy, |_| |g, _| g);
     let sum_dy_xc = channel_sums(dims, dy, x, |c| {
         let m = mean[c];
@@ -201,7 +206,10 @@ mod tests {
         // large enough for f32 rounding.
         let loss = |x: &[f32], gamma: &[f32], beta: &[f32]| {
             let (y, _, _) = forward_train(dims, x, gamma, beta, eps);
-            y.iter().zip(&r).map(|(a, b)| *a as f64 * *b as f64).sum::<f64>()
+            y.iter()
+                .zip(&r)
+                .map(|(a, b)| *a as f64 * *b as f64)
+                .sum::<f64>()
         };
         let (_, mean, var) = forward_train(dims, &x, &gamma, &beta, eps);
         let (dx, dg, db) = backward_train(dims, &x, &gamma, &mean, &var, eps, &r);
@@ -211,7 +219,11 @@ mod tests {
             up[i] += h;
             down[i] -= h;
             let fd = (loss(&up, &gamma, &beta) - loss(&down, &gamma, &beta)) / (2.0 * h as f64);
-            assert!((fd - dx[i] as f64).abs() < 2e-3, "dx[{i}]: {fd} vs {}", dx[i]);
+            assert!(
+                (fd - dx[i] as f64).abs() < 2e-3,
+                "dx[{i}]: {fd} vs {}",
+                dx[i]
+            );
         }
         for c in 0..2 {
             let bump = |v: &[f32], by: f32| {
@@ -221,10 +233,18 @@ mod tests {
             };
             let fd = (loss(&x, &bump(&gamma, h), &beta) - loss(&x, &bump(&gamma, -h), &beta))
                 / (2.0 * h as f64);
-            assert!((fd - dg[c] as f64).abs() < 2e-3, "dgamma[{c}]: {fd} vs {}", dg[c]);
+            assert!(
+                (fd - dg[c] as f64).abs() < 2e-3,
+                "dgamma[{c}]: {fd} vs {}",
+                dg[c]
+            );
             let fd = (loss(&x, &gamma, &bump(&beta, h)) - loss(&x, &gamma, &bump(&beta, -h)))
                 / (2.0 * h as f64);
-            assert!((fd - db[c] as f64).abs() < 2e-3, "dbeta[{c}]: {fd} vs {}", db[c]);
+            assert!(
+                (fd - db[c] as f64).abs() < 2e-3,
+                "dbeta[{c}]: {fd} vs {}",
+                db[c]
+            );
         }
     }
 

@@ -25,7 +25,11 @@ fn random_case(rng: &mut Xoshiro256PlusPlus) -> Case {
         let k = [1, 3, 5, 7];
         let square = rng.random_range(0..4) > 0;
         let kh = k[rng.random_range(0..4)];
-        let kw = if square { kh } else { k[rng.random_range(0..4)] };
+        let kw = if square {
+            kh
+        } else {
+            k[rng.random_range(0..4)]
+        };
         let stride = [rng.random_range(1..3), rng.random_range(1..3)];
         let dilation = [rng.random_range(1..3), rng.random_range(1..3)];
         let pad = |rng: &mut Xoshiro256PlusPlus, k: usize| {
@@ -163,12 +167,20 @@ fn gradients_match_finite_differences() {
     for i in (0..dx.len()).step_by(7) {
         let fd = (loss(bump(&x, i, step), w.clone()) - loss(bump(&x, i, -step), w.clone()))
             / (2.0 * step as f64);
-        assert!((fd - dx[i] as f64).abs() < 1e-3, "dx[{i}]: {fd} vs {}", dx[i]);
+        assert!(
+            (fd - dx[i] as f64).abs() < 1e-3,
+            "dx[{i}]: {fd} vs {}",
+            dx[i]
+        );
     }
     for i in (0..dw.len()).step_by(5) {
         let fd = (loss(x.clone(), bump(&w, i, step)) - loss(x.clone(), bump(&w, i, -step)))
             / (2.0 * step as f64);
-        assert!((fd - dw[i] as f64).abs() < 1e-3, "dw[{i}]: {fd} vs {}", dw[i]);
+        assert!(
+            (fd - dw[i] as f64).abs() < 1e-3,
+            "dw[{i}]: {fd} vs {}",
+            dw[i]
+        );
     }
 }
 
@@ -210,7 +222,11 @@ fn groups_and_other_dtypes_go_to_burns_convolution() {
     let w4 = Tensor::<4>::ones([6, 4, 3, 3], &device);
     assert!(uses_kernels(&x, &w4, &plain));
     let half = x.cast(burn::tensor::DType::F16);
-    assert!(!uses_kernels(&half, &w4.clone().cast(burn::tensor::DType::F16), &plain));
+    assert!(!uses_kernels(
+        &half,
+        &w4.clone().cast(burn::tensor::DType::F16),
+        &plain
+    ));
     // A kernel larger than the padded input is left to burn (and its error message).
     assert!(!uses_kernels(
         &Tensor::<4>::ones([1, 4, 2, 2], &device),
@@ -223,7 +239,10 @@ fn groups_and_other_dtypes_go_to_burns_convolution() {
 fn batch_norm_matches_the_layers_own_forward_and_backward() {
     use burn::nn::BatchNormConfig;
     let device = device();
-    for (i, dims) in [[4, 3, 5, 7], [1, 2, 1, 1], [9, 5, 3, 2]].into_iter().enumerate() {
+    for (i, dims) in [[4, 3, 5, 7], [1, 2, 1, 1], [9, 5, 3, 2]]
+        .into_iter()
+        .enumerate()
+    {
         let seed = 40 + 4 * i as u64;
         let run = |ours: bool| {
             let layer = BatchNormConfig::new(dims[1]).init(&device);
@@ -234,7 +253,9 @@ fn batch_norm_matches_the_layers_own_forward_and_backward() {
                 beta: burn::module::Param::from_tensor(beta),
                 ..layer
             };
-            let x = uniform(dims, seed + 2, &device).mul_scalar(3.0).add_scalar(0.5);
+            let x = uniform(dims, seed + 2, &device)
+                .mul_scalar(3.0)
+                .add_scalar(0.5);
             let x = x.require_grad();
             let y = if ours {
                 super::batch_norm(&layer, x.clone())
@@ -266,4 +287,31 @@ fn batch_norm_matches_the_layers_own_forward_and_backward() {
             assert_close(what, &case, a, b);
         }
     }
+}
+
+#[test]
+fn softplus_and_its_gradient_match_burns_log_sigmoid() {
+    let device = device();
+    let x = uniform([7, 300], 60, &device)
+        .mul_scalar(30.0)
+        .require_grad();
+    let r = uniform([7, 300], 61, &device);
+    let run = |ours: bool| {
+        let y = if ours {
+            super::softplus(x.clone())
+        } else {
+            burn::tensor::activation::log_sigmoid(x.clone().neg()).neg()
+        };
+        let grads = (y.clone() * r.clone()).sum().backward();
+        [values(y.inner()), values(x.grad(&grads).unwrap())]
+    };
+    let (ours, burn) = (run(true), run(false));
+    let case = Case {
+        x: [7, 300, 1, 1],
+        w: [0; 4],
+        options: ConvOptions::new([1, 1], [0, 0], [1, 1], 1),
+        bias: false,
+    };
+    assert_close("softplus", &case, &ours[0], &burn[0]);
+    assert_close("softplus gradient", &case, &ours[1], &burn[1]);
 }
