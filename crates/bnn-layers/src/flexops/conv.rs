@@ -48,7 +48,7 @@ impl ConvShape {
     /// or a stride or dilation is 0.
     pub fn output(&self) -> Option<[usize; 2]> {
         let mut out = [0; 2];
-        for d in 0..2 {
+        for (d, o) in out.iter_mut().enumerate() {
             if self.stride[d] == 0 || self.dilation[d] == 0 || self.kernel[d] == 0 {
                 return None;
             }
@@ -57,7 +57,7 @@ impl ConvShape {
             if padded < span {
                 return None;
             }
-            out[d] = (padded - span) / self.stride[d] + 1;
+            *o = (padded - span) / self.stride[d] + 1;
         }
         Some(out)
     }
