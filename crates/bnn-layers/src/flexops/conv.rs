@@ -262,6 +262,25 @@ impl Tap {
     }
 }
 
+/// Zeroes columns `..lo` and `hi..` of every `width`-long row of `rows`. Those are one or two
+/// columns for the usual kernels, written directly: as `fill` they became a `memset` call per
+/// row, 5 % of a ResNet-20 step.
+#[inline]
+fn zero_edges(rows: &mut [f32], width: usize, lo: usize, hi: usize) {
+    for r in rows.chunks_exact_mut(width) {
+        match lo {
+            0 => {}
+            1 => r[0] = 0.0,
+            _ => r[..lo].fill(0.0),
+        }
+        match width - hi {
+            0 => {}
+            1 => r[hi] = 0.0,
+            _ => r[hi..].fill(0.0),
+        }
+    }
+}
+
 /// Writes the column matrix `[c_in * kh * kw, oh * ow]` of one `[c_in, h, w]` image; row `r`
 /// starts at `col[r * ld]`.
 fn im2col(s: &ConvShape, taps: &[Tap], x: &[f32], col: &mut [f32], ld: usize) {
@@ -285,10 +304,7 @@ fn im2col(s: &ConvShape, taps: &[Tap], x: &[f32], col: &mut [f32], ld: usize) {
                     row[lo..hi].copy_from_slice(src);
                 }
                 if x_lo > 0 || x_hi < ow {
-                    for r in row[y_lo * ow..y_hi * ow].chunks_exact_mut(ow) {
-                        r[..x_lo].fill(0.0);
-                        r[x_hi..].fill(0.0);
-                    }
+                    zero_edges(&mut row[y_lo * ow..y_hi * ow], ow, x_lo, x_hi);
                 }
                 continue;
             }
@@ -338,10 +354,7 @@ fn col2im(s: &ConvShape, taps: &[Tap], col: &mut [f32], ld: usize, x: &mut [f32]
             if flat {
                 // Zero what reads the padding, then add the row as one contiguous run.
                 if x_lo > 0 || x_hi < ow {
-                    for r in row[y_lo * ow..y_hi * ow].chunks_exact_mut(ow) {
-                        r[..x_lo].fill(0.0);
-                        r[x_hi..].fill(0.0);
-                    }
+                    zero_edges(&mut row[y_lo * ow..y_hi * ow], ow, x_lo, x_hi);
                 }
                 let (off, lo, hi) = tap.flat(s);
                 if hi == lo {
