@@ -30,6 +30,26 @@ pub enum Error {
     /// The weight-sharing burn edges.
     #[error(transparent)]
     Edge(#[from] swshare::burn_edges::EdgeError),
+    /// The 2DGBNN pipeline.
+    #[error(transparent)]
+    Compress(#[from] swshare::compress::CompressError),
+    /// A model file.
+    #[error(transparent)]
+    File(#[from] swshare::SwbError),
+    /// A metric.
+    #[error(transparent)]
+    Metrics(#[from] bnn_metrics::MetricsError),
+    /// A JSON file that cannot be parsed.
+    #[error("{path}: {source}")]
+    Parse {
+        /// The file.
+        path: String,
+        /// The cause.
+        source: serde_json::Error,
+    },
+    /// Serialising results to JSON failed.
+    #[error("writing JSON: {0}")]
+    Json(serde_json::Error),
     /// A file system error.
     #[error("{path}: {source}")]
     Io {
@@ -38,12 +58,28 @@ pub enum Error {
         /// The cause.
         source: std::io::Error,
     },
-    /// Anything else.
-    #[error("{0}")]
-    Other(String),
+    /// A model file's bytes that cannot be encoded or decoded.
+    #[error(transparent)]
+    Format(#[from] swshare::FormatError),
+    /// A burn record (model or optimiser state) that cannot be serialised.
+    #[error("serialising a model record: {0}")]
+    Record(#[from] burn::store::RecordError),
 }
 
 impl Error {
+    /// A JSON parse error with its path.
+    pub fn parse(path: &Path, source: serde_json::Error) -> Self {
+        Error::Parse {
+            path: path.display().to_string(),
+            source,
+        }
+    }
+
+    /// A JSON serialisation error.
+    pub fn json(source: serde_json::Error) -> Self {
+        Error::Json(source)
+    }
+
     /// An I/O error with its path.
     pub fn io(path: &Path, source: std::io::Error) -> Self {
         Error::Io {
