@@ -35,7 +35,7 @@ impl<const D: usize> GaussTensor<D> {
 
 /// `sigma = softplus(rho) = ln(1 + e^rho)`.
 ///
-/// On flex it is [`crate::flexops::softplus`], one vectorised operation with a fused backward
+/// On flex it is [`crate::flexops::softplus()`], one vectorised operation with a fused backward
 /// (`-log_sigmoid(-rho)` when the kernels are switched off), while burn's softplus is composed of
 /// seven element-wise operations, each with its own backward. On the MLP's 318k weights,
 /// computed twice per step (forward and KL), that difference is a large part of a Bayesian step
