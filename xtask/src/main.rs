@@ -26,7 +26,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Deterministic -> Bayes by Backprop -> 2DGBNN on a data set; writes table.md and table.json.
+    /// Deterministic -> Bayes by Backprop -> 2DGBNN on a data set; writes table.md, table.json,
+    /// the figures (figures/) and report.md.
     Reproduce {
         /// mnist, fashion-mnist, cifar10, cifar100 or imagenet.
         dataset: DatasetId,
@@ -62,6 +63,9 @@ enum Command {
         /// and rows in `<out>/stages/`) are kept, an unfinished one goes on from its last epoch.
         #[arg(long)]
         resume: bool,
+        /// Also draw the corruptions figure (each method on five Gaussian-noise severities).
+        #[arg(long)]
+        corruptions: bool,
     },
     /// Benchmarks that print one JSON line per measurement.
     Bench {
@@ -130,6 +134,7 @@ fn main() -> Result<()> {
             samples,
             backend,
             resume,
+            corruptions,
         } => {
             let out = out.unwrap_or_else(|| repo_root().join("results").join(dataset.name()));
             let mut setup = swbnn::presets::setup(dataset, arch, quick, &repo_root(), out.clone());
@@ -174,7 +179,10 @@ fn main() -> Result<()> {
             let setup_json = serde_json::to_string_pretty(&setup)?;
             bnn_train::write_atomic(&out.join("setup.json"), setup_json.as_bytes())?;
             println!("{}", experiment::markdown(&outcome.rows));
-            eprintln!("wrote {}/table.md and table.json", out.display());
+            eprintln!("wrote {}/table.md and table.json; drawing the figures", out.display());
+            let options = swbnn::report::ReportOptions { corruptions };
+            let report = swbnn::report::write_report(&out, &device, options)?;
+            eprintln!("wrote {}", report.display());
         }
         Command::Bench { which } => bench::run(which)?,
     }

@@ -42,3 +42,8 @@ pub use weights::{
     DEFAULT_DOT_LIMIT, DEFAULT_MAX_ELLIPSES, Gaussian, PointFate, SigmaAxis, WeightsOptions,
     WeightsPlot, weights,
 };
+
+/// Compiles and runs the README example as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

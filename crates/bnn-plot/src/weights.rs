@@ -80,7 +80,8 @@ pub struct WeightsPlot<'a> {
 /// Scale of the sigma axis.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum SigmaAxis {
-    /// Logarithmic when all sigmas are positive and span more than a factor of 30.
+    /// Logarithmic when all sigmas are positive and the 99th percentile is more than 30 times
+    /// the 1st.
     #[default]
     Auto,
     /// Linear.
@@ -188,7 +189,6 @@ fn check(data: &WeightsPlot<'_>, options: &WeightsOptions) -> Result<bool> {
         }
     }
     let min_sigma = data.sigma.iter().copied().fold(f32::INFINITY, f32::min);
-    let max_sigma = data.sigma.iter().copied().fold(0.0, f32::max);
     match options.sigma_axis {
         SigmaAxis::Linear => Ok(false),
         SigmaAxis::Log if min_sigma <= 0.0 => Err(PlotError::bad_input(
@@ -196,7 +196,13 @@ fn check(data: &WeightsPlot<'_>, options: &WeightsOptions) -> Result<bool> {
             "a log sigma axis needs every sigma > 0",
         )),
         SigmaAxis::Log => Ok(true),
-        SigmaAxis::Auto => Ok(min_sigma > 0.0 && max_sigma / min_sigma > 30.0),
+        SigmaAxis::Auto => Ok(min_sigma > 0.0 && {
+            // The bulk decides, not a few extreme weights: 1st and 99th percentiles.
+            let mut s = data.sigma.to_vec();
+            let lo = *s.select_nth_unstable_by(n / 100, f32::total_cmp).1;
+            let hi = *s.select_nth_unstable_by(n - 1 - n / 100, f32::total_cmp).1;
+            hi / lo > 30.0
+        }),
     }
 }
 

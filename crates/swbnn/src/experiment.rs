@@ -340,6 +340,8 @@ pub fn run(setup: &Setup, device: &Device, progress: &mut dyn Progress) -> Resul
     };
     let table = table_from_tensors(&tensors)?;
     let (plan, mut report) = build_plan(&table, &setup.swshare)?;
+    // Kept for the weights figure (`swbnn plot weights`, the report).
+    crate::run_dir::save_plan(&setup.out_dir, &plan)?;
     let shared = build_shared_model(&bayes_config, &bayes, &table, &plan, &ad)?;
     let stages_seconds = started.elapsed().as_secs_f64();
     progress.stage("2dgbnn: retraining");

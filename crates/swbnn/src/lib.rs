@@ -1,11 +1,18 @@
 //! The `swbnn` command line's library: data loading with the paper's transforms, the
 //! three-method experiment of the paper's tables ([`experiment::run`]) and its presets
-//! ([`presets`]), shared by the `swbnn` binary and `cargo xtask reproduce`.
+//! ([`presets`]), the figures of `swbnn plot` ([`figures`], [`run_dir`], [`corruption`]) and
+//! the reproduction's report ([`report`]), shared by the `swbnn` binary and
+//! `cargo xtask reproduce`.
 #![warn(missing_docs)]
 
+pub mod corruption;
 pub mod data;
 pub mod experiment;
+pub mod figures;
+pub mod plot;
 pub mod presets;
+pub mod report;
+pub mod run_dir;
 
 use std::path::Path;
 
@@ -30,6 +37,12 @@ pub enum Error {
     /// The weight-sharing burn edges.
     #[error(transparent)]
     Edge(#[from] swshare::burn_edges::EdgeError),
+    /// Drawing a figure.
+    #[error(transparent)]
+    Plot(#[from] bnn_plot::PlotError),
+    /// A metric.
+    #[error(transparent)]
+    Metrics(#[from] bnn_metrics::MetricsError),
     /// A file system error.
     #[error("{path}: {source}")]
     Io {

@@ -124,6 +124,9 @@ enum Command {
         #[arg(long)]
         subset: Option<usize>,
     },
+    /// Draw a figure (reliability, ood, weights, per-class, corruptions) of a run directory,
+    /// a .swb file or a training directory, as PNG or SVG.
+    Plot(swbnn::plot::PlotArgs),
     /// Print a .swb file's statistics.
     Inspect {
         /// The .swb file.
@@ -362,6 +365,10 @@ fn main() -> Result<()> {
                     );
                 }
             }
+        }
+        Command::Plot(args) => {
+            let out = swbnn::plot::run(&args, &device)?;
+            eprintln!("wrote {}", out.display());
         }
         Command::Inspect { model } => {
             let data = swshare::format::load(&model)?;
