@@ -179,7 +179,10 @@ fn main() -> Result<()> {
             let setup_json = serde_json::to_string_pretty(&setup)?;
             bnn_train::write_atomic(&out.join("setup.json"), setup_json.as_bytes())?;
             println!("{}", experiment::markdown(&outcome.rows));
-            eprintln!("wrote {}/table.md and table.json; drawing the figures", out.display());
+            eprintln!(
+                "wrote {}/table.md and table.json; drawing the figures",
+                out.display()
+            );
             let options = swbnn::report::ReportOptions { corruptions };
             let report = swbnn::report::write_report(&out, &device, options)?;
             eprintln!("wrote {}", report.display());

@@ -25,8 +25,13 @@ fn bench(c: &mut Criterion) {
             let path = dir.path().join(format!("w.{ext}"));
             group.bench_function(format!("{label}_{ext}"), |b| {
                 b.iter(|| {
-                    weights(&data, &WeightsOptions::default(), Size::new(1100, 750), &path)
-                        .expect("figure")
+                    weights(
+                        &data,
+                        &WeightsOptions::default(),
+                        Size::new(1100, 750),
+                        &path,
+                    )
+                    .expect("figure")
                 })
             });
         }

@@ -39,8 +39,8 @@ pub use per_class::{PerClassPlot, per_class};
 pub use reliability::{ReliabilityPanel, reliability};
 pub use style::okabe_ito;
 pub use weights::{
-    DEFAULT_DOT_LIMIT, DEFAULT_MAX_ELLIPSES, Gaussian, PointFate, SigmaAxis, WeightsOptions,
-    WeightsPlot, weights,
+    DEFAULT_DOT_LIMIT, DEFAULT_MARKS_LIMIT, DEFAULT_MAX_ELLIPSES, Gaussian, PointFate, SigmaAxis,
+    WeightsOptions, WeightsPlot, weights,
 };
 
 /// Compiles and runs the README example as a doctest.

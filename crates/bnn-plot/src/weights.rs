@@ -58,8 +58,9 @@ pub enum PointFate {
 pub struct Gaussian {
     /// Mean `(mu, sigma)`.
     pub mean: [f64; 2],
-    /// Covariance, symmetric positive semi-definite.
-    pub cov: [[f64; 2]; 2],
+    /// Covariance, symmetric positive semi-definite; `None` when only the centre is known
+    /// (e.g. a model file after retraining), drawn as a centre without ellipses.
+    pub cov: Option<[[f64; 2]; 2]>,
 }
 
 /// Input of [`weights`].
@@ -103,6 +104,10 @@ pub struct WeightsOptions {
     pub dot_limit: usize,
     /// Beyond `dot_limit`, most ellipse weights and most outliers drawn (each).
     pub marks_limit: usize,
+    /// Add a panel zoomed on the plain shared weights (the central 99 % of their `mu` and
+    /// `sigma`, linear sigma axis) when they fill less than half of the overview, or when the
+    /// overview's sigma axis is logarithmic.
+    pub zoom: bool,
 }
 
 impl Default for WeightsOptions {
@@ -112,6 +117,7 @@ impl Default for WeightsOptions {
             max_ellipses: DEFAULT_MAX_ELLIPSES,
             dot_limit: DEFAULT_DOT_LIMIT,
             marks_limit: DEFAULT_MARKS_LIMIT,
+            zoom: true,
         }
     }
 }
@@ -172,7 +178,7 @@ fn check(data: &WeightsPlot<'_>, options: &WeightsOptions) -> Result<bool> {
         ));
     }
     for (i, g) in data.gaussians.iter().enumerate() {
-        let [[a, b], [c, d]] = g.cov;
+        let [[a, b], [c, d]] = g.cov.unwrap_or([[0.0; 2]; 2]);
         let finite = g.mean.iter().chain(&[a, b, c, d]).all(|v| v.is_finite());
         let psd = a >= 0.0
             && d >= 0.0
@@ -222,8 +228,16 @@ impl Figure for Weights<'_, '_> {
         let (w, _) = root.dim_in_pixel();
         let text = Text::for_width(w, 1000);
         let d = self.data;
-        let (xlo, xhi) = padded_range(d.mu.iter().map(|&v| f64::from(v)), false);
-        let (ylo, yhi) = padded_range(d.sigma.iter().map(|&v| f64::from(v)), self.log);
+        let overview = View {
+            x: padded_range(d.mu.iter().map(|&v| f64::from(v)), false),
+            y: padded_range(d.sigma.iter().map(|&v| f64::from(v)), self.log),
+            log: self.log,
+        };
+        let zoom = if self.options.zoom {
+            zoom_view(d, &overview)
+        } else {
+            None
+        };
         let titled = root.titled(d.title, (FAMILY, text.title * 1.1))?;
         let (_, th) = titled.dim_in_pixel();
         // The note under the plot takes two lines when one would not fit.
@@ -231,26 +245,78 @@ impl Figure for Weights<'_, '_> {
         let (body, note) = titled.split_vertically(th.saturating_sub(note_h));
         let (bw, _) = body.dim_in_pixel();
         let (plot, legend) = body.split_horizontally(bw.saturating_sub(text.upx(250.0)));
-        let builder = |area| {
-            let mut b = ChartBuilder::on(area);
-            b.margin(text.px(10.0))
-                .x_label_area_size(text.px(48.0))
-                .y_label_area_size(text.px(76.0));
-            b
+        let chosen = chosen_gaussians(d, self.options.max_ellipses);
+        let tally = match &zoom {
+            None => self.panel(root, &plot, &overview, None, &chosen, &text)?,
+            Some(z) => {
+                let (pw, _) = plot.dim_in_pixel();
+                let (left, right) = plot.split_horizontally(pw * 45 / 100);
+                let caption = (FAMILY, text.label);
+                let left = left.titled("all weights", caption)?;
+                let right = right.titled("zoom: central 99 % of plain shared weights", caption)?;
+                let tally = self.panel(root, &left, &overview, Some(z), &chosen, &text)?;
+                self.panel(root, &right, z, None, &chosen, &text)?;
+                tally
+            }
         };
-        let (summary, entries) = if self.log {
-            self.plane(
-                root,
-                builder(&plot).build_cartesian_2d(xlo..xhi, (ylo..yhi).log_scale())?,
-                &text,
-            )?
+        let dense = d.mu.len() > self.options.dot_limit;
+        let mut entries = vec![
+            (
+                Mark::Palette(COMPONENT_COLOURS.to_vec()),
+                if dense {
+                    "plain shared, density;"
+                } else {
+                    "plain shared;"
+                }
+                .to_string(),
+            ),
+            (Mark::None, "colour = its Gaussian".to_string()),
+            (Mark::Triangle, "ellipse weight".to_string()),
+            (Mark::Cross, "outlier".to_string()),
+        ];
+        let dark = darker(COMPONENT_COLOURS[0]);
+        if chosen.iter().any(|&k| d.gaussians[k].cov.is_some()) {
+            entries.push((Mark::Line(dark), "Gaussian: 1σ ellipse".to_string()));
+            entries.push((Mark::Dashed(dark), "Gaussian: 2σ ellipse".to_string()));
+        }
+        if !chosen.is_empty() {
+            entries.push((Mark::Centre(dark), "Gaussian: mean".to_string()));
+        }
+        if zoom.is_some() {
+            entries.push((Mark::Frame, "zoomed region".to_string()));
+        }
+        let thinned = |drawn: usize, total: usize| {
+            if drawn == total {
+                group(total)
+            } else {
+                format!("{} ({} drawn)", group(total), group(drawn))
+            }
+        };
+        let what = if d.gaussians.iter().any(|g| g.cov.is_some()) {
+            "ellipses"
         } else {
-            self.plane(
-                root,
-                builder(&plot).build_cartesian_2d(xlo..xhi, ylo..yhi)?,
-                &text,
-            )?
+            "centres"
         };
+        let ellipses = if d.gaussians.is_empty() {
+            String::new()
+        } else if chosen.len() == d.gaussians.len() {
+            format!(" · {what} of all {} Gaussians", d.gaussians.len())
+        } else {
+            format!(
+                " · {what} of the {} most used of {} Gaussians",
+                chosen.len(),
+                d.gaussians.len()
+            )
+        };
+        let summary = format!(
+            "{} weights: {} plain shared{} · {} ellipse · {} outliers{}",
+            group(d.mu.len()),
+            group(tally.shared),
+            if dense { " (density)" } else { "" },
+            thinned(tally.ellipse_drawn, tally.ellipse),
+            thinned(tally.outlier_drawn, tally.outlier),
+            ellipses
+        );
         draw_legend(&legend, &entries, &text)?;
         let style = (FAMILY, text.note)
             .into_font()
@@ -292,6 +358,7 @@ enum Mark {
     Line(RGBColor),
     Dashed(RGBColor),
     Centre(RGBColor),
+    Frame,
 }
 
 /// The legend, one entry per row, in its own area right of the plot.
@@ -334,6 +401,18 @@ where
                 colour.stroke_width(text.upx(1.3)),
             ))?,
             Mark::Centre(colour) => area.draw(&Circle::new(c, text.upx(3.0), colour.filled()))?,
+            Mark::Frame => area.draw(&DashedPathElement::new(
+                [
+                    (x0, y - 6),
+                    (x0 + sym, y - 6),
+                    (x0 + sym, y + 6),
+                    (x0, y + 6),
+                    (x0, y - 6),
+                ],
+                text.upx(4.0),
+                text.upx(3.0),
+                BLACK.mix(0.6).stroke_width(text.upx(1.2)),
+            ))?,
         }
         // Text starts after the widest symbol (the palette's row of dots).
         let tx = x0 + text.px(46.0);
@@ -383,15 +462,84 @@ struct Tally {
     outlier_drawn: usize,
 }
 
+/// The axes of one panel.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct View {
+    x: (f64, f64),
+    y: (f64, f64),
+    log: bool,
+}
+
+/// The zoom panel, when the plain shared weights fill less than half of the overview in
+/// either direction or the overview's sigma axis is logarithmic: the 0.5th to 99.5th
+/// percentiles of their `mu` and `sigma`, padded by 8 %, on a linear sigma axis (the plane
+/// the Gaussians were fitted in).
+fn zoom_view(d: &WeightsPlot<'_>, overview: &View) -> Option<View> {
+    let (mut mu, mut sigma): (Vec<f32>, Vec<f32>) = d
+        .fates
+        .iter()
+        .zip(d.mu.iter().zip(d.sigma))
+        .filter(|(f, _)| matches!(f, PointFate::Shared(_)))
+        .map(|(_, (&m, &s))| (m, s))
+        .unzip();
+    let n = mu.len();
+    if n < 100 {
+        return None;
+    }
+    let bounds = |v: &mut Vec<f32>| {
+        let lo = f64::from(*v.select_nth_unstable_by(n / 200, f32::total_cmp).1);
+        let hi = f64::from(*v.select_nth_unstable_by(n - 1 - n / 200, f32::total_cmp).1);
+        let pad = 0.08 * (hi - lo).max(1e-12);
+        (lo - pad, hi + pad)
+    };
+    let x = bounds(&mut mu);
+    let y = bounds(&mut sigma);
+    let y = (y.0.max(0.0), y.1);
+    let narrower = |a: (f64, f64), b: (f64, f64)| (a.1 - a.0) < 0.5 * (b.1 - b.0);
+    let zoom = View { x, y, log: false };
+    (narrower(x, overview.x) || overview.log || narrower(y, overview.y)).then_some(zoom)
+}
+
 impl Weights<'_, '_> {
-    /// Draws the mesh, the weights, the ellipses and the legend; returns the note under the
-    /// plot.
+    /// One `(mu, sigma)` panel on `area`: mesh, weights, ellipses, and the outline of
+    /// `frame` (the zoomed region) if given. Returns what was drawn.
+    fn panel<DB: DrawingBackend>(
+        &self,
+        root: &DrawingArea<DB, Shift>,
+        area: &DrawingArea<DB, Shift>,
+        view: &View,
+        frame: Option<&View>,
+        chosen: &[usize],
+        text: &Text,
+    ) -> Result<Tally>
+    where
+        DB::ErrorType: 'static,
+    {
+        let mut builder = ChartBuilder::on(area);
+        builder
+            .margin(text.px(10.0))
+            .x_label_area_size(text.px(48.0))
+            .y_label_area_size(text.px(76.0));
+        let (x, y) = (view.x.0..view.x.1, view.y.0..view.y.1);
+        if view.log {
+            let chart = builder.build_cartesian_2d(x, y.log_scale())?;
+            self.plane(root, chart, view, frame, chosen, text)
+        } else {
+            let chart = builder.build_cartesian_2d(x, y)?;
+            self.plane(root, chart, view, frame, chosen, text)
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
     fn plane<'c, DB, Y>(
         &self,
         root: &DrawingArea<DB, Shift>,
         mut chart: ChartContext<'c, DB, Cartesian2d<plotters::coord::types::RangedCoordf64, Y>>,
+        view: &View,
+        frame: Option<&View>,
+        chosen: &[usize],
         text: &Text,
-    ) -> Result<(String, Vec<(Mark, String)>)>
+    ) -> Result<Tally>
     where
         DB: DrawingBackend + 'c,
         DB::ErrorType: 'static,
@@ -401,13 +549,14 @@ impl Weights<'_, '_> {
         chart
             .configure_mesh()
             .x_desc("mean μ")
-            .y_desc(if self.log {
+            .y_desc(if view.log {
                 "standard deviation σ (log)"
             } else {
                 "standard deviation σ"
             })
-            .x_labels(8)
+            .x_labels(6)
             .y_labels(8)
+            .x_label_formatter(&|v| format_sigma(*v))
             .y_label_formatter(&|v| format_sigma(*v))
             .label_style((FAMILY, text.tick))
             .axis_desc_style((FAMILY, text.label))
@@ -520,27 +669,27 @@ impl Weights<'_, '_> {
             }
         }
 
-        // Ellipses of the most used Gaussians.
-        let chosen = chosen_gaussians(d, self.options.max_ellipses);
-        for &k in &chosen {
+        // Ellipses of the most used Gaussians; an overview with a zoom panel beside it leaves
+        // them to the zoom (on a log axis they smear down to sigma = 0).
+        let chosen = if frame.is_some() { &[][..] } else { chosen };
+        for &k in chosen {
             let g = &d.gaussians[k];
             // A darker shade of the Gaussian's colour over a white halo, so the outline shows
             // on top of its own weights.
             let colour = darker(colours[k % colours.len()]);
-            for (r, dashed) in [(1.0, false), (2.0, true)] {
+            let radii: &[(f64, bool)] = if g.cov.is_some() {
+                &[(1.0, false), (2.0, true)]
+            } else {
+                &[]
+            };
+            for &(r, dashed) in radii {
                 let pixels: Vec<(i32, i32)> =
                     ellipse(g, r).map(|p| chart.backend_coord(&p)).collect();
                 for piece in clip(&pixels, &px, &py) {
                     let width = if dashed { 1.3 } else { 2.0 };
-                    let halo = WHITE.stroke_width(text.upx(width + 2.0));
                     let style = colour.stroke_width(text.upx(width));
                     if dashed {
-                        root.draw(&DashedPathElement::new(
-                            piece.clone(),
-                            text.upx(5.0),
-                            text.upx(4.0),
-                            halo,
-                        ))?;
+                        // No halo under dashes: it would double the SVG's dash elements.
                         root.draw(&DashedPathElement::new(
                             piece,
                             text.upx(5.0),
@@ -548,6 +697,7 @@ impl Weights<'_, '_> {
                             style,
                         ))?;
                     } else {
+                        let halo = WHITE.stroke_width(text.upx(width + 2.0));
                         root.draw(&PathElement::new(piece.clone(), halo))?;
                         root.draw(&PathElement::new(piece, style))?;
                     }
@@ -560,54 +710,30 @@ impl Weights<'_, '_> {
             }
         }
 
-        let mut entries = vec![
-            (
-                Mark::Palette(COMPONENT_COLOURS.to_vec()),
-                if dense {
-                    "plain shared, density;"
-                } else {
-                    "plain shared;"
-                }
-                .to_string(),
-            ),
-            (Mark::None, "colour = its Gaussian".to_string()),
-            (Mark::Triangle, "ellipse weight".to_string()),
-            (Mark::Cross, "outlier".to_string()),
-        ];
-        if !chosen.is_empty() {
-            let dark = darker(COMPONENT_COLOURS[0]);
-            entries.push((Mark::Line(dark), "Gaussian: 1σ ellipse".to_string()));
-            entries.push((Mark::Dashed(dark), "Gaussian: 2σ ellipse".to_string()));
-            entries.push((Mark::Centre(dark), "Gaussian: mean".to_string()));
+        if let Some(f) = frame {
+            let corners = [
+                (f.x.0, f.y.0),
+                (f.x.1, f.y.0),
+                (f.x.1, f.y.1),
+                (f.x.0, f.y.1),
+                (f.x.0, f.y.0),
+            ];
+            let pixels: Vec<(i32, i32)> = corners
+                .iter()
+                .map(|&(x, y)| {
+                    // A zoom reaching sigma = 0 is outlined at the bottom of a log axis.
+                    let y = if view.log { y.max(view.y.0) } else { y };
+                    chart.backend_coord(&(x, y))
+                })
+                .collect();
+            root.draw(&DashedPathElement::new(
+                pixels,
+                text.upx(4.0),
+                text.upx(3.0),
+                BLACK.mix(0.6).stroke_width(text.upx(1.2)),
+            ))?;
         }
-        let thinned = |drawn: usize, total: usize| {
-            if drawn == total {
-                group(total)
-            } else {
-                format!("{} ({} drawn)", group(total), group(drawn))
-            }
-        };
-        let ellipses = if d.gaussians.is_empty() {
-            String::new()
-        } else if chosen.len() == d.gaussians.len() {
-            format!(" · ellipses of all {} Gaussians", d.gaussians.len())
-        } else {
-            format!(
-                " · ellipses of the {} most used of {} Gaussians",
-                chosen.len(),
-                d.gaussians.len()
-            )
-        };
-        let summary = format!(
-            "{} weights: {} plain shared{} · {} ellipse · {} outliers{}",
-            group(n),
-            group(tally.shared),
-            if dense { " (density)" } else { "" },
-            thinned(tally.ellipse_drawn, tally.ellipse),
-            thinned(tally.outlier_drawn, tally.outlier),
-            ellipses
-        );
-        Ok((summary, entries))
+        Ok(tally)
     }
 }
 
@@ -696,7 +822,7 @@ fn chosen_gaussians(d: &WeightsPlot<'_>, max: usize) -> Vec<usize> {
 /// Points of the Mahalanobis-radius-`r` ellipse of `g` (closed: first point repeated).
 fn ellipse(g: &Gaussian, r: f64) -> impl Iterator<Item = (f64, f64)> + '_ {
     const STEPS: usize = 72;
-    let [[a, b], [_, d]] = g.cov;
+    let [[a, b], [_, d]] = g.cov.unwrap_or([[0.0; 2]; 2]);
     // Eigen-decomposition of the symmetric 2x2 covariance.
     let mean = 0.5 * (a + d);
     let diff = (0.5 * (a - d)).hypot(b);
@@ -745,10 +871,10 @@ mod tests {
     fn ellipse_points_lie_at_the_radius() {
         let g = Gaussian {
             mean: [0.1, 0.02],
-            cov: [[4e-4, 1e-5], [1e-5, 1e-6]],
+            cov: Some([[4e-4, 1e-5], [1e-5, 1e-6]]),
         };
         // Mahalanobis distance of every point is r.
-        let [[a, b], [_, d]] = g.cov;
+        let [[a, b], [_, d]] = g.cov.unwrap();
         let det = a * d - b * b;
         for r in [1.0, 2.0] {
             for (x, y) in ellipse(&g, r) {
@@ -782,7 +908,7 @@ mod tests {
     fn most_used_gaussians_are_chosen() {
         let g = Gaussian {
             mean: [0.0, 0.1],
-            cov: [[1.0, 0.0], [0.0, 1.0]],
+            cov: Some([[1.0, 0.0], [0.0, 1.0]]),
         };
         let fates = [
             PointFate::Shared(2),

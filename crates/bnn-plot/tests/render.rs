@@ -10,10 +10,18 @@ use bnn_plot::*;
 
 fn check_png(path: &Path, size: Size) {
     let img = image::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    assert_eq!((img.width(), img.height()), (size.width, size.height), "{}", path.display());
+    assert_eq!(
+        (img.width(), img.height()),
+        (size.width, size.height),
+        "{}",
+        path.display()
+    );
     // Something was drawn: not a blank page.
     let rgb = img.to_rgb8();
-    let dark = rgb.pixels().filter(|p| p.0.iter().all(|&c| c < 128)).count();
+    let dark = rgb
+        .pixels()
+        .filter(|p| p.0.iter().all(|&c| c < 128))
+        .count();
     assert!(dark > 100, "{}: only {dark} dark pixels", path.display());
 }
 
@@ -23,8 +31,14 @@ fn check_svg(path: &Path, size: Size) {
         .unwrap_or_else(|e| panic!("{}: not well-formed XML: {e}", path.display()));
     let root = doc.root_element();
     assert_eq!(root.tag_name().name(), "svg");
-    assert_eq!(root.attribute("width"), Some(size.width.to_string().as_str()));
-    assert_eq!(root.attribute("height"), Some(size.height.to_string().as_str()));
+    assert_eq!(
+        root.attribute("width"),
+        Some(size.width.to_string().as_str())
+    );
+    assert_eq!(
+        root.attribute("height"),
+        Some(size.height.to_string().as_str())
+    );
     assert!(
         root.descendants().any(|n| n.has_tag_name("text")),
         "{}: no text",
@@ -58,7 +72,9 @@ fn reliability_renders() {
     let size = Size::new(960, 480);
     both("reliability", size, |p| reliability(&panels, size, p));
     let size = Size::new(400, 360);
-    both("reliability-one", size, |p| reliability(&panels[..1], size, p));
+    both("reliability-one", size, |p| {
+        reliability(&panels[..1], size, p)
+    });
 }
 
 fn ood_plot(u: &fixtures::UncertaintySets, mi: bool) -> OodPlot<'_> {
@@ -108,7 +124,27 @@ fn weights_render_as_dots_and_as_density() {
             both(name, size, |p| weights(&data, &options, size, p));
         }
     }
-    // Without Gaussians (a .swb file's view): component indices only colour the points.
+    // Centres without covariances (a .swb file's view).
+    let w = fixtures::weights(3000, 6);
+    let centres: Vec<Gaussian> = w
+        .gaussians
+        .iter()
+        .map(|g| Gaussian {
+            mean: g.mean,
+            cov: None,
+        })
+        .collect();
+    let data = WeightsPlot {
+        title: "centres",
+        mu: &w.mu,
+        sigma: &w.sigma,
+        fates: &w.fates,
+        gaussians: &centres,
+    };
+    both("weights-centres", size, |p| {
+        weights(&data, &WeightsOptions::default(), size, p)
+    });
+    // Without Gaussians: component indices only colour the points.
     let w = fixtures::weights(500, 4);
     let data = WeightsPlot {
         title: "no Gaussians",
@@ -162,8 +198,12 @@ fn bad_paths_and_sizes_are_errors() {
     assert!(matches!(e, PlotError::UnsupportedFormat { .. }), "{e}");
     let e = corruptions(&series, Size::new(100, 400), &dir.path().join("c.png")).unwrap_err();
     assert!(matches!(e, PlotError::BadSize { .. }), "{e}");
-    let e = corruptions(&series, Size::new(1000, 400), &dir.path().join("missing/c.png"))
-        .unwrap_err();
+    let e = corruptions(
+        &series,
+        Size::new(1000, 400),
+        &dir.path().join("missing/c.png"),
+    )
+    .unwrap_err();
     assert!(matches!(e, PlotError::Io { .. }), "{e}");
     assert!(e.to_string().contains("missing"), "{e}");
     // Three reliability panels need 300 px each.
@@ -173,7 +213,10 @@ fn bad_paths_and_sizes_are_errors() {
         .map(|(name, diagram)| ReliabilityPanel { name, diagram })
         .collect();
     let e = reliability(&panels, Size::new(800, 400), &dir.path().join("r.png")).unwrap_err();
-    assert!(matches!(e, PlotError::BadSize { min_width: 900, .. }), "{e}");
+    assert!(
+        matches!(e, PlotError::BadSize { min_width: 900, .. }),
+        "{e}"
+    );
 }
 
 #[test]
@@ -193,7 +236,10 @@ fn bad_inputs_are_errors_naming_the_problem() {
     let short = &u.in_entropy[..10];
     let mut plot = ood_plot(&u, false);
     plot.in_dist.entropy = short;
-    assert!(matches!(ood(&plot, size, &png), Err(PlotError::BadInput { .. })));
+    assert!(matches!(
+        ood(&plot, size, &png),
+        Err(PlotError::BadInput { .. })
+    ));
     let nan = vec![f64::NAN; u.in_max.len()];
     let mut plot = ood_plot(&u, false);
     plot.in_dist.max_prob = &nan;
@@ -227,7 +273,7 @@ fn bad_inputs_are_errors_naming_the_problem() {
     let e = weights(&data, &log, size, &png).unwrap_err();
     assert!(e.to_string().contains("log sigma axis"), "{e}");
     let mut bad = w.gaussians.clone();
-    bad[1].cov = [[-1.0, 0.0], [0.0, 1.0]];
+    bad[1].cov = Some([[-1.0, 0.0], [0.0, 1.0]]);
     let data = WeightsPlot {
         title: "",
         mu: &w.mu,

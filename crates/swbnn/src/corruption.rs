@@ -7,8 +7,7 @@
 use std::sync::Arc;
 
 use bnn_data::{
-    Compose, DataLoader, Image, LoaderConfig, Normalize, Result as DataResult, SampleRng,
-    Transform,
+    Compose, DataLoader, Image, LoaderConfig, Normalize, Result as DataResult, SampleRng, Transform,
 };
 use bnn_metrics::EvalSummary;
 use bnn_plot::CorruptionSeries;
@@ -105,7 +104,13 @@ mod tests {
         assert_eq!(a, b);
         let n = a.data.len() as f64;
         let mean = a.data.iter().map(|&v| f64::from(v)).sum::<f64>() / n;
-        let sd = (a.data.iter().map(|&v| (f64::from(v) - mean).powi(2)).sum::<f64>() / n).sqrt();
+        let sd = (a
+            .data
+            .iter()
+            .map(|&v| (f64::from(v) - mean).powi(2))
+            .sum::<f64>()
+            / n)
+            .sqrt();
         assert!((mean - 0.5).abs() < 0.01, "{mean}");
         assert!((sd - 0.1).abs() < 0.01, "{sd}");
         let big = GaussianNoise { std: 5.0 }

@@ -189,7 +189,7 @@ pub fn weights_from_plan(
             let (m, c) = (e.gaussian.mean(), e.gaussian.cov());
             Gaussian {
                 mean: [m.x, m.y],
-                cov: [[c[(0, 0)], c[(0, 1)]], [c[(1, 0)], c[(1, 1)]]],
+                cov: Some([[c[(0, 0)], c[(0, 1)]], [c[(1, 0)], c[(1, 1)]]]),
             }
         })
         .collect();
@@ -205,8 +205,8 @@ pub fn weights_from_plan(
 
 /// The weights of a `.swb` file after stage-3 retraining: a plain shared weight sits at its
 /// Gaussian's trained `(mu, sigma)`, an ellipse weight at its moment-matched blend (as the
-/// shared layers sample it), an outlier at its own. The file keeps no covariances, so there are
-/// no ellipses.
+/// shared layers sample it), an outlier at its own. The file keeps no covariances, so the
+/// Gaussians are drawn as centres without ellipses.
 pub fn weights_from_swb(
     data: &SharedModelData,
     layer: Option<&str>,
@@ -261,10 +261,7 @@ pub fn weights_from_swb(
                 WeightFate::Outlier(_) => {
                     let i = next_outlier;
                     next_outlier += 1;
-                    (
-                        f64::from(data.outlier_mu[i]),
-                        sigma_of(data.outlier_rho[i]),
-                    )
+                    (f64::from(data.outlier_mu[i]), sigma_of(data.outlier_rho[i]))
                 }
             };
             if take {
@@ -283,12 +280,21 @@ pub fn weights_from_swb(
             names.join(", ")
         )));
     }
+    let centres: Vec<Gaussian> = data
+        .codebook_mu
+        .iter()
+        .zip(&data.codebook_rho)
+        .map(|(&m, &r)| Gaussian {
+            mean: [f64::from(m), sigma_of(r)],
+            cov: None,
+        })
+        .collect();
     let plot = WeightsPlot {
         title,
         mu: &mu,
         sigma: &sigma,
         fates: &fates,
-        gaussians: &[],
+        gaussians: &centres,
     };
     Ok(bnn_plot::weights(&plot, options, size, path)?)
 }
@@ -345,6 +351,19 @@ pub fn class_names(dataset: bnn_data::DatasetId) -> Vec<String> {
         (0..dataset.classes()).map(|i| i.to_string()).collect()
     } else {
         names.iter().map(|s| s.to_string()).collect()
+    }
+}
+
+/// How a data set is called in titles and legends.
+pub fn dataset_label(dataset: bnn_data::DatasetId) -> &'static str {
+    use bnn_data::DatasetId;
+    match dataset {
+        DatasetId::Mnist => "MNIST",
+        DatasetId::FashionMnist => "Fashion-MNIST",
+        DatasetId::Cifar10 => "CIFAR-10",
+        DatasetId::Cifar100 => "CIFAR-100",
+        DatasetId::Svhn => "SVHN",
+        DatasetId::ImageNet => "ImageNet",
     }
 }
 

@@ -139,8 +139,7 @@ fn open_source(args: &PlotArgs, device: &Device) -> Result<Source, Error> {
     }
     let config_path = path.join("config.json");
     if path.join("model.bpk").is_file() && config_path.is_file() {
-        let text =
-            std::fs::read_to_string(&config_path).map_err(|e| Error::io(&config_path, e))?;
+        let text = std::fs::read_to_string(&config_path).map_err(|e| Error::io(&config_path, e))?;
         let config: ModelConfig = serde_json::from_str(&text)
             .map_err(|e| Error::Other(format!("{}: {e}", config_path.display())))?;
         let model = load_model(&path.join("model.bpk"), config.init(device)?)?;
@@ -172,13 +171,7 @@ fn model_loaders(args: &PlotArgs, need_ood: bool) -> Result<Loaders, Error> {
         ));
     }
     let ood = args.ood.map(|id| (id, args.ood_dir.as_deref()));
-    Loaders::new(
-        dataset,
-        args.data.as_deref(),
-        ood,
-        args.subset,
-        2,
-    )
+    Loaders::new(dataset, args.data.as_deref(), ood, args.subset, 2)
 }
 
 fn run_loaders(args: &PlotArgs, run: &RunDir) -> Result<Loaders, Error> {
@@ -252,14 +245,19 @@ fn draw_predictions(
     out: &Path,
 ) -> Result<(), Error> {
     match what {
-        Figure::Reliability => {
-            figures::reliability(preds, args.size(figures::reliability_size(preds.len())), out)
-        }
+        Figure::Reliability => figures::reliability(
+            preds,
+            args.size(figures::reliability_size(preds.len())),
+            out,
+        ),
         Figure::Ood => {
-            let ood = loaders.ood.as_ref().map_or("OOD", |(id, _)| id.name());
+            let ood = loaders
+                .ood
+                .as_ref()
+                .map_or("OOD", |(id, _)| figures::dataset_label(*id));
             figures::ood(
                 &preds[0],
-                loaders.dataset.name(),
+                figures::dataset_label(loaders.dataset),
                 ood,
                 args.size(figures::OOD_SIZE),
                 out,

@@ -62,10 +62,9 @@ pub fn write_report(dir: &Path, device: &Device, options: ReportOptions) -> Resu
         md,
         "\n## Figures\n\nDrawn from the saved models by a second Monte Carlo pass ({} samples, \
          seed {FIGURE_SEED}); the ECE and AUROC in the figures can differ from the table's in \
-         the last digits. `swbnn plot <what> {} --out FILE.svg` draws any of them again, as \
-         SVG or PNG.\n",
+         the last digits. `swbnn plot <what> RUN_DIR --out FILE.svg`, with this directory as \
+         `RUN_DIR`, draws any of them again as SVG or PNG (`swbnn plot --help`).\n",
         run.samples,
-        dir.display()
     );
 
     figures::reliability(
@@ -90,7 +89,13 @@ pub fn write_report(dir: &Path, device: &Device, options: ReportOptions) -> Resu
         );
         for (m, p) in METHODS.iter().zip(&preds) {
             let name = format!("ood-{m}.png");
-            figures::ood(p, dataset, ood_id.name(), OOD_SIZE, &fig_dir.join(&name))?;
+            figures::ood(
+                p,
+                figures::dataset_label(run.dataset),
+                figures::dataset_label(*ood_id),
+                OOD_SIZE,
+                &fig_dir.join(&name),
+            )?;
             let _ = writeln!(md, "![OOD, {}](figures/{name})\n", p.label);
         }
     }
@@ -110,7 +115,8 @@ pub fn write_report(dir: &Path, device: &Device, options: ReportOptions) -> Resu
     let _ = writeln!(md, "### Weights\n");
     match (run.plan(), run.bbb_table(device)) {
         (Ok(plan), Ok(table)) => {
-            let title = format!("{arch}: BBB posterior of the shareable weights, fates and Gaussians");
+            let title =
+                format!("{arch}: BBB posterior of the shareable weights, fates and Gaussians");
             figures::weights_from_plan(
                 &table,
                 &plan,
@@ -130,7 +136,11 @@ pub fn write_report(dir: &Path, device: &Device, options: ReportOptions) -> Resu
             );
         }
         (plan, table) => {
-            let why = plan.err().or(table.err()).map(|e| e.to_string()).unwrap_or_default();
+            let why = plan
+                .err()
+                .or(table.err())
+                .map(|e| e.to_string())
+                .unwrap_or_default();
             let _ = writeln!(md, "No sharing plan to draw ({why}).\n");
         }
     }

@@ -42,9 +42,8 @@ pub fn load_plan(out_dir: &Path) -> Result<SharingPlan, Error> {
     let path = out_dir.join(PLAN_FILE);
     let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
     let (plan, _): (SharingPlan, usize) =
-        bincode::serde::decode_from_slice(&bytes, bincode::config::standard()).map_err(|e| {
-            Error::Other(format!("{}: not a sharing plan: {e}", path.display()))
-        })?;
+        bincode::serde::decode_from_slice(&bytes, bincode::config::standard())
+            .map_err(|e| Error::Other(format!("{}: not a sharing plan: {e}", path.display())))?;
     plan.validate()
         .map_err(|e| Error::Other(format!("{}: {e}", path.display())))?;
     Ok(plan)
@@ -181,7 +180,9 @@ impl RunDir {
         Loaders::new(
             self.dataset,
             self.data_dir.as_deref(),
-            self.ood.as_ref().map(|(id, dir)| (*id, Some(dir.as_path()))),
+            self.ood
+                .as_ref()
+                .map(|(id, dir)| (*id, Some(dir.as_path()))),
             self.test_subset,
             self.workers,
         )
