@@ -154,8 +154,7 @@ pub fn run(which: Which) -> Result<()> {
                 let model = build(kind, &config, &device)?;
                 // Adam for every kind, as the PyTorch peer: the ratio then measures the
                 // Bayesian layers, not the optimiser.
-                let mut tc = TrainConfig::bayes_by_backprop(2);
-                tc.workers = 1;
+                let tc = TrainConfig::bayes_by_backprop(2);
                 let (_, history) = train(model, &loader, &tc, None, &mut Silent)?;
                 let measured = history.last().map(|h| h.images_per_s).unwrap_or(0.0);
                 println!(

@@ -63,15 +63,45 @@ enum Command {
         /// and rows in `<out>/stages/`) are kept, an unfinished one goes on from its last epoch.
         #[arg(long)]
         resume: bool,
-        /// Also draw the corruptions figure (each method on five Gaussian-noise severities).
+        /// Repeat the whole experiment with this many seeds (each in `<out>/seed-<i>/`); the
+        /// table then shows mean ± sd.
+        #[arg(long, default_value_t = 1)]
+        seeds: usize,
+        /// How Bayes by Backprop is trained: `reference` (the PyTorch reference recipe: from
+        /// scratch, SGD, rho = -6) or `pretrained` (the paper's: from the deterministic net,
+        /// Adam).
+        #[arg(long, value_enum)]
+        recipe: Option<Recipe>,
+        /// Also evaluate every method on the 15 corrupted test sets (5 kinds x 3 severities)
+        /// and write `corruptions.md` / `corruptions.json` and the corruptions figure.
         #[arg(long)]
         corruptions: bool,
+        /// A JSON file whose fields replace the preset's (any field of `setup.json`, nested
+        /// objects merged), e.g. `{"compress": {"retrain": {"lr": 1e-3}}}`.
+        #[arg(long)]
+        setup: Option<PathBuf>,
     },
     /// Benchmarks that print one JSON line per measurement.
     Bench {
         #[command(subcommand)]
         which: bench::Which,
     },
+}
+
+/// `--recipe` values.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum Recipe {
+    Reference,
+    Pretrained,
+}
+
+impl Recipe {
+    fn recipe(self) -> swbnn::presets::BbbRecipe {
+        match self {
+            Recipe::Reference => swbnn::presets::BbbRecipe::Reference,
+            Recipe::Pretrained => swbnn::presets::BbbRecipe::Pretrained,
+        }
+    }
 }
 
 struct Log;
@@ -134,23 +164,36 @@ fn main() -> Result<()> {
             samples,
             backend,
             resume,
+            seeds,
+            recipe,
             corruptions,
+            setup: patch,
         } => {
+            anyhow::ensure!(seeds >= 1, "--seeds must be at least 1");
             let out = out.unwrap_or_else(|| repo_root().join("results").join(dataset.name()));
             let mut setup = swbnn::presets::setup(dataset, arch, quick, &repo_root(), out.clone());
-            setup.data_dir = data;
+            if let Some(r) = recipe {
+                r.recipe().apply(&mut setup);
+            }
+            if let Some(path) = patch {
+                setup = swbnn::presets::patch(&setup, &path)?;
+            }
+            setup.data_dir = data.or(setup.data_dir);
+            if corruptions {
+                setup.corruptions = bnn_data::Corruption::all();
+            }
             setup.resume = resume;
             match epochs[..] {
                 [] => {}
                 [e] => {
                     setup.deterministic.epochs = e;
                     setup.bbb.epochs = e;
-                    setup.retrain.epochs = e;
+                    setup.compress.retrain.epochs = e;
                 }
                 [det, bbb, retrain] => {
                     setup.deterministic.epochs = det;
                     setup.bbb.epochs = bbb;
-                    setup.retrain.epochs = retrain;
+                    setup.compress.retrain.epochs = retrain;
                 }
                 _ => anyhow::bail!("--epochs takes one number or three (DET,BBB,RETRAIN)"),
             }
@@ -170,21 +213,30 @@ fn main() -> Result<()> {
                 setup.train_subset,
                 setup.deterministic.epochs,
                 setup.bbb.epochs,
-                setup.retrain.epochs,
+                setup.compress.retrain.epochs,
                 setup.ood.as_ref().map(|(id, _)| id.name())
             );
-            let outcome =
-                experiment::run(&setup, &device, &mut Log).context("the experiment failed")?;
-            experiment::write_tables(&out, &outcome)?;
+            std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
             let setup_json = serde_json::to_string_pretty(&setup)?;
             bnn_train::write_atomic(&out.join("setup.json"), setup_json.as_bytes())?;
-            println!("{}", experiment::markdown(&outcome.rows));
+            if seeds == 1 {
+                let outcome =
+                    experiment::run(&setup, &device, &mut Log).context("the experiment failed")?;
+                experiment::write_tables(&out, &outcome)?;
+                println!("{}", experiment::markdown(&outcome.rows));
+                if !outcome.corruptions.is_empty() {
+                    println!("{}", experiment::markdown_corruptions(&outcome.corruptions));
+                }
+            } else {
+                let (summaries, _) = experiment::run_seeds(&setup, seeds, &device, &mut Log)
+                    .context("the experiment failed")?;
+                println!("{}", experiment::markdown_seeds(&summaries));
+            }
             eprintln!(
                 "wrote {}/table.md and table.json; drawing the figures",
                 out.display()
             );
-            let options = swbnn::report::ReportOptions { corruptions };
-            let report = swbnn::report::write_report(&out, &device, options)?;
+            let report = swbnn::report::write_report(&out, &device)?;
             eprintln!("wrote {}", report.display());
         }
         Command::Bench { which } => bench::run(which)?,

@@ -16,6 +16,7 @@ use crate::visit::Collector;
 enum Direction {
     ToBayes,
     ToDeterministic,
+    ToShared,
     Same,
 }
 
@@ -43,6 +44,12 @@ impl CopyMapper {
                 }
             }
             Direction::Same => self.source.get(path),
+            // A shared weight keeps its empirical-prior centre under the weight
+            // (`conv1.weight.prior_mu`); the Bayesian layer beside it (`conv1.weight_prior_mu`).
+            Direction::ToShared => match path.strip_suffix(".weight.prior_mu") {
+                Some(layer) => self.source.get(&format!("{layer}.weight_prior_mu")),
+                None => self.source.get(path),
+            },
             Direction::ToDeterministic => self
                 .source
                 .get(&format!("{path}_mu"))
@@ -72,7 +79,14 @@ impl ModuleMapper for CopyMapper {
             return param;
         };
         let dims = param.shape().dims::<D>();
-        if shape != dims.to_vec() {
+        // A shared weight's prior centre is stored flat; the Bayesian layer's has the weight's
+        // shape: the same values in the same (row-major) order.
+        let same = if self.direction == Direction::ToShared {
+            shape.iter().product::<usize>() == dims.iter().product::<usize>()
+        } else {
+            shape == dims.to_vec()
+        };
+        if !same {
             self.error.get_or_insert(LayerError::ShapeMismatch {
                 what: path,
                 expected: dims.to_vec(),
@@ -137,6 +151,18 @@ pub fn deterministic_from_bayes<B: Module, D: Module>(
     target: D,
 ) -> Result<(D, usize), LayerError> {
     copy_params(bayes, target, Direction::ToDeterministic)
+}
+
+/// Copies into a weight-shared model `shared` everything of the Bayesian model `bayes` that it
+/// keeps per weight: biases (`bias_mu`, `bias_rho`), batch norm and other parameters by path,
+/// and the empirical-prior centres of the shared weights (`<layer>.weight_prior_mu` into
+/// `<layer>.weight.prior_mu`). The codebook and outliers come from the sharing plan, not from
+/// here. Returns the model and the number of tensors copied.
+pub fn shared_from_bayes<B: Module, S: Module>(
+    bayes: &B,
+    shared: S,
+) -> Result<(S, usize), LayerError> {
+    copy_params(bayes, shared, Direction::ToShared)
 }
 
 /// A named host tensor.

@@ -50,6 +50,7 @@ mod visit;
 pub use conv::{BayesConv2d, BayesConv2dConfig, ConvGeometry};
 pub use convert::{
     NamedTensor, bayes_from_deterministic, deterministic_from_bayes, export_params, import_params,
+    shared_from_bayes,
 };
 pub use device::{available_backends, device_by_name, test_device};
 pub use elbo::{ElboConfig, KlSchedule};
@@ -57,11 +58,12 @@ pub use error::LayerError;
 pub use estimator::Estimator;
 pub use init::{SigmaInit, inverse_softplus, softplus};
 pub use linear::{BayesLinear, BayesLinearConfig};
-pub use prior::{Prior, kl_gaussian_sum};
+pub use prior::{Prior, SharedKl, kl_gaussian_each, kl_gaussian_sum};
 pub use shared::{
     Codebook, CodebookConfig, CodebookView, MAX_BLEND, SharedConv2d, SharedLinear, SharedWeight,
     WeightSource,
 };
 pub use visit::{
-    BayesTensor, ParamCounts, ParamRole, count_params, export_bayes, kl_divergence, set_sampling,
+    BayesTensor, ParamCounts, ParamRole, count_params, export_bayes, export_posterior,
+    kl_divergence, kl_divergence_with, set_sampling,
 };

@@ -67,6 +67,15 @@ pub(crate) fn mean_of(stats: &[RowStats], f: impl Fn(&RowStats) -> f64) -> f64 {
     stats.iter().map(f).sum::<f64>() / stats.len() as f64
 }
 
+/// Mean confidence, `mean_i max_k p_ik` (no labels needed, so it applies to OOD data too).
+pub fn mean_confidence(probs: &Probabilities) -> f64 {
+    let sum: f64 = probs
+        .rows()
+        .map(|r| f64::from(r.iter().copied().fold(0.0f32, f32::max)))
+        .sum();
+    sum / probs.n().max(1) as f64
+}
+
 /// Top-1 accuracy in `[0, 1]`. The prediction is the arg-max; ties go to the lowest class index.
 ///
 /// # Errors

@@ -49,18 +49,20 @@ mod ood;
 mod probabilities;
 mod summary;
 mod uncertainty;
+mod weights;
 
 pub use calibration::{
     DEFAULT_N_BINS, ReliabilityBin, ReliabilityDiagram, ece, ece_with_bins, mce, mce_with_bins,
     reliability_diagram,
 };
-pub use classification::{NLL_EPSILON, accuracy, brier, nll};
+pub use classification::{NLL_EPSILON, accuracy, brier, mean_confidence, nll};
 pub use error::{MetricsError, Result};
 pub use mc::{DEFAULT_MC_SAMPLES, McPredictive, Predictive};
 pub use ood::{OodScore, OodSummary, RocCurve, auroc, average_precision, fpr_at_tpr, roc_curve};
 pub use probabilities::{Label, Probabilities, ROW_SUM_TOLERANCE};
 pub use summary::EvalSummary;
 pub use uncertainty::{entropy, mutual_information, predictive_entropy};
+pub use weights::WeightStats;
 
 /// Compiles and runs the README example as a doctest.
 #[cfg(doctest)]

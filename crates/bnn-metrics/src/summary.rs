@@ -20,6 +20,10 @@ pub struct EvalSummary {
     pub mce: f64,
     /// Multi-class Brier score (see [`crate::brier`]).
     pub brier: f64,
+    /// Mean confidence (the predicted class's probability). Above `accuracy`, the model is
+    /// over-confident on average; below, under-confident.
+    #[serde(default)]
+    pub mean_confidence: f64,
     /// Number of examples.
     pub n: usize,
 }
@@ -57,6 +61,7 @@ impl EvalSummary {
             ece: diagram.ece(),
             mce: diagram.mce(),
             brier: mean_of(&stats, |r| r.brier),
+            mean_confidence: mean_of(&stats, |r| r.confidence),
             n: stats.len(),
         };
         Ok((summary, diagram))

@@ -1,14 +1,21 @@
 //! Training configuration.
 
-use bnn_layers::Prior;
+use bnn_layers::{Prior, SharedKl};
 use serde::{Deserialize, Serialize};
+
+use crate::TrainError;
 
 /// Optimiser.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum OptimizerKind {
     /// Adam (Kingma & Ba 2015).
-    Adam,
+    Adam {
+        /// The denominator's `epsilon`. [`ADAM_EPSILON`] (1e-8, the paper's and PyTorch's
+        /// default) by default; burn's own default, 1e-5, is the size of the KL gradient on a
+        /// `rho` (about `1 / N_train`) and would damp the sigmas' steps.
+        epsilon: f64,
+    },
     /// SGD with (Nesterov) momentum.
     Sgd {
         /// Momentum factor.
@@ -16,6 +23,18 @@ pub enum OptimizerKind {
         /// Nesterov momentum.
         nesterov: bool,
     },
+}
+
+/// Adam's default `epsilon` here: 1e-8 (Kingma & Ba 2015; PyTorch's default).
+pub const ADAM_EPSILON: f64 = 1e-8;
+
+impl OptimizerKind {
+    /// Adam with [`ADAM_EPSILON`].
+    pub fn adam() -> Self {
+        Self::Adam {
+            epsilon: ADAM_EPSILON,
+        }
+    }
 }
 
 /// Learning-rate schedule over the whole run.
@@ -57,6 +76,7 @@ impl LrSchedule {
 /// How to train a model. Defaults are for Bayes-by-Backprop on small images; see the
 /// constructors for the settings of each stage.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct TrainConfig {
     /// Passes over the training set.
     pub epochs: usize,
@@ -79,10 +99,12 @@ pub struct TrainConfig {
     pub kl_weight: f64,
     /// Linear KL warm-up over this many steps (0 = none).
     pub kl_warmup_steps: usize,
+    /// How weight-shared layers count their KL (the paper's mixture bound by default, or per
+    /// weight); models without shared layers ignore it.
+    #[serde(default)]
+    pub shared_kl: SharedKl,
     /// Seed of the data order, augmentations and weight noise.
     pub seed: u64,
-    /// Data-loading worker threads.
-    pub workers: usize,
 }
 
 impl Default for TrainConfig {
@@ -92,6 +114,64 @@ impl Default for TrainConfig {
 }
 
 impl TrainConfig {
+    /// Checks every field's range: a positive batch size and learning rate, non-negative
+    /// finite `lr_rho`, weight decay and KL weight, momentum in `[0, 1)`, a positive Adam
+    /// epsilon, a one-cycle warm-up fraction in `(0, 1)` and a positive prior sigma.
+    pub fn validate(&self) -> Result<(), TrainError> {
+        let check = |field, value: f64, ok: bool, expected| {
+            if ok && value.is_finite() {
+                Ok(())
+            } else {
+                Err(TrainError::InvalidSetting {
+                    field,
+                    value,
+                    expected,
+                })
+            }
+        };
+        check(
+            "batch_size",
+            self.batch_size as f64,
+            self.batch_size > 0,
+            "at least 1",
+        )?;
+        check("lr", self.lr, self.lr > 0.0, "finite and > 0")?;
+        check("lr_rho", self.lr_rho, self.lr_rho >= 0.0, "finite and >= 0")?;
+        check(
+            "weight_decay",
+            self.weight_decay,
+            self.weight_decay >= 0.0,
+            "finite and >= 0",
+        )?;
+        check(
+            "kl_weight",
+            self.kl_weight,
+            self.kl_weight >= 0.0,
+            "finite and >= 0",
+        )?;
+        match self.optimizer {
+            OptimizerKind::Adam { epsilon } => {
+                check("optimizer.adam.epsilon", epsilon, epsilon > 0.0, "> 0")?
+            }
+            OptimizerKind::Sgd { momentum, .. } => check(
+                "optimizer.sgd.momentum",
+                momentum,
+                (0.0..1.0).contains(&momentum),
+                "in [0, 1)",
+            )?,
+        }
+        if let LrSchedule::OneCycle { pct_start } = self.schedule {
+            check(
+                "schedule.one-cycle.pct_start",
+                pct_start,
+                pct_start > 0.0 && pct_start < 1.0,
+                "in (0, 1)",
+            )?;
+        }
+        let (Prior::Normal { sigma, .. } | Prior::Empirical { sigma }) = self.prior;
+        check("prior.sigma", sigma, sigma > 0.0, "finite and > 0")
+    }
+
     /// Deterministic training: SGD with Nesterov momentum 0.9, one-cycle to 0.05, weight decay
     /// 5e-4 (the usual CIFAR recipe).
     pub fn deterministic(epochs: usize) -> Self {
@@ -109,8 +189,8 @@ impl TrainConfig {
             prior: Prior::default(),
             kl_weight: 1.0,
             kl_warmup_steps: 0,
+            shared_kl: SharedKl::Mixture,
             seed: 0,
-            workers: 2,
         }
     }
 
@@ -121,14 +201,14 @@ impl TrainConfig {
             batch_size: 128,
             lr: 1e-3,
             lr_rho: 1e-2,
-            optimizer: OptimizerKind::Adam,
+            optimizer: OptimizerKind::adam(),
             weight_decay: 0.0,
             schedule: LrSchedule::OneCycle { pct_start: 0.25 },
             prior: Prior::default(),
             kl_weight: 1.0,
             kl_warmup_steps: 0,
+            shared_kl: SharedKl::Mixture,
             seed: 0,
-            workers: 2,
         }
     }
 

@@ -32,6 +32,16 @@ pub enum TrainError {
     /// Invalid settings.
     #[error("invalid training configuration: {0}")]
     Config(String),
+    /// A training setting is out of range.
+    #[error("training setting {field} = {value} is out of range: {expected}")]
+    InvalidSetting {
+        /// The field, e.g. `lr_rho`.
+        field: &'static str,
+        /// Its value.
+        value: f64,
+        /// What it must be.
+        expected: &'static str,
+    },
     /// A model could not be built.
     #[error(transparent)]
     Model(#[from] models::ModelError),

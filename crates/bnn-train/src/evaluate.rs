@@ -3,7 +3,7 @@
 
 use bnn_data::DataLoader;
 use bnn_layers::set_sampling;
-use bnn_metrics::{EvalSummary, McPredictive, OodScore, OodSummary, Predictive};
+use bnn_metrics::{EvalSummary, McPredictive, OodScore, OodSummary, Predictive, mean_confidence};
 use burn::module::Module;
 use models::Network;
 use serde::{Deserialize, Serialize};
@@ -80,6 +80,38 @@ pub struct Evaluation {
     pub ood_entropy: Option<OodSummary>,
     /// Monte-Carlo samples used.
     pub samples: usize,
+    /// Where the uncertainty comes from: confidence and epistemic uncertainty on each set.
+    pub uncertainty: UncertaintyDiagnostics,
+}
+
+/// Entropy and epistemic uncertainty (mutual information between prediction and weights) on
+/// the in-distribution set and, if given, the OOD set (the test set's mean confidence is in
+/// the [`EvalSummary`]). A Bayesian model whose mutual
+/// information is no higher on OOD data than on test data gets its OOD detection from
+/// aleatoric (softmax) uncertainty alone.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct UncertaintyDiagnostics {
+    /// Mean predictive entropy on the test set (nats).
+    pub mean_entropy: f64,
+    /// Mean mutual information on the test set (nats); `None` for a single pass.
+    pub mean_mutual_information: Option<f64>,
+    /// Mean confidence on the OOD set.
+    pub ood_mean_confidence: Option<f64>,
+    /// Mean predictive entropy on the OOD set.
+    pub ood_mean_entropy: Option<f64>,
+    /// Mean mutual information on the OOD set.
+    pub ood_mean_mutual_information: Option<f64>,
+    /// OOD AUROC with the mutual-information score (MC samples only).
+    pub ood_auroc_mutual_information: Option<f64>,
+}
+
+/// Mutual information, for a prediction of more than one sample (one pass has none).
+fn epistemic(p: &Predictive) -> Option<&[f64]> {
+    p.mutual_information().filter(|_| p.n_samples() > 1)
+}
+
+fn mean(v: &[f64]) -> f64 {
+    v.iter().sum::<f64>() / v.len().max(1) as f64
 }
 
 /// Evaluates a model on `test` (and optionally against `ood`) with `samples` MC samples.
@@ -91,20 +123,25 @@ pub fn evaluate(
 ) -> Result<Evaluation, TrainError> {
     let pred = predict(model, test, samples)?;
     let summary = EvalSummary::compute(pred.predictive.probabilities(), &pred.labels)?;
+    let p = &pred.predictive;
+    let mut uncertainty = UncertaintyDiagnostics {
+        mean_entropy: mean(p.entropy()),
+        mean_mutual_information: epistemic(p).map(mean),
+        ..Default::default()
+    };
     let (ood_max_prob, ood_entropy) = match ood {
         Some(loader) => {
-            let out = predict(model, loader, samples)?;
+            let out = predict(model, loader, samples)?.predictive;
+            uncertainty.ood_mean_confidence = Some(mean_confidence(out.probabilities()));
+            uncertainty.ood_mean_entropy = Some(mean(out.entropy()));
+            uncertainty.ood_mean_mutual_information = epistemic(&out).map(mean);
+            if epistemic(p).is_some() && epistemic(&out).is_some() {
+                uncertainty.ood_auroc_mutual_information =
+                    Some(OodSummary::from_predictive(p, &out, OodScore::MutualInformation)?.auroc);
+            }
             (
-                Some(OodSummary::from_predictive(
-                    &pred.predictive,
-                    &out.predictive,
-                    OodScore::MaxProb,
-                )?),
-                Some(OodSummary::from_predictive(
-                    &pred.predictive,
-                    &out.predictive,
-                    OodScore::Entropy,
-                )?),
+                Some(OodSummary::from_predictive(p, &out, OodScore::MaxProb)?),
+                Some(OodSummary::from_predictive(p, &out, OodScore::Entropy)?),
             )
         }
         None => (None, None),
@@ -114,5 +151,6 @@ pub fn evaluate(
         ood_max_prob,
         ood_entropy,
         samples,
+        uncertainty,
     })
 }

@@ -4,9 +4,10 @@
 use std::time::Instant;
 
 use bnn_data::DataLoader;
-use bnn_layers::{ElboConfig, KlSchedule, kl_divergence};
-use burn::module::{Module, ModuleVisitor, Param, ParamId};
+use bnn_layers::{ElboConfig, KlSchedule, kl_divergence_with};
+use burn::module::{Module, ModuleVisitor, Param, ParamGroup};
 use burn::optim::decay::WeightDecayConfig;
+use burn::optim::lr_scheduler::module_lr_scheduler::{ModuleLearningRate, ModuleLrScheduler};
 use burn::optim::momentum::MomentumConfig;
 use burn::optim::{AdamConfig, GradientsParams, ModuleOptimizer, SgdConfig};
 use burn::prelude::*;
@@ -64,14 +65,25 @@ pub struct Silent;
 
 impl Observer for Silent {}
 
-/// Collects the ids of every `rho` parameter (trained at `lr_rho`).
-#[derive(Default)]
-struct RhoIds {
-    path: Vec<String>,
-    ids: Vec<ParamId>,
+/// Parameters trained at `lr_rho`: every `rho` (a layer's `weight_rho`/`bias_rho`, a shared
+/// layer's `outlier_rho`, the codebook's `rho`). Matched by path, not by parameter id, so the
+/// group survives a model that a checkpoint replaced (a loaded record keeps its own ids).
+const RHO_PATTERN: &str = r"(^|[._])rho$";
+
+fn rho_group() -> Result<ParamGroup, TrainError> {
+    ParamGroup::from_regex(RHO_PATTERN)
+        .map_err(|e| TrainError::Config(format!("parameter group {RHO_PATTERN}: {e:?}")))
 }
 
-impl ModuleVisitor for RhoIds {
+/// Whether any float parameter of a model is in `group`, matched by path as the optimiser
+/// matches it.
+struct InGroup<'a> {
+    group: &'a ParamGroup,
+    path: Vec<String>,
+    found: bool,
+}
+
+impl ModuleVisitor for InGroup<'_> {
     fn enter_module(&mut self, name: &str, _container_type: &str) {
         self.path.push(name.to_string());
     }
@@ -81,30 +93,49 @@ impl ModuleVisitor for RhoIds {
     }
 
     fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
-        if self
-            .path
-            .last()
-            .is_some_and(|n| n == "rho" || n.ends_with("_rho"))
-        {
-            self.ids.push(param.id);
+        self.found = self.found || self.group.matches(&param.id, Some(&self.path.join(".")));
+    }
+}
+
+/// The optimiser of a run: one for every parameter, and one of the same kind without weight
+/// decay for the `rho` group (the KL is its regulariser).
+fn optimizer(config: &TrainConfig, rho: &ParamGroup) -> ModuleOptimizer {
+    let decay = |wd: f64| (wd > 0.0).then(|| WeightDecayConfig::new(wd as f32));
+    match config.optimizer {
+        OptimizerKind::Adam { epsilon } => {
+            let adam = |wd| {
+                AdamConfig::new()
+                    .with_epsilon(epsilon as f32)
+                    .with_weight_decay(decay(wd))
+            };
+            adam(config.weight_decay)
+                .init()
+                .with_group(rho.clone(), adam(0.0).build(), None)
+        }
+        OptimizerKind::Sgd { momentum, nesterov } => {
+            let sgd = |wd| {
+                SgdConfig::new()
+                    .with_weight_decay(decay(wd))
+                    .with_momentum(Some(
+                        MomentumConfig::new()
+                            .with_momentum(momentum)
+                            .with_dampening(0.0)
+                            .with_nesterov(nesterov),
+                    ))
+            };
+            sgd(config.weight_decay)
+                .init()
+                .with_group(rho.clone(), sgd(0.0).build(), None)
         }
     }
 }
 
-fn optimizer(kind: OptimizerKind, weight_decay: f64) -> ModuleOptimizer {
-    let decay = (weight_decay > 0.0).then(|| WeightDecayConfig::new(weight_decay as f32));
-    match kind {
-        OptimizerKind::Adam => AdamConfig::new().with_weight_decay(decay).init(),
-        OptimizerKind::Sgd { momentum, nesterov } => SgdConfig::new()
-            .with_weight_decay(decay)
-            .with_momentum(Some(
-                MomentumConfig::new()
-                    .with_momentum(momentum)
-                    .with_dampening(0.0)
-                    .with_nesterov(nesterov),
-            ))
-            .init(),
-    }
+/// This step's rates: `lr` for every parameter, `lr_rho` for the `rho` group. The schedule is a
+/// function of the global step, so a resumed run needs no scheduler state.
+fn step_rates(lr: f64, lr_rho: f64, rho: &ParamGroup) -> ModuleLearningRate {
+    ModuleLrScheduler::new(lr)
+        .with_group(rho.clone(), lr_rho)
+        .step()
 }
 
 /// Trains `model` (on an autodiff device) for `config.epochs` epochs over `loader`.
@@ -121,17 +152,16 @@ pub fn train(
     checkpointer: Option<&Checkpointer>,
     observer: &mut dyn Observer,
 ) -> Result<(Network, Vec<EpochStats>), TrainError> {
-    if config.batch_size == 0 || config.lr <= 0.0 || !config.lr.is_finite() {
-        return Err(TrainError::Config(format!(
-            "batch size {} and learning rate {} must be positive",
-            config.batch_size, config.lr
-        )));
-    }
-    let mut rho = RhoIds::default();
-    model.visit(&mut rho);
-    let bayesian = !rho.ids.is_empty();
-    let mut main_opt = optimizer(config.optimizer, config.weight_decay);
-    let mut rho_opt = optimizer(config.optimizer, 0.0);
+    config.validate()?;
+    let rho = rho_group()?;
+    let mut in_group = InGroup {
+        group: &rho,
+        path: Vec::new(),
+        found: false,
+    };
+    model.visit(&mut in_group);
+    let bayesian = in_group.found;
+    let mut optim = optimizer(config, &rho);
     let n_train = loader.dataset().len();
     let elbo = ElboConfig::new(n_train)
         .with_kl_weight(config.kl_weight)
@@ -166,7 +196,7 @@ pub fn train(
             let logits = model.forward(x);
             let nll = cross_entropy(logits.clone(), y.clone());
             let kl = if bayesian {
-                kl_divergence(&model, &config.prior)
+                kl_divergence_with(&model, &config.prior, config.shared_kl)
             } else {
                 None
             };
@@ -190,15 +220,9 @@ pub fn train(
 
             let mut grads = loss.backward();
             let factor = config.schedule.factor(global, total_steps);
-            if bayesian {
-                let rho_grads = GradientsParams::from_params(&mut grads, &model, &rho.ids);
-                let main_grads = GradientsParams::from_module(&mut grads, &model);
-                model = main_opt.step(config.lr * factor, model, main_grads);
-                model = rho_opt.step(config.lr_rho * factor, model, rho_grads);
-            } else {
-                let main_grads = GradientsParams::from_module(&mut grads, &model);
-                model = main_opt.step(config.lr * factor, model, main_grads);
-            }
+            let grads = GradientsParams::from_module(&mut grads, &model);
+            let rates = step_rates(config.lr * factor, config.lr_rho * factor, &rho);
+            model = optim.step(rates, model, grads);
             observer.on_step(&StepInfo {
                 epoch,
                 step,
@@ -224,4 +248,48 @@ pub fn train(
         }
     }
     Ok((model, history))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Module, Debug)]
+    struct Pair {
+        weight_mu: Param<Tensor<1>>,
+        weight_rho: Param<Tensor<1>>,
+    }
+
+    /// Adam's first step is `lr * g / (|g| + epsilon)`: with a KL-sized gradient (1e-5) it must
+    /// be a full `lr` step, for the means at `lr` and for the `rho`s at `lr_rho`.
+    #[test]
+    fn adam_takes_full_steps_on_small_gradients_in_both_groups() {
+        let device = bnn_layers::test_device().autodiff();
+        let model = Pair {
+            weight_mu: Param::from_tensor(Tensor::zeros([4], &device).require_grad()),
+            weight_rho: Param::from_tensor(Tensor::zeros([4], &device).require_grad()),
+        };
+        let loss = (model.weight_mu.val() + model.weight_rho.val()).sum() * 1e-5;
+        let grads = GradientsParams::from_grads(loss.backward(), &model);
+        let rho = rho_group().unwrap();
+        let mut optim = optimizer(&TrainConfig::bayes_by_backprop(1), &rho);
+        let model = optim.step(step_rates(1e-3, 1e-2, &rho), model, grads);
+        let host = |t: Tensor<1>| {
+            t.into_data()
+                .convert::<f32>()
+                .try_into_vec::<f32>()
+                .unwrap()
+        };
+        for (name, values, lr) in [
+            ("mu", host(model.weight_mu.val()), 1e-3f32),
+            ("rho", host(model.weight_rho.val()), 1e-2f32),
+        ] {
+            for v in values {
+                assert!(
+                    (v + lr).abs() < 0.01 * lr,
+                    "{name} stepped to {v}, want -{lr}"
+                );
+            }
+        }
+    }
 }

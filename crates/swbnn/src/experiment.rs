@@ -1,30 +1,33 @@
 //! The paper's experiment for one data set and architecture: deterministic training, Bayes by
-//! Backprop, and 2DGBNN (outliers, GMM, refinement, retraining), each evaluated with
-//! Monte-Carlo sampling, and the table in the paper's columns.
+//! Backprop, and 2DGBNN ([`swshare::compress::compress`]), each evaluated with Monte-Carlo
+//! sampling, and the table in the paper's columns; over several seeds with [`run_seeds`].
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use bnn_data::{Dataset, DatasetId, Split};
-use bnn_layers::{Estimator, bayes_from_deterministic, count_params, export_bayes};
+use bnn_data::{Corrupted, Corruption, Dataset, DatasetId, NormStats, Split};
+use bnn_layers::{bayes_from_deterministic, count_params, export_posterior};
+use bnn_metrics::WeightStats;
 use bnn_train::{
-    Checkpointer, Evaluation, Observer, TrainConfig, evaluate, mean_mu_gradients, train,
+    Checkpointer, Evaluation, Observer, TrainConfig, UncertaintyDiagnostics, evaluate, train,
     write_atomic,
 };
 use burn::module::Module;
 use burn::prelude::*;
-use models::{Arch, Kind, ModelConfig, Network};
+use models::{Arch, BayesOptions, Kind, ModelConfig, Network};
 use serde::{Deserialize, Serialize};
-use swshare::burn_edges::{build_shared_model, full_bnn_data, table_from_tensors, to_swb};
-use swshare::format::{SaveOptions, full_bnn_to_bytes, to_bytes};
-use swshare::{CompressionReport, SwshareConfig, build_plan};
+use swshare::CompressionReport;
+use swshare::burn_edges::full_bnn_data;
+use swshare::compress::{CompressConfig, compress};
+use swshare::format::full_bnn_to_bytes;
 
 use crate::Error;
-use crate::data::{eval_loader, norm_stats, open_ood, open_split, subset, train_loader};
+use crate::data::{eval_loader, open_ood, open_split, subset, train_loader};
 
 /// Everything an experiment needs.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Setup {
     /// Data set.
     pub dataset: DatasetId,
@@ -44,14 +47,16 @@ pub struct Setup {
     pub bbb: TrainConfig,
     /// Start Bayes by Backprop from the deterministic weights (the paper's "with pre-trained").
     pub bbb_from_deterministic: bool,
-    /// 2DGBNN stage-3 retraining.
-    pub retrain: TrainConfig,
-    /// Stages 1-2 of weight sharing.
-    pub swshare: SwshareConfig,
-    /// Estimator of the Bayesian layers.
-    pub estimator: Estimator,
+    /// The Bayesian layers: estimator, sigma initialisation, empirical-prior centres.
+    pub bayes: BayesOptions,
+    /// 2DGBNN: stages 1-2 (`compress.sharing`) and the stage-3 retraining
+    /// (`compress.retrain`).
+    pub compress: CompressConfig,
     /// Monte-Carlo samples at evaluation (paper: 30).
     pub samples: usize,
+    /// Corruptions of the test set to evaluate every method on (empty: none).
+    #[serde(default)]
+    pub corruptions: Vec<Corruption>,
     /// Data-loading threads.
     pub workers: usize,
     /// Output directory (models and tables).
@@ -62,8 +67,24 @@ pub struct Setup {
     pub resume: bool,
 }
 
-/// Per-stage state under `out_dir/stages/<stage>/`: the training checkpoint (model and history)
-/// and, once evaluated, the stage's table row. A long run that stops (power, a crash, Ctrl-C)
+impl Setup {
+    /// The setup of seed number `i` of a multi-seed run: every stage's seed shifted by
+    /// `1000 * i` (the data subset stays the same), output in `out_dir/seed-<i>`.
+    pub fn for_seed(&self, i: u64) -> Setup {
+        let mut s = self.clone();
+        let shift = 1000 * i;
+        s.deterministic.seed += shift;
+        s.bbb.seed += shift;
+        s.compress.retrain.seed += shift;
+        s.compress.sharing.gmm.seed += shift;
+        s.out_dir = self.out_dir.join(format!("seed-{i}"));
+        s
+    }
+}
+
+/// Per-stage state under `out_dir/stages/<stage>/`: the training checkpoint (model, history and
+/// the model's `config.json`, so `swbnn eval` and `swbnn compress` take the directory) and,
+/// once evaluated, the stage's table row. A long run that stops (power, a crash, Ctrl-C)
 /// continues from there with `resume`.
 struct Stage {
     dir: PathBuf,
@@ -85,21 +106,40 @@ impl Stage {
         self.dir.join("row.json")
     }
 
+    /// Writes the model's architecture beside its checkpoint.
+    fn write_config(&self, config: &ModelConfig) -> Result<(), Error> {
+        let json = serde_json::to_vec_pretty(config).map_err(Error::json)?;
+        Ok(write_atomic(&self.dir.join("config.json"), &json)?)
+    }
+
+    /// Seconds an earlier run spent on this stage's checkpointed epochs (when resuming).
+    fn resumed_seconds(&self) -> Result<f64, Error> {
+        Ok(match self.checkpointer.state()? {
+            Some(s) if self.resume => s.history.iter().map(|e| e.seconds).sum(),
+            _ => 0.0,
+        })
+    }
+
     /// Trains `model` with this stage's checkpointer. Returns the model and the stage's
     /// training seconds, including the epochs an earlier run checkpointed when resuming.
     fn train(
         &self,
         model: Network,
+        config: &ModelConfig,
         loader: &bnn_data::DataLoader,
-        config: &TrainConfig,
+        train_config: &TrainConfig,
         progress: &mut dyn Progress,
     ) -> Result<(Network, f64), Error> {
-        let resumed = match self.checkpointer.state()? {
-            Some(s) if self.resume => s.history.iter().map(|e| e.seconds).sum(),
-            _ => 0.0,
-        };
+        self.write_config(config)?;
+        let resumed = self.resumed_seconds()?;
         let started = Instant::now();
-        let (model, _) = train(model, loader, config, Some(&self.checkpointer), progress)?;
+        let (model, _) = train(
+            model,
+            loader,
+            train_config,
+            Some(&self.checkpointer),
+            progress,
+        )?;
         Ok((model, resumed + started.elapsed().as_secs_f64()))
     }
 
@@ -112,12 +152,38 @@ impl Stage {
         let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
         serde_json::from_slice(&bytes)
             .map(Some)
-            .map_err(|e| Error::Other(format!("{}: {e}", path.display())))
+            .map_err(|e| Error::parse(&path, e))
     }
 
     fn save_row(&self, row: &Row) -> Result<(), Error> {
-        let json = serde_json::to_vec_pretty(row).map_err(|e| Error::Other(e.to_string()))?;
+        let json = serde_json::to_vec_pretty(row).map_err(Error::json)?;
         Ok(write_atomic(&self.row_path(), &json)?)
+    }
+
+    /// The stage's corruption rows: cached by an earlier run (when resuming and the cache
+    /// holds exactly `setup.corruptions`), else `eval()` (then cached).
+    fn corruptions(
+        &self,
+        setup: &Setup,
+        eval: impl FnOnce() -> Result<Vec<CorruptionRow>, Error>,
+    ) -> Result<Vec<CorruptionRow>, Error> {
+        if setup.corruptions.is_empty() {
+            return Ok(Vec::new());
+        }
+        let path = self.dir.join("corruptions.json");
+        if self.resume && path.exists() {
+            let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
+            let rows: Vec<CorruptionRow> =
+                serde_json::from_slice(&bytes).map_err(|e| Error::parse(&path, e))?;
+            let cached: Vec<Corruption> = rows.iter().map(|r| r.corruption).collect();
+            if cached == setup.corruptions {
+                return Ok(rows);
+            }
+        }
+        let rows = eval()?;
+        let json = serde_json::to_vec_pretty(&rows).map_err(Error::json)?;
+        write_atomic(&path, &json)?;
+        Ok(rows)
     }
 
     /// The cached row, or `eval()` (then cached).
@@ -148,6 +214,8 @@ pub struct Row {
     pub nll: f64,
     /// Expected calibration error, 15 bins.
     pub ece: f64,
+    /// Mean confidence on the test set (above the accuracy: over-confident).
+    pub mean_confidence: f64,
     /// Outlier weights (2DGBNN).
     pub outliers: Option<usize>,
     /// Ellipse weights (2DGBNN).
@@ -166,6 +234,10 @@ pub struct Row {
     pub ood_auroc_entropy: Option<f64>,
     /// Seconds spent training this row's own stage.
     pub train_seconds: f64,
+    /// Entropy and mutual information on the test and OOD sets.
+    pub uncertainty: UncertaintyDiagnostics,
+    /// Posterior statistics per weight tensor (Bayesian rows).
+    pub weights: Vec<WeightStats>,
 }
 
 /// What the experiment reports along the way.
@@ -183,15 +255,147 @@ pub struct Outcome {
     pub rows: Vec<Row>,
     /// The 2DGBNN compression report.
     pub report: CompressionReport,
+    /// Every method on every corruption of [`Setup::corruptions`].
+    #[serde(default)]
+    pub corruptions: Vec<CorruptionRow>,
+}
+
+/// One method on one corrupted test set.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CorruptionRow {
+    /// `deterministic`, `bbb` or `2dgbnn`.
+    pub method: String,
+    /// The corruption (kind and severity).
+    pub corruption: Corruption,
+    /// Accuracy.
+    pub accuracy: f64,
+    /// Mean negative log-likelihood.
+    pub nll: f64,
+    /// ECE, 15 bins.
+    pub ece: f64,
+    /// Mean confidence.
+    pub mean_confidence: f64,
+}
+
+/// Seed of the corruptions' random choices (noise fields, rotation senses): fixed, so every
+/// method and every run sees the same corrupted images.
+pub const CORRUPTION_SEED: u64 = 0x00c0_7707;
+
+/// Evaluates `model` on each corruption of `test` (normalised with `stats`) with `samples` MC
+/// samples.
+pub fn evaluate_corruptions(
+    model: &Network,
+    method: &str,
+    test: &Arc<dyn Dataset>,
+    stats: NormStats,
+    corruptions: &[Corruption],
+    samples: usize,
+    workers: usize,
+) -> Result<Vec<CorruptionRow>, Error> {
+    corruptions
+        .iter()
+        .map(|&c| {
+            let data: Arc<dyn Dataset> = Arc::new(Corrupted::new(test.clone(), c, CORRUPTION_SEED));
+            let loader = eval_loader(stats, data, 256, workers)?;
+            let ev = evaluate(model, &loader, None, samples)?;
+            Ok(CorruptionRow {
+                method: method.to_string(),
+                corruption: c,
+                accuracy: ev.summary.accuracy,
+                nll: ev.summary.nll,
+                ece: ev.summary.ece,
+                mean_confidence: ev.summary.mean_confidence,
+            })
+        })
+        .collect()
+}
+
+/// The mean over seeds of each (method, corruption) pair's metrics.
+pub fn mean_corruptions(rows: &[CorruptionRow]) -> Vec<CorruptionRow> {
+    let mut out: Vec<(CorruptionRow, usize)> = Vec::new();
+    for r in rows {
+        match out
+            .iter_mut()
+            .find(|(m, _)| m.method == r.method && m.corruption == r.corruption)
+        {
+            Some((m, n)) => {
+                m.accuracy += r.accuracy;
+                m.nll += r.nll;
+                m.ece += r.ece;
+                m.mean_confidence += r.mean_confidence;
+                *n += 1;
+            }
+            None => out.push((r.clone(), 1)),
+        }
+    }
+    out.into_iter()
+        .map(|(mut m, n)| {
+            let n = n as f64;
+            m.accuracy /= n;
+            m.nll /= n;
+            m.ece /= n;
+            m.mean_confidence /= n;
+            m
+        })
+        .collect()
+}
+
+/// The corruption rows as a Markdown table: one line per corruption, accuracy / NLL / ECE of
+/// each method side by side.
+pub fn markdown_corruptions(rows: &[CorruptionRow]) -> String {
+    let mut methods: Vec<&str> = Vec::new();
+    let mut corruptions: Vec<Corruption> = Vec::new();
+    for r in rows {
+        if !methods.contains(&r.method.as_str()) {
+            methods.push(&r.method);
+        }
+        if !corruptions.contains(&r.corruption) {
+            corruptions.push(r.corruption);
+        }
+    }
+    let mut s = String::from("| Corruption |");
+    for m in &methods {
+        s.push_str(&format!(" {m} acc | {m} NLL | {m} ECE |"));
+    }
+    s.push_str("\n|---|");
+    s.push_str(&"---|---|---|".repeat(methods.len()));
+    s.push('\n');
+    for c in corruptions {
+        s.push_str(&format!("| {c} |"));
+        for m in &methods {
+            match rows.iter().find(|r| r.corruption == c && r.method == *m) {
+                Some(r) => s.push_str(&format!(
+                    " {:.2}% | {:.3} | {:.4} |",
+                    100.0 * r.accuracy,
+                    r.nll,
+                    r.ece
+                )),
+                None => s.push_str(" - | - | - |"),
+            }
+        }
+        s.push('\n');
+    }
+    s
+}
+
+/// Per-tensor posterior statistics of a Bayesian or shared model (empty for a deterministic
+/// one).
+pub fn weight_stats(model: &Network) -> Result<Vec<WeightStats>, Error> {
+    export_posterior(model)
+        .into_iter()
+        .filter(|t| t.role == bnn_layers::ParamRole::Weight)
+        .map(|t| Ok(WeightStats::compute(t.path, &t.mu, &t.sigma)?))
+        .collect()
 }
 
 fn row(
     arch: Arch,
     method: &str,
-    ev: &Evaluation,
+    ev: Evaluation,
     parameters: usize,
     bytes: u64,
     seconds: f64,
+    weights: Vec<WeightStats>,
 ) -> Row {
     Row {
         arch: arch.name().to_string(),
@@ -199,6 +403,7 @@ fn row(
         accuracy: ev.summary.accuracy,
         nll: ev.summary.nll,
         ece: ev.summary.ece,
+        mean_confidence: ev.summary.mean_confidence,
         outliers: None,
         ellipses: None,
         gaussians: None,
@@ -208,6 +413,8 @@ fn row(
         ood_auroc: ev.ood_max_prob.as_ref().map(|o| o.auroc),
         ood_auroc_entropy: ev.ood_entropy.as_ref().map(|o| o.auroc),
         train_seconds: seconds,
+        uncertainty: ev.uncertainty,
+        weights,
     }
 }
 
@@ -239,9 +446,9 @@ pub fn run(setup: &Setup, device: &Device, progress: &mut dyn Progress) -> Resul
     )?;
     let (c, h, _) = test_data.shape();
     let classes = test_data.classes();
-    let stats = norm_stats(setup.dataset);
+    let stats = setup.dataset.norm_stats();
     let workers = setup.workers;
-    let test = eval_loader(stats, test_data, 256, workers)?;
+    let test = eval_loader(stats, test_data.clone(), 256, workers)?;
     let ood_loader = match &setup.ood {
         Some((id, dir)) => {
             let data: Arc<dyn Dataset> = subset(open_ood(*id, dir)?, setup.test_subset, 3)?;
@@ -252,7 +459,7 @@ pub fn run(setup: &Setup, device: &Device, progress: &mut dyn Progress) -> Resul
     };
     let ad = device.clone().autodiff();
     let mut config = ModelConfig::for_input(setup.arch, Kind::Deterministic, classes, c, h);
-    config.bayes.estimator = setup.estimator;
+    config.bayes = setup.bayes.clone();
 
     // Deterministic.
     progress.stage("deterministic");
@@ -265,20 +472,37 @@ pub fn run(setup: &Setup, device: &Device, progress: &mut dyn Progress) -> Resul
         workers,
     )?;
     ad.seed(setup.deterministic.seed);
-    let (det, det_seconds) =
-        stage.train(config.init(&ad)?, &loader, &setup.deterministic, progress)?;
+    let (det, det_seconds) = stage.train(
+        config.init(&ad)?,
+        &config,
+        &loader,
+        &setup.deterministic,
+        progress,
+    )?;
     let det_row = stage.row(|| {
         let ev = evaluate(&det, &test, ood_loader.as_ref(), 1)?;
         Ok(row(
             setup.arch,
             "deterministic",
-            &ev,
+            ev,
             count_params(&det).trainable,
             record_bytes(&det)?,
             det_seconds,
+            Vec::new(),
         ))
     })?;
     progress.row(&det_row);
+    let mut corruptions = stage.corruptions(setup, || {
+        evaluate_corruptions(
+            &det,
+            "deterministic",
+            &test_data,
+            stats,
+            &setup.corruptions,
+            1,
+            workers,
+        )
+    })?;
 
     // Bayes by Backprop.
     progress.stage("bbb");
@@ -296,7 +520,7 @@ pub fn run(setup: &Setup, device: &Device, progress: &mut dyn Progress) -> Resul
         setup.bbb.seed,
         workers,
     )?;
-    let (bayes, bbb_seconds) = stage.train(bayes, &loader, &setup.bbb, progress)?;
+    let (bayes, bbb_seconds) = stage.train(bayes, &bayes_config, &loader, &setup.bbb, progress)?;
     let bbb_params = count_params(&bayes).trainable;
     let bbb_row = stage.row(|| {
         let ev = evaluate(&bayes, &test, ood_loader.as_ref(), setup.samples)?;
@@ -313,80 +537,93 @@ pub fn run(setup: &Setup, device: &Device, progress: &mut dyn Progress) -> Resul
         Ok(row(
             setup.arch,
             "bbb",
-            &ev,
+            ev,
             bbb_params,
             full_bytes,
             bbb_seconds,
+            weight_stats(&bayes)?,
         ))
     })?;
     progress.row(&bbb_row);
-
-    // 2DGBNN: stages 1-2 on the trained BNN, then retraining.
-    progress.stage("2dgbnn: outliers, GMM, refinement");
-    let stage = Stage::new(setup, "2dgbnn")?;
-    let started = Instant::now();
-    // The gradient pass samples weights: a fixed seed makes the plan a function of the BBB
-    // model alone, so a resumed run rebuilds the same shared model.
-    ad.seed(setup.retrain.seed);
-    let tensors = if setup.swshare.outliers.grad_top_fraction > 0.0 {
-        mean_mu_gradients(
+    corruptions.extend(stage.corruptions(setup, || {
+        evaluate_corruptions(
             &bayes,
-            &loader,
-            &setup.bbb.prior,
-            setup.swshare.outliers.grad_batches,
-        )?
-    } else {
-        export_bayes(&bayes, None)
-    };
-    let table = table_from_tensors(&tensors)?;
-    let (plan, mut report) = build_plan(&table, &setup.swshare)?;
-    // Kept for the weights figure (`swbnn plot weights`, the report).
-    crate::run_dir::save_plan(&setup.out_dir, &plan)?;
-    let shared = build_shared_model(&bayes_config, &bayes, &table, &plan, &ad)?;
-    let stages_seconds = started.elapsed().as_secs_f64();
-    progress.stage("2dgbnn: retraining");
+            "bbb",
+            &test_data,
+            stats,
+            &setup.corruptions,
+            setup.samples,
+            workers,
+        )
+    })?);
+
+    // 2DGBNN: stages 1-2 on the trained BNN, then retraining, in one library call.
+    progress.stage("2dgbnn");
+    let stage = Stage::new(setup, "2dgbnn")?;
+    let resumed = stage.resumed_seconds()?;
     let loader = train_loader(
         setup.dataset,
         train_data,
-        setup.retrain.batch_size,
-        setup.retrain.seed,
+        setup.compress.retrain.batch_size,
+        setup.compress.retrain.seed,
         workers,
     )?;
-    let (shared, retrain_seconds) = stage.train(shared, &loader, &setup.retrain, progress)?;
-    let gbnn_seconds = stages_seconds + retrain_seconds;
-    let shared_config = bayes_config
-        .clone()
-        .with_kind(Kind::Shared)
-        .with_codebook_len(plan.k());
-    let data = to_swb(&shared.valid(), &shared_config, &table, &plan)?;
-    // The entropy-coded index is lossless; int8 outliers are not, so they stay off.
-    let options = SaveOptions {
-        entropy_index: true,
-        int8_outliers: false,
-    };
-    let path = setup
-        .out_dir
-        .join(format!("{}-2dgbnn.swb", setup.arch.name()));
-    let sizes =
-        swshare::format::save(&path, &data, &options).map_err(|e| Error::Other(e.to_string()))?;
-    let bytes = to_bytes(&data, &options)
-        .map_err(|e| Error::Other(e.to_string()))?
-        .len() as u64;
-    let params = count_params(&shared).trainable;
-    report.file_sizes = Some(sizes.into());
+    let started = Instant::now();
+    let compressed = compress(
+        &bayes,
+        &bayes_config,
+        &loader,
+        &setup.compress,
+        Some(&stage.checkpointer),
+        progress,
+    )?;
+    let gbnn_seconds = resumed + started.elapsed().as_secs_f64();
+    // The stage directory holds the model as a `.swb` (what `swbnn eval` loads); a copy sits
+    // beside the tables under the architecture's name.
+    let sizes = compressed.save(stage.dir.join("model.swb"))?;
+    // The plan keeps what the `.swb` file drops (the Gaussians' covariances, the fates before
+    // retraining): the weights figure draws it (`swbnn plot weights`, the report).
+    crate::run_dir::save_plan(&stage.dir, &compressed.plan)?;
+    compressed.save(
+        setup
+            .out_dir
+            .join(format!("{}-2dgbnn.swb", setup.arch.name())),
+    )?;
+    let report = compressed.report.clone();
+    let params = count_params(&compressed.model).trainable;
     let r = stage.row(|| {
-        let ev = evaluate(&shared, &test, ood_loader.as_ref(), setup.samples)?;
-        let mut r = row(setup.arch, "2dgbnn", &ev, params, bytes, gbnn_seconds);
+        let ev = evaluate(&compressed.model, &test, ood_loader.as_ref(), setup.samples)?;
+        let mut r = row(
+            setup.arch,
+            "2dgbnn",
+            ev,
+            params,
+            sizes.total,
+            gbnn_seconds,
+            weight_stats(&compressed.model)?,
+        );
         r.outliers = Some(report.outliers);
         r.ellipses = Some(report.ellipse_weights);
         r.gaussians = Some(report.gaussians_after_merge);
-        r.compression_ratio = Some(1.0 - params as f64 / bbb_params.max(1) as f64);
+        r.compression_ratio = Some(report.compression_ratio);
         Ok(r)
     })?;
     progress.row(&r);
+    corruptions.extend(stage.corruptions(setup, || {
+        evaluate_corruptions(
+            &compressed.model,
+            "2dgbnn",
+            &test_data,
+            stats,
+            &setup.corruptions,
+            setup.samples,
+            workers,
+        )
+    })?);
     Ok(Outcome {
         rows: vec![det_row, bbb_row, r],
         report,
+        corruptions,
     })
 }
 
@@ -394,7 +631,7 @@ pub fn run(setup: &Setup, device: &Device, progress: &mut dyn Progress) -> Resul
 pub fn markdown(rows: &[Row]) -> String {
     let opt = |v: Option<usize>| v.map_or("-".to_string(), |v| v.to_string());
     let mut s = String::from(
-        "| Architecture | Method | Accuracy | NLL | ECE | #Outliers | #Ellipses | #Gaussians | #Parameters(M) / Compression | Model bytes | OOD AUROC (max-prob / entropy) | Train s |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+        "| Architecture | Method | Accuracy | NLL | ECE | Confidence | #Outliers | #Ellipses | #Gaussians | #Parameters(M) / Compression | Model bytes | OOD AUROC (max-prob / entropy) | Train s |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for r in rows {
         let ratio = r
@@ -405,12 +642,13 @@ pub fn markdown(rows: &[Row]) -> String {
             _ => "-".into(),
         };
         s.push_str(&format!(
-            "| {} | {} | {:.2}% | {:.3} | {:.4} | {} | {} | {} | {:.4}M / {} | {} | {} | {:.0} |\n",
+            "| {} | {} | {:.2}% | {:.3} | {:.4} | {:.4} | {} | {} | {} | {:.4}M / {} | {} | {} | {:.0} |\n",
             r.arch,
             r.method,
             100.0 * r.accuracy,
             r.nll,
             r.ece,
+            r.mean_confidence,
             opt(r.outliers),
             opt(r.ellipses),
             opt(r.gaussians),
@@ -427,16 +665,211 @@ pub fn markdown(rows: &[Row]) -> String {
 /// Writes `table.md`, `table.json` and `report.json` into `dir`, each atomically.
 pub fn write_tables(dir: &Path, outcome: &Outcome) -> Result<(), Error> {
     std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-    let json =
-        serde_json::to_string_pretty(&outcome.rows).map_err(|e| Error::Other(e.to_string()))?;
-    let report =
-        serde_json::to_string_pretty(&outcome.report).map_err(|e| Error::Other(e.to_string()))?;
+    let json = serde_json::to_string_pretty(&outcome.rows).map_err(Error::json)?;
+    let report = serde_json::to_string_pretty(&outcome.report).map_err(Error::json)?;
     for (name, body) in [
         ("table.md", markdown(&outcome.rows)),
         ("table.json", json),
         ("report.json", report),
     ] {
-        bnn_train::write_atomic(&dir.join(name), body.as_bytes())?;
+        write_atomic(&dir.join(name), body.as_bytes())?;
+    }
+    if !outcome.corruptions.is_empty() {
+        let json = serde_json::to_string_pretty(&outcome.corruptions).map_err(Error::json)?;
+        write_atomic(&dir.join("corruptions.json"), json.as_bytes())?;
+        write_atomic(
+            &dir.join("corruptions.md"),
+            markdown_corruptions(&outcome.corruptions).as_bytes(),
+        )?;
     }
     Ok(())
+}
+
+/// Mean and sample standard deviation of one metric over seeds.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct MeanSd {
+    /// Mean.
+    pub mean: f64,
+    /// Sample standard deviation (`n - 1`; 0 for one value).
+    pub sd: f64,
+}
+
+impl MeanSd {
+    /// Of `values` (`None` if empty).
+    pub fn of(values: &[f64]) -> Option<Self> {
+        if values.is_empty() {
+            return None;
+        }
+        let n = values.len() as f64;
+        let mean = values.iter().sum::<f64>() / n;
+        let sd = if values.len() > 1 {
+            (values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt()
+        } else {
+            0.0
+        };
+        Some(Self { mean, sd })
+    }
+}
+
+/// One method's metrics over seeds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SeedSummary {
+    /// Architecture name.
+    pub arch: String,
+    /// Method.
+    pub method: String,
+    /// Seeds aggregated.
+    pub seeds: usize,
+    /// Accuracy.
+    pub accuracy: MeanSd,
+    /// NLL.
+    pub nll: MeanSd,
+    /// ECE.
+    pub ece: MeanSd,
+    /// Mean confidence.
+    pub mean_confidence: MeanSd,
+    /// OOD AUROC, max-probability score.
+    pub ood_auroc: Option<MeanSd>,
+    /// OOD AUROC, entropy score.
+    pub ood_auroc_entropy: Option<MeanSd>,
+    /// Trainable parameters (of the first seed; they differ only for 2DGBNN).
+    pub parameters: usize,
+    /// Compression ratio (mean).
+    pub compression_ratio: Option<f64>,
+    /// Model bytes (mean).
+    pub model_bytes: f64,
+}
+
+/// Aggregates per-seed rows (`runs[seed][row]`, rows in the same method order) into one
+/// summary per method.
+pub fn summarise(runs: &[Vec<Row>]) -> Vec<SeedSummary> {
+    let Some(first) = runs.first() else {
+        return Vec::new();
+    };
+    first
+        .iter()
+        .enumerate()
+        .map(|(i, r0)| {
+            let rows: Vec<&Row> = runs.iter().filter_map(|r| r.get(i)).collect();
+            let of = |f: &dyn Fn(&Row) -> f64| {
+                MeanSd::of(&rows.iter().map(|r| f(r)).collect::<Vec<_>>())
+                    .unwrap_or(MeanSd { mean: 0.0, sd: 0.0 })
+            };
+            let opt = |f: &dyn Fn(&Row) -> Option<f64>| {
+                let v: Option<Vec<f64>> = rows.iter().map(|r| f(r)).collect();
+                v.and_then(|v| MeanSd::of(&v))
+            };
+            SeedSummary {
+                arch: r0.arch.clone(),
+                method: r0.method.clone(),
+                seeds: rows.len(),
+                accuracy: of(&|r| r.accuracy),
+                nll: of(&|r| r.nll),
+                ece: of(&|r| r.ece),
+                mean_confidence: of(&|r| r.mean_confidence),
+                ood_auroc: opt(&|r| r.ood_auroc),
+                ood_auroc_entropy: opt(&|r| r.ood_auroc_entropy),
+                parameters: r0.parameters,
+                compression_ratio: opt(&|r| r.compression_ratio).map(|m| m.mean),
+                model_bytes: of(&|r| r.model_bytes as f64).mean,
+            }
+        })
+        .collect()
+}
+
+/// The per-method summaries as a Markdown table (mean ± sd over seeds).
+pub fn markdown_seeds(summaries: &[SeedSummary]) -> String {
+    let pm = |m: &MeanSd, d: usize| format!("{:.d$} ± {:.d$}", m.mean, m.sd);
+    let mut s = String::from(
+        "| Architecture | Method | Seeds | Accuracy | NLL | ECE | Confidence | OOD AUROC (max-prob) | OOD AUROC (entropy) | #Parameters / Compression | Model bytes |\n|---|---|---|---|---|---|---|---|---|---|---|\n",
+    );
+    for r in summaries {
+        let acc = MeanSd {
+            mean: 100.0 * r.accuracy.mean,
+            sd: 100.0 * r.accuracy.sd,
+        };
+        let opt = |m: &Option<MeanSd>| m.as_ref().map_or("-".into(), |m| pm(m, 3));
+        let ratio = r
+            .compression_ratio
+            .map_or("-".to_string(), |c| format!("{:.1}%", 100.0 * c));
+        s.push_str(&format!(
+            "| {} | {} | {} | {}% | {} | {} | {} | {} | {} | {} / {} | {:.0} |\n",
+            r.arch,
+            r.method,
+            r.seeds,
+            pm(&acc, 2),
+            pm(&r.nll, 3),
+            pm(&r.ece, 4),
+            pm(&r.mean_confidence, 4),
+            opt(&r.ood_auroc),
+            opt(&r.ood_auroc_entropy),
+            r.parameters,
+            ratio,
+            r.model_bytes,
+        ));
+    }
+    s
+}
+
+/// Runs [`run`] for seeds `0..seeds` (each in `out_dir/seed-<i>`, see [`Setup::for_seed`]) and
+/// writes each seed's tables there, then `table.md` (mean ± sd) and `table.json` (per-seed
+/// rows and summaries) into `out_dir`. Resumes per seed with `setup.resume`.
+pub fn run_seeds(
+    setup: &Setup,
+    seeds: usize,
+    device: &Device,
+    progress: &mut dyn Progress,
+) -> Result<(Vec<SeedSummary>, Vec<Outcome>), Error> {
+    let mut outcomes = Vec::with_capacity(seeds);
+    for i in 0..seeds as u64 {
+        progress.stage(&format!("seed {} of {seeds}", i + 1));
+        let s = setup.for_seed(i);
+        let outcome = run(&s, device, progress)?;
+        write_tables(&s.out_dir, &outcome)?;
+        outcomes.push(outcome);
+    }
+    let runs: Vec<Vec<Row>> = outcomes.iter().map(|o| o.rows.clone()).collect();
+    let summaries = summarise(&runs);
+    if !setup.corruptions.is_empty() {
+        let all: Vec<CorruptionRow> = outcomes
+            .iter()
+            .flat_map(|o| o.corruptions.iter().cloned())
+            .collect();
+        let means = mean_corruptions(&all);
+        let json = serde_json::to_string_pretty(&serde_json::json!({
+            "means": means,
+            "seeds": outcomes.iter().map(|o| &o.corruptions).collect::<Vec<_>>(),
+        }))
+        .map_err(Error::json)?;
+        write_atomic(&setup.out_dir.join("corruptions.json"), json.as_bytes())?;
+        write_atomic(
+            &setup.out_dir.join("corruptions.md"),
+            markdown_corruptions(&means).as_bytes(),
+        )?;
+    }
+    let json = serde_json::to_string_pretty(&serde_json::json!({
+        "summaries": summaries,
+        "seeds": runs,
+    }))
+    .map_err(Error::json)?;
+    write_atomic(
+        &setup.out_dir.join("table.md"),
+        markdown_seeds(&summaries).as_bytes(),
+    )?;
+    write_atomic(&setup.out_dir.join("table.json"), json.as_bytes())?;
+    Ok((summaries, outcomes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mean_and_sample_sd() {
+        let m = MeanSd::of(&[1.0, 2.0, 3.0, 4.0]).unwrap();
+        assert!((m.mean - 2.5).abs() < 1e-12);
+        assert!((m.sd - (5.0f64 / 3.0).sqrt()).abs() < 1e-12);
+        assert_eq!(MeanSd::of(&[7.0]).unwrap().sd, 0.0);
+        assert!(MeanSd::of(&[]).is_none());
+    }
 }

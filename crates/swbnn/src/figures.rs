@@ -13,6 +13,7 @@ use swshare::format::SharedModelData;
 use swshare::{SharingPlan, WeightFate, WeightTable};
 
 use crate::Error;
+use crate::experiment::CorruptionRow;
 
 /// Size of one reliability column; the figure is as wide as its columns.
 pub const RELIABILITY_COLUMN: Size = Size::new(450, 620);
@@ -129,6 +130,74 @@ pub fn per_class(
         class: &model.test.labels,
     };
     Ok(bnn_plot::per_class(&plot, size, path)?)
+}
+
+/// A method's metrics on the clean test set (severity 0 of the corruptions figure).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CleanMetrics {
+    /// `deterministic`, `bbb` or `2dgbnn`.
+    pub method: String,
+    /// Accuracy.
+    pub accuracy: f64,
+    /// Mean negative log-likelihood.
+    pub nll: f64,
+    /// ECE, 15 bins.
+    pub ece: f64,
+}
+
+/// One line per method (in the order of `rows`) for the corruptions figure: severity 0 is the
+/// clean test set (from `clean`, if it has the method), each higher severity the mean over
+/// the corruption kinds evaluated at it, as Ovadia et al. (2019) summarise a severity.
+pub fn corruption_series(
+    clean: &[CleanMetrics],
+    rows: &[CorruptionRow],
+) -> Result<Vec<CorruptionSeries>, Error> {
+    if rows.is_empty() {
+        return Err(Error::Other(
+            "no corruption results (run `cargo xtask reproduce` with --corruptions)".into(),
+        ));
+    }
+    let mut methods: Vec<&str> = Vec::new();
+    for r in rows {
+        if !methods.contains(&r.method.as_str()) {
+            methods.push(&r.method);
+        }
+    }
+    let mut series = Vec::with_capacity(methods.len());
+    for m in methods {
+        let mut s = CorruptionSeries {
+            name: method_label(m),
+            severity: Vec::new(),
+            accuracy: Vec::new(),
+            nll: Vec::new(),
+            ece: Vec::new(),
+        };
+        if let Some(c) = clean.iter().find(|c| c.method == m) {
+            s.severity.push(0.0);
+            s.accuracy.push(c.accuracy);
+            s.nll.push(c.nll);
+            s.ece.push(c.ece);
+        }
+        let mine: Vec<&CorruptionRow> = rows.iter().filter(|r| r.method == m).collect();
+        let mut severities: Vec<u8> = mine.iter().map(|r| r.corruption.severity()).collect();
+        severities.sort_unstable();
+        severities.dedup();
+        for sev in severities {
+            let at: Vec<&&CorruptionRow> = mine
+                .iter()
+                .filter(|r| r.corruption.severity() == sev)
+                .collect();
+            let mean = |f: fn(&CorruptionRow) -> f64| {
+                at.iter().map(|r| f(r)).sum::<f64>() / at.len() as f64
+            };
+            s.severity.push(f64::from(sev));
+            s.accuracy.push(mean(|r| r.accuracy));
+            s.nll.push(mean(|r| r.nll));
+            s.ece.push(mean(|r| r.ece));
+        }
+        series.push(s);
+    }
+    Ok(series)
 }
 
 /// Metrics against corruption severity, one line per method.
@@ -375,5 +444,52 @@ pub fn method_label(method: &str) -> String {
         "bbb" => "BBB".into(),
         "2dgbnn" => "2DGBNN".into(),
         other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bnn_data::{Corruption, CorruptionKind};
+
+    use super::*;
+
+    fn row(method: &str, kind: CorruptionKind, severity: u8, accuracy: f64) -> CorruptionRow {
+        CorruptionRow {
+            method: method.into(),
+            corruption: Corruption::new(kind, severity).unwrap(),
+            accuracy,
+            nll: 2.0 * accuracy,
+            ece: 0.1 * accuracy,
+            mean_confidence: 0.5,
+        }
+    }
+
+    #[test]
+    fn a_severity_is_the_mean_over_kinds_after_the_clean_point() {
+        use CorruptionKind::{Contrast, GaussianNoise};
+        let rows = [
+            row("bbb", GaussianNoise, 2, 0.6),
+            row("bbb", Contrast, 1, 0.8),
+            row("bbb", GaussianNoise, 1, 0.6),
+            row("2dgbnn", GaussianNoise, 1, 0.5),
+            row("bbb", Contrast, 2, 0.4),
+        ];
+        let clean = [CleanMetrics {
+            method: "bbb".into(),
+            accuracy: 0.9,
+            nll: 0.3,
+            ece: 0.02,
+        }];
+        let s = corruption_series(&clean, &rows).unwrap();
+        assert_eq!(s.len(), 2);
+        assert_eq!((s[0].name.as_str(), s[1].name.as_str()), ("BBB", "2DGBNN"));
+        assert_eq!(s[0].severity, [0.0, 1.0, 2.0]);
+        for (got, want) in s[0].accuracy.iter().zip([0.9, 0.7, 0.5]) {
+            assert!((got - want).abs() < 1e-12, "{:?}", s[0].accuracy);
+        }
+        assert!((s[0].nll[1] - 1.4).abs() < 1e-12);
+        // No clean row for 2DGBNN: its line starts at severity 1.
+        assert_eq!(s[1].severity, [1.0]);
+        assert!(corruption_series(&clean, &[]).is_err());
     }
 }

@@ -1,11 +1,10 @@
 //! The `swbnn` command line's library: data loading with the paper's transforms, the
 //! three-method experiment of the paper's tables ([`experiment::run`]) and its presets
-//! ([`presets`]), the figures of `swbnn plot` ([`figures`], [`run_dir`], [`corruption`]) and
-//! the reproduction's report ([`report`]), shared by the `swbnn` binary and
+//! ([`presets`]), the figures of `swbnn plot` ([`figures`], [`plot`], [`run_dir`]) and the
+//! reproduction's report ([`report`]), shared by the `swbnn` binary and
 //! `cargo xtask reproduce`.
 #![warn(missing_docs)]
 
-pub mod corruption;
 pub mod data;
 pub mod experiment;
 pub mod figures;
@@ -37,12 +36,29 @@ pub enum Error {
     /// The weight-sharing burn edges.
     #[error(transparent)]
     Edge(#[from] swshare::burn_edges::EdgeError),
+    /// The 2DGBNN pipeline.
+    #[error(transparent)]
+    Compress(#[from] swshare::compress::CompressError),
+    /// A model file.
+    #[error(transparent)]
+    File(#[from] swshare::SwbError),
     /// Drawing a figure.
     #[error(transparent)]
     Plot(#[from] bnn_plot::PlotError),
     /// A metric.
     #[error(transparent)]
     Metrics(#[from] bnn_metrics::MetricsError),
+    /// A JSON file that cannot be parsed.
+    #[error("{path}: {source}")]
+    Parse {
+        /// The file.
+        path: String,
+        /// The cause.
+        source: serde_json::Error,
+    },
+    /// Serialising results to JSON failed.
+    #[error("writing JSON: {0}")]
+    Json(serde_json::Error),
     /// A file system error.
     #[error("{path}: {source}")]
     Io {
@@ -57,6 +73,19 @@ pub enum Error {
 }
 
 impl Error {
+    /// A JSON parse error with its path.
+    pub fn parse(path: &Path, source: serde_json::Error) -> Self {
+        Error::Parse {
+            path: path.display().to_string(),
+            source,
+        }
+    }
+
+    /// A JSON serialisation error.
+    pub fn json(source: serde_json::Error) -> Self {
+        Error::Json(source)
+    }
+
     /// An I/O error with its path.
     pub fn io(path: &Path, source: std::io::Error) -> Self {
         Error::Io {

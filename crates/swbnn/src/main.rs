@@ -8,22 +8,24 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use std::path::{Path, PathBuf};
 
+/// Stage-3 epochs of `swbnn compress` without a config file (the paper's 200 take days on a
+/// CPU; a config file or `--epochs` sets more).
+const DEFAULT_RETRAIN_EPOCHS: usize = 2;
+
 use anyhow::{Context, Result, bail};
 use bnn_data::{Dataset, DatasetId, Split};
-use bnn_layers::{Estimator, bayes_from_deterministic, device_by_name, export_bayes};
+use bnn_layers::{Estimator, bayes_from_deterministic, device_by_name};
 use bnn_train::{
-    Checkpointer, EpochStats, Observer, StepInfo, TrainConfig, evaluate, load_model,
-    mean_mu_gradients, train,
+    Checkpointer, EpochStats, Observer, StepInfo, TrainConfig, evaluate, load_model, train,
 };
-use burn::module::Module;
 use burn::prelude::*;
 use clap::{Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use models::{Arch, Kind, ModelConfig, Network};
-use swbnn::data::{eval_loader, norm_stats, open_ood, open_split, subset, train_loader};
+use swbnn::data::{eval_loader, open_ood, open_split, subset, train_loader};
 use swbnn::experiment::{Progress, Row};
-use swshare::burn_edges::{build_shared_model, from_swb, table_from_tensors, to_swb};
-use swshare::{SwshareConfig, build_plan};
+use swshare::burn_edges::from_swb;
+use swshare::compress::{CompressConfig, compress};
 
 #[derive(Parser)]
 #[command(
@@ -95,12 +97,13 @@ enum Command {
         /// Number of GMM components.
         #[arg(long)]
         k: Option<usize>,
-        /// A SwshareConfig JSON file (overrides the defaults).
+        /// A compression config JSON file (`{"sharing": {...}, "retrain": {...}, "save":
+        /// {...}}`; missing fields take their defaults).
         #[arg(long)]
         config: Option<PathBuf>,
-        /// Retraining epochs (stage 3).
-        #[arg(long, default_value_t = 2)]
-        epochs: usize,
+        /// Retraining epochs (stage 3); default: the config file's, else 2.
+        #[arg(long)]
+        epochs: Option<usize>,
         #[arg(long)]
         data: Option<PathBuf>,
         #[arg(long)]
@@ -123,6 +126,10 @@ enum Command {
         data: Option<PathBuf>,
         #[arg(long)]
         subset: Option<usize>,
+        /// Also evaluate on the 15 corrupted test sets (rotation, Gaussian noise, contrast,
+        /// translation, blur; severities 1-3).
+        #[arg(long)]
+        corruptions: bool,
     },
     /// Draw a figure (reliability, ood, weights, per-class, corruptions) of a run directory,
     /// a .swb file or a training directory, as PNG or SVG.
@@ -215,6 +222,20 @@ fn load_dir_model(dir: &Path, device: &Device) -> Result<(Network, ModelConfig)>
     Ok((model, config))
 }
 
+/// A `.swb` file, a directory holding `model.swb` (a reproduction's 2DGBNN stage), or a
+/// directory with `model.bpk` and `config.json` (`swbnn train`, a reproduction's other stages).
+fn load_any_model(path: &Path, device: &Device) -> Result<Network> {
+    let swb = if path.is_dir() {
+        Some(path.join("model.swb")).filter(|p| p.exists())
+    } else {
+        Some(path.to_path_buf())
+    };
+    match swb {
+        Some(file) => Ok(from_swb(&swshare::format::load(&file)?, device)?.0),
+        None => Ok(load_dir_model(path, device)?.0),
+    }
+}
+
 fn main() -> Result<()> {
     let cli = Cli::parse();
     if let Some(t) = cli.threads {
@@ -287,32 +308,36 @@ fn main() -> Result<()> {
         } => {
             let (bayes, bayes_config) = load_dir_model(&model, &ad)?;
             let mut cfg = match config {
-                Some(p) => SwshareConfig::from_json(&std::fs::read_to_string(&p)?)?,
-                None => SwshareConfig::default(),
+                Some(p) => CompressConfig::from_json(
+                    &std::fs::read_to_string(&p)
+                        .with_context(|| format!("reading {}", p.display()))?,
+                )
+                .with_context(|| format!("in {}", p.display()))?,
+                None => {
+                    let mut cfg = CompressConfig::default();
+                    cfg.retrain.epochs = DEFAULT_RETRAIN_EPOCHS;
+                    cfg
+                }
             };
             if let Some(k) = k {
-                cfg.gmm.k = k;
+                cfg.sharing.gmm.k = k;
+            }
+            if let Some(e) = epochs {
+                cfg.retrain.epochs = e;
             }
             let train_data = subset(open_split(dataset, Split::Train, data.as_deref())?, n, 1)?;
-            let tc = TrainConfig::retrain(epochs);
-            let loader = train_loader(dataset, train_data, tc.batch_size, tc.seed, 2)?;
-            let tensors = if cfg.outliers.grad_top_fraction > 0.0 {
-                mean_mu_gradients(&bayes, &loader, &tc.prior, cfg.outliers.grad_batches)?
-            } else {
-                export_bayes(&bayes, None)
-            };
-            let table = table_from_tensors(&tensors)?;
-            let (plan, mut report) = build_plan(&table, &cfg)?;
-            let shared = build_shared_model(&bayes_config, &bayes, &table, &plan, &ad)?;
-            let (shared, _) = train(shared, &loader, &tc, None, &mut bars)?;
-            let shared_config = bayes_config
-                .with_kind(Kind::Shared)
-                .with_codebook_len(plan.k());
-            let data = to_swb(&shared.valid(), &shared_config, &table, &plan)?;
-            let sizes = swshare::format::save(&out, &data, &Default::default())?;
-            report.file_sizes = Some(sizes.into());
+            let loader = train_loader(
+                dataset,
+                train_data,
+                cfg.retrain.batch_size,
+                cfg.retrain.seed,
+                2,
+            )?;
+            let compressed = compress(&bayes, &bayes_config, &loader, &cfg, None, &mut bars)?;
+            compressed.save(&out)?;
+            let report = &compressed.report;
             if cli.json {
-                println!("{}", serde_json::to_string(&report)?);
+                println!("{}", serde_json::to_string(report)?);
             } else {
                 println!("{report}");
             }
@@ -325,15 +350,12 @@ fn main() -> Result<()> {
             samples,
             data,
             subset: n,
+            corruptions,
         } => {
-            let net = if model.extension().is_some_and(|e| e == "swb") {
-                from_swb(&swshare::format::load(&model)?, &device)?.0
-            } else {
-                load_dir_model(&model, &device)?.0
-            };
-            let test = subset(open_split(dataset, Split::Test, data.as_deref())?, n, 2)?;
-            let stats = norm_stats(dataset);
-            let test = eval_loader(stats, test, 256, 2)?;
+            let net = load_any_model(&model, &device)?;
+            let test_data = subset(open_split(dataset, Split::Test, data.as_deref())?, n, 2)?;
+            let stats = dataset.norm_stats();
+            let test = eval_loader(stats, test_data.clone(), 256, 2)?;
             let ood_loader = match (ood, ood_dir) {
                 (Some(id), Some(dir)) => Some(eval_loader(
                     stats,
@@ -350,8 +372,29 @@ fn main() -> Result<()> {
                 _ => None,
             };
             let ev = evaluate(&net, &test, ood_loader.as_ref(), samples)?;
+            let shifted = if corruptions {
+                swbnn::experiment::evaluate_corruptions(
+                    &net,
+                    "model",
+                    &test_data,
+                    stats,
+                    &bnn_data::Corruption::all(),
+                    samples,
+                    2,
+                )?
+            } else {
+                Vec::new()
+            };
             if cli.json {
-                println!("{}", serde_json::to_string(&ev)?);
+                let weights = swbnn::experiment::weight_stats(&net)?;
+                println!(
+                    "{}",
+                    serde_json::to_string(&serde_json::json!({
+                        "evaluation": ev,
+                        "weights": weights,
+                        "corruptions": shifted,
+                    }))?
+                );
             } else {
                 let s = ev.summary;
                 println!(
@@ -363,6 +406,9 @@ fn main() -> Result<()> {
                         "OOD AUROC {:.4} (max-prob), {:.4} (entropy); AUPR-in {:.4}; FPR@95 {:.4}",
                         a.auroc, b.auroc, a.aupr_in, a.fpr_at_95_tpr
                     );
+                }
+                if !shifted.is_empty() {
+                    print!("{}", swbnn::experiment::markdown_corruptions(&shifted));
                 }
             }
         }

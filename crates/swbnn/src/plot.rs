@@ -3,18 +3,18 @@
 
 use std::path::{Path, PathBuf};
 
-use bnn_data::DatasetId;
+use bnn_data::{Corruption, DatasetId};
 use bnn_plot::{SigmaAxis, Size, WeightsOptions};
-use bnn_train::load_model;
+use bnn_train::{evaluate, load_model};
 use burn::prelude::*;
 use clap::{Args, ValueEnum};
 use models::{Kind, ModelConfig, Network};
 use swshare::burn_edges::from_swb;
 
 use crate::Error;
-use crate::corruption::noise_series;
-use crate::figures::{self, ModelPredictions, method_label};
-use crate::run_dir::{Loaders, METHODS, RunDir, run_predictions};
+use crate::experiment::evaluate_corruptions;
+use crate::figures::{self, CleanMetrics, ModelPredictions};
+use crate::run_dir::{FIGURE_SEED, Loaders, METHODS, RunDir, run_predictions};
 
 /// Which figure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -27,7 +27,9 @@ pub enum Figure {
     Weights,
     /// Confidence box plots per class, mean above each box.
     PerClass,
-    /// Accuracy, NLL and ECE against Gaussian-noise severity, one line per method.
+    /// Accuracy, NLL and ECE against corruption severity (mean over the kinds), one line per
+    /// method: a run's `corruptions.json` (`reproduce --corruptions`), or for a model file all
+    /// 15 corruptions of `bnn_data::Corruption::all` evaluated here.
     Corruptions,
 }
 
@@ -48,9 +50,14 @@ pub struct PlotArgs {
     /// The figure.
     #[arg(value_enum)]
     pub what: Figure,
-    /// A run directory of `cargo xtask reproduce` (with setup.json), a .swb file, or a
-    /// training directory (model.bpk and config.json).
+    /// A run directory of `cargo xtask reproduce` (with setup.json; or one seed's `seed-<i>`
+    /// of a multi-seed run), a .swb file, a directory with model.swb (a run's 2DGBNN stage),
+    /// or a training directory (model.bpk and config.json).
     pub model: PathBuf,
+    /// Seed of a multi-seed run whose models are drawn (default 0); its tables then replace
+    /// the means over seeds in the corruptions figure.
+    #[arg(long)]
+    pub seed: Option<usize>,
     /// Output file; .png or .svg.
     #[arg(long)]
     pub out: PathBuf,
@@ -121,20 +128,36 @@ impl PlotArgs {
 /// What `MODEL_OR_RUN` names.
 enum Source {
     Run(RunDir),
-    Model { model: Network, label: String },
+    Model {
+        model: Network,
+        label: String,
+        /// The `.swb` file it was loaded from, if any.
+        swb: Option<PathBuf>,
+    },
 }
 
 fn open_source(args: &PlotArgs, device: &Device) -> Result<Source, Error> {
     let path = &args.model;
     if RunDir::is_run(path) {
-        return Ok(Source::Run(RunDir::open(path)?));
+        return Ok(Source::Run(RunDir::open(path, args.seed)?));
     }
-    if path.extension().is_some_and(|e| e == "swb") {
-        let data = swshare::format::load(path)
-            .map_err(|e| Error::Other(format!("{}: {e}", path.display())))?;
+    if args.seed.is_some() {
+        return Err(Error::Other(format!(
+            "--seed: {} is not a run directory",
+            path.display()
+        )));
+    }
+    let swb = if path.is_dir() {
+        Some(path.join("model.swb")).filter(|p| p.is_file())
+    } else {
+        Some(path.clone()).filter(|p| p.extension().is_some_and(|e| e == "swb"))
+    };
+    if let Some(swb) = swb {
+        let data = swshare::format::load(&swb)?;
         return Ok(Source::Model {
             model: from_swb(&data, device)?.0,
             label: "2DGBNN".into(),
+            swb: Some(swb),
         });
     }
     let config_path = path.join("config.json");
@@ -151,11 +174,12 @@ fn open_source(args: &PlotArgs, device: &Device) -> Result<Source, Error> {
         return Ok(Source::Model {
             model,
             label: label.into(),
+            swb: None,
         });
     }
     Err(Error::Other(format!(
-        "{}: neither a run directory (setup.json), a .swb file nor a training directory \
-         (model.bpk and config.json)",
+        "{}: neither a run directory (setup.json), a .swb file, a directory with model.swb nor \
+         a training directory (model.bpk and config.json)",
         path.display()
     )))
 }
@@ -205,29 +229,34 @@ pub fn run(args: &PlotArgs, device: &Device) -> Result<PathBuf, Error> {
     match (args.what, source) {
         (Figure::Weights, source) => weights(args, source, device, out)?,
         (what, Source::Run(run)) => {
-            let loaders = run_loaders(args, &run)?;
             let all = matches!(what, Figure::Reliability | Figure::Corruptions);
             let ms = methods(args, all)?;
-            let n = samples(Some(run.samples));
             if what == Figure::Corruptions {
-                let mut series = Vec::new();
-                for m in &ms {
-                    let model = run.load(m, device)?;
-                    let s = if *m == "deterministic" { 1 } else { n };
-                    series.push(noise_series(&method_label(m), &model, &loaders, device, s)?);
-                }
+                let rows = run.corruption_rows()?.ok_or_else(|| {
+                    Error::Other(format!(
+                        "{}: no corruptions.json; run `cargo xtask reproduce` with --corruptions",
+                        run.dir.display()
+                    ))
+                })?;
+                let rows: Vec<_> = rows
+                    .into_iter()
+                    .filter(|r| ms.contains(&r.method.as_str()))
+                    .collect();
+                let series = figures::corruption_series(&run.clean_metrics()?, &rows)?;
                 figures::corruptions(&series, args.size(figures::CORRUPTIONS_SIZE), out)?;
             } else {
+                let loaders = run_loaders(args, &run)?;
+                let n = samples(Some(run.samples));
                 let preds = run_predictions(&run, &loaders, &ms, device, n)?;
                 draw_predictions(args, what, &preds, &loaders, out)?;
             }
         }
-        (what, Source::Model { model, label }) => {
+        (what, Source::Model { model, label, .. }) => {
             let loaders = model_loaders(args, what == Figure::Ood)?;
             let n = samples(None);
             if what == Figure::Corruptions {
-                let series = noise_series(&label, &model, &loaders, device, n)?;
-                figures::corruptions(&[series], args.size(figures::CORRUPTIONS_SIZE), out)?;
+                let series = model_corruptions(&label, &model, &loaders, device, n)?;
+                figures::corruptions(&series, args.size(figures::CORRUPTIONS_SIZE), out)?;
             } else {
                 let preds = loaders.predict(&label, &model, device, n)?;
                 draw_predictions(args, what, &[preds], &loaders, out)?;
@@ -235,6 +264,34 @@ pub fn run(args: &PlotArgs, device: &Device) -> Result<PathBuf, Error> {
         }
     }
     Ok(args.out.clone())
+}
+
+/// One model on the clean test set and on every corruption of [`Corruption::all`].
+fn model_corruptions(
+    label: &str,
+    model: &Network,
+    loaders: &Loaders,
+    device: &Device,
+    samples: usize,
+) -> Result<Vec<bnn_plot::CorruptionSeries>, Error> {
+    device.seed(FIGURE_SEED);
+    let clean = evaluate(model, &loaders.test, None, samples)?.summary;
+    let rows = evaluate_corruptions(
+        model,
+        label,
+        &loaders.test_data,
+        loaders.dataset.norm_stats(),
+        &Corruption::all(),
+        samples,
+        loaders.workers,
+    )?;
+    let clean = CleanMetrics {
+        method: label.to_string(),
+        accuracy: clean.accuracy,
+        nll: clean.nll,
+        ece: clean.ece,
+    };
+    figures::corruption_series(&[clean], &rows)
 }
 
 fn draw_predictions(
@@ -286,18 +343,16 @@ fn weights(args: &PlotArgs, source: Source, device: &Device, out: &Path) -> Resu
             figures::weights_from_plan(&table, &plan, layer, &title, &options, size, out)
         }
         Source::Run(run) => {
-            let data = swshare::format::load(run.swb_path())
-                .map_err(|e| Error::Other(format!("{}: {e}", run.swb_path().display())))?;
+            let data = swshare::format::load(run.swb_path())?;
             let title = format!("{}, {scope}: 2DGBNN after retraining", run.arch);
             figures::weights_from_swb(&data, layer, &title, &options, size, out)
         }
-        Source::Model { .. } if args.model.extension().is_some_and(|e| e == "swb") => {
-            let data = swshare::format::load(&args.model)
-                .map_err(|e| Error::Other(format!("{}: {e}", args.model.display())))?;
+        Source::Model { swb: Some(swb), .. } => {
+            let data = swshare::format::load(&swb)?;
             let title = format!("{scope}: 2DGBNN after retraining");
             figures::weights_from_swb(&data, layer, &title, &options, size, out)
         }
-        Source::Model { .. } => Err(Error::Other(format!(
+        Source::Model { swb: None, .. } => Err(Error::Other(format!(
             "{}: the weights figure needs a sharing plan: give a run directory of `cargo \
              xtask reproduce` or a .swb file",
             args.model.display()

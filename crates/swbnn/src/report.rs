@@ -4,44 +4,35 @@
 //!
 //! The figures come from a second Monte Carlo pass over the saved models (seeded with
 //! [`FIGURE_SEED`]), so the ECE and AUROC printed in them can differ from the table's in the
-//! last digits: the table's pass drew other weight samples.
+//! last digits: the table's pass drew other weight samples. A multi-seed run's figures show
+//! seed 0's models; its corruptions figure shows the means over seeds, as its tables do.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use bnn_plot::WeightsOptions;
+use bnn_plot::{DEFAULT_DOT_LIMIT, WeightsOptions};
 use burn::prelude::*;
 use swshare::CompressionReport;
 
 use crate::Error;
-use crate::corruption::{GAUSSIAN_NOISE, noise_series};
-use crate::figures::{
-    self, CORRUPTIONS_SIZE, OOD_SIZE, PER_CLASS_SIZE, WEIGHTS_SIZE, method_label,
-};
+use crate::figures::{self, CORRUPTIONS_SIZE, OOD_SIZE, PER_CLASS_SIZE, WEIGHTS_SIZE};
 use crate::run_dir::{FIGURE_SEED, METHODS, RunDir, run_predictions};
 
 /// Folder of the figures inside the run directory.
 pub const FIGURE_DIR: &str = "figures";
 
-/// What [`write_report`] draws besides the always-drawn figures.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ReportOptions {
-    /// Also evaluate every method on Gaussian-noise-corrupted test sets (five severities) for
-    /// the corruptions figure; costs five more evaluations per method.
-    pub corruptions: bool,
-}
-
 /// Draws the figures of the run in `dir` into `dir/figures/` and writes `dir/report.md` with
-/// `dir/table.md` (and the compression report, if `report.json` is there) above them.
-/// Returns the path of `report.md`.
-pub fn write_report(dir: &Path, device: &Device, options: ReportOptions) -> Result<PathBuf, Error> {
-    let run = RunDir::open(dir)?;
+/// `dir/table.md` (and the compression report, and the corruptions table and figure when the
+/// run evaluated corruptions) above them. Returns the path of `report.md`.
+pub fn write_report(dir: &Path, device: &Device) -> Result<PathBuf, Error> {
+    let run = RunDir::open(dir, None)?;
     let fig_dir = dir.join(FIGURE_DIR);
     std::fs::create_dir_all(&fig_dir).map_err(|e| Error::io(&fig_dir, e))?;
     let loaders = run.loaders()?;
     let preds = run_predictions(&run, &loaders, &METHODS, device, run.samples)?;
-    let dataset = run.dataset.name();
+    let dataset = figures::dataset_label(run.dataset);
     let arch = run.arch.name();
+    let multi_seed = run.models != run.dir;
 
     let mut md = String::new();
     let _ = writeln!(md, "# Reproduction report: {dataset}, {arch}\n");
@@ -51,22 +42,41 @@ pub fn write_report(dir: &Path, device: &Device, options: ReportOptions) -> Resu
          rows in [`table.json`](table.json).\n"
     );
     let _ = writeln!(md, "## Results\n");
-    let table = std::fs::read_to_string(dir.join("table.md")).unwrap_or_default();
+    let table_path = dir.join("table.md");
+    let table = std::fs::read_to_string(&table_path).map_err(|e| Error::io(&table_path, e))?;
     let _ = writeln!(md, "{}", table.trim_end());
-    if let Ok(text) = std::fs::read_to_string(dir.join("report.json"))
+    if let Ok(text) = std::fs::read_to_string(run.models.join("report.json"))
         && let Ok(report) = serde_json::from_str::<CompressionReport>(&text)
     {
-        let _ = writeln!(md, "\n### 2DGBNN compression\n\n```text\n{}```", report);
+        let whose = if multi_seed { " (seed 0)" } else { "" };
+        let _ = writeln!(
+            md,
+            "\n### 2DGBNN compression{whose}\n\n```text\n{}```",
+            report
+        );
     }
+    let corruptions = run.corruption_rows()?;
+    if let Some(rows) = &corruptions {
+        let mean = if multi_seed { ", mean over seeds" } else { "" };
+        let _ = writeln!(
+            md,
+            "\n### Corruptions{mean}\n\n{}",
+            crate::experiment::markdown_corruptions(rows).trim_end()
+        );
+    }
+    let models = if multi_seed {
+        " of seed 0 (`seed-0/`; `swbnn plot --seed I` draws another seed's)"
+    } else {
+        ""
+    };
     let _ = writeln!(
         md,
-        "\n## Figures\n\nDrawn from the saved models by a second Monte Carlo pass ({} samples, \
-         seed {FIGURE_SEED}); the ECE and AUROC in the figures can differ from the table's in \
-         the last digits. `swbnn plot <what> RUN_DIR --out FILE.svg`, with this directory as \
-         `RUN_DIR`, draws any of them again as SVG or PNG (`swbnn plot --help`).\n",
+        "\n## Figures\n\nDrawn from the saved models{models} by a second Monte Carlo pass ({} \
+         samples, seed {FIGURE_SEED}); the ECE and AUROC in the figures can differ from the \
+         table's in the last digits. `swbnn plot <what> RUN_DIR --out FILE.svg`, with this \
+         directory as `RUN_DIR`, draws any of them again as SVG or PNG (`swbnn plot --help`).\n",
         run.samples,
     );
-
     figures::reliability(
         &preds,
         figures::reliability_size(preds.len()),
@@ -85,7 +95,7 @@ pub fn write_report(dir: &Path, device: &Device, options: ReportOptions) -> Resu
             "### Out-of-distribution detection: {dataset} vs {}\n\nMaximum probability, \
              predictive entropy and mutual information on the test set and on the OOD set, \
              and each one's ROC curve as an OOD detector (in-distribution positive).\n",
-            ood_id.name()
+            figures::dataset_label(*ood_id)
         );
         for (m, p) in METHODS.iter().zip(&preds) {
             let name = format!("ood-{m}.png");
@@ -130,8 +140,8 @@ pub fn write_report(dir: &Path, device: &Device, options: ReportOptions) -> Resu
                 md,
                 "Every shareable weight at its Bayes-by-Backprop `(μ, σ)`, the posterior the \
                  sharing plan was built from: plain shared weights coloured by their Gaussian \
-                 (a density beyond 20,000 weights), ellipse weights and outliers marked, and \
-                 the 1σ and 2σ ellipses of the most used Gaussians.\n\n\
+                 (a density beyond {DEFAULT_DOT_LIMIT} weights), ellipse weights and outliers \
+                 marked, and the 1σ and 2σ ellipses of the most used Gaussians.\n\n\
                  ![Weights and Gaussians](figures/weights.png)\n"
             );
         }
@@ -144,8 +154,7 @@ pub fn write_report(dir: &Path, device: &Device, options: ReportOptions) -> Resu
             let _ = writeln!(md, "No sharing plan to draw ({why}).\n");
         }
     }
-    let swb = swshare::format::load(run.swb_path())
-        .map_err(|e| Error::Other(format!("{}: {e}", run.swb_path().display())))?;
+    let swb = swshare::format::load(run.swb_path())?;
     let title = format!("{arch}: 2DGBNN after retraining (from the .swb file)");
     figures::weights_from_swb(
         &swb,
@@ -162,20 +171,19 @@ pub fn write_report(dir: &Path, device: &Device, options: ReportOptions) -> Resu
          outlier at its own.\n\n![Weights after retraining](figures/weights-posterior.png)\n"
     );
 
-    if options.corruptions {
-        let mut series = Vec::new();
-        for m in METHODS {
-            let model = run.load(m, device)?;
-            let s = if m == "deterministic" { 1 } else { run.samples };
-            series.push(noise_series(&method_label(m), &model, &loaders, device, s)?);
-        }
+    if let Some(rows) = &corruptions {
+        let series = figures::corruption_series(&run.clean_metrics()?, rows)?;
         figures::corruptions(&series, CORRUPTIONS_SIZE, &fig_dir.join("corruptions.png"))?;
+        let mut kinds: Vec<&str> = rows.iter().map(|r| r.corruption.kind().name()).collect();
+        kinds.sort_unstable();
+        kinds.dedup();
+        let mean = if multi_seed { " and over seeds" } else { "" };
         let _ = writeln!(
             md,
-            "### Corruptions\n\nAccuracy, NLL and ECE on the test set with Gaussian pixel noise \
-             of standard deviation {:?} (severities 1-5, ImageNet-C's `gaussian_noise`; 0 is \
-             the clean test set).\n\n![Corruptions](figures/corruptions.png)\n",
-            GAUSSIAN_NOISE
+            "### Accuracy, NLL and ECE under corruption\n\nSeverity 0 is the clean test set; \
+             each higher severity is the mean over the corruption kinds ({}){mean}, from the \
+             corruptions table above.\n\n![Corruptions](figures/corruptions.png)\n",
+            kinds.join(", ")
         );
     }
 

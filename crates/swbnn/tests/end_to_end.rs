@@ -33,10 +33,10 @@ fn three_methods_on_a_fashion_mnist_subset() {
     setup.test_subset = Some(400);
     setup.deterministic.epochs = 2;
     setup.bbb.epochs = 2;
-    setup.retrain.epochs = 1;
+    setup.compress.retrain.epochs = 1;
     setup.samples = 4;
-    setup.swshare.gmm.k = 32;
-    setup.swshare.refine.n_min = 10;
+    setup.compress.sharing.gmm.k = 32;
+    setup.compress.sharing.refine.n_min = 10;
     let device = bnn_layers::test_device();
     let outcome = experiment::run(&setup, &device, &mut Quiet).unwrap();
     let methods: Vec<_> = outcome.rows.iter().map(|r| r.method.as_str()).collect();
@@ -108,4 +108,37 @@ fn three_methods_on_a_fashion_mnist_subset() {
     );
     assert_eq!(resumed.rows[2].parameters, g.parameters);
     assert!(resumed.rows[2].accuracy > 0.35);
+
+    // Every stage directory of a reproduction loads in `swbnn eval` (and the BBB one is a valid
+    // `swbnn compress --model`).
+    for stage in ["deterministic", "bbb", "2dgbnn"] {
+        let dir = out.path().join("stages").join(stage);
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_swbnn"))
+            .args(["--json", "eval"])
+            .arg(&dir)
+            .args([
+                "--dataset",
+                "fashion-mnist",
+                "--subset",
+                "200",
+                "--samples",
+                "2",
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "swbnn eval {}: {}",
+            dir.display(),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+        let acc = json["evaluation"]["summary"]["accuracy"].as_f64().unwrap();
+        assert!(acc > 0.3, "{stage}: accuracy {acc}");
+        assert_eq!(
+            json["weights"].as_array().unwrap().is_empty(),
+            stage == "deterministic",
+            "{stage}: weight statistics for Bayesian models only"
+        );
+    }
 }

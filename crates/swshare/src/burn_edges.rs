@@ -7,16 +7,20 @@
 use std::collections::HashMap;
 
 use bnn_layers::{
-    BayesTensor, Codebook, LayerError, NamedTensor as LayerTensor, ParamRole,
-    deterministic_from_bayes, export_params, import_params, inverse_softplus, softplus,
+    BayesTensor, Codebook, LayerError, NamedTensor as LayerTensor, ParamRole, export_params,
+    import_params, inverse_softplus, shared_from_bayes, softplus,
 };
 use burn::prelude::*;
 use models::{Kind, ModelConfig, ModelError, Network};
 
+use crate::compress::shared_config;
 use crate::format::{
     EllipseEntry, FullBnnData, LayerShape, NamedTensor, SharedModelData, SwbError,
 };
 use crate::{SharingPlan, SwshareError, TableError, WeightFate, WeightTable, WeightTableBuilder};
+
+// The layers pad every ellipse blend to their own width; it must be the method's.
+const _: () = assert!(bnn_layers::MAX_BLEND == crate::MAX_BLEND);
 
 /// Errors at the burn edges.
 #[derive(Debug, thiserror::Error)]
@@ -36,9 +40,58 @@ pub enum EdgeError {
     /// The model file failed.
     #[error(transparent)]
     Format(#[from] SwbError),
-    /// The plan, table, model or file disagree.
-    #[error("{0}")]
-    Mismatch(String),
+    /// The sharing plan is inconsistent.
+    #[error("invalid sharing plan: {0}")]
+    InvalidPlan(#[from] crate::PlanError),
+    /// The plan and the weight table cover different numbers of weights.
+    #[error("the sharing plan covers {plan} weights, the weight table has {table} shareable")]
+    PlanTableMismatch {
+        /// Weights in the plan.
+        plan: usize,
+        /// Shareable weights in the table.
+        table: usize,
+    },
+    /// A model that should be weight-shared has no codebook.
+    #[error("the model has no codebook: it is not a weight-shared model")]
+    NoCodebook,
+    /// The model and its config disagree about the codebook.
+    #[error(
+        "the architecture config says {config:?} with {config_k} codebook entries, the model has {model_k}"
+    )]
+    CodebookMismatch {
+        /// The config's kind.
+        config: Kind,
+        /// The config's codebook length.
+        config_k: usize,
+        /// The model's codebook length.
+        model_k: usize,
+    },
+    /// The plan and the model have different numbers of outliers.
+    #[error("the sharing plan has {plan} outliers, the model {model}")]
+    OutlierMismatch {
+        /// Outliers in the plan.
+        plan: usize,
+        /// Outlier parameters in the model.
+        model: usize,
+    },
+    /// The content of a model file is inconsistent.
+    #[error("invalid model file content: {0}")]
+    InvalidFile(String),
+    /// The architecture config (JSON) of a model file cannot be read or written.
+    #[error("the model file's architecture config: {0}")]
+    Architecture(#[from] serde_json::Error),
+    /// Unshared tensors of a model file match no parameter of its architecture.
+    #[error(
+        "{unknown} of the model file's {total} unshared tensors match no parameter of its architecture (first: {first})"
+    )]
+    UnknownTensors {
+        /// Tensors that matched nothing.
+        unknown: usize,
+        /// Unshared tensors in the file.
+        total: usize,
+        /// The first path that matched nothing.
+        first: String,
+    },
 }
 
 /// The weight table of a Bayesian model's exported tensors (see `bnn_layers::export_bayes`):
@@ -58,22 +111,13 @@ pub fn table_from_tensors(tensors: &[BayesTensor]) -> Result<WeightTable, EdgeEr
     Ok(b.build()?)
 }
 
-/// Where each shareable layer's weights start among the plan's positions.
-fn shareable_starts(table: &WeightTable) -> HashMap<String, (usize, usize)> {
-    let mut starts = HashMap::new();
-    let mut pos = 0;
-    for (i, l) in table.layers().iter().enumerate() {
-        if l.shareable {
-            starts.insert(l.path.clone(), (pos, i));
-            pos += l.len;
-        }
-    }
-    starts
-}
-
-/// Builds the weight-shared model of `config`'s architecture from a plan: codebook entries start
-/// at their component means, outliers at their own `(mu, sigma)`, ellipse weights blend as the
-/// plan says; biases, batch-norm and other parameters are copied from `bayes` by path.
+/// Builds the weight-shared model of `config`'s architecture (the Bayesian config) from a plan:
+/// codebook entries start at their component means, outliers at their own `(mu, sigma)`,
+/// ellipse weights blend as the plan says; biases, batch norm and the other per-weight
+/// parameters come from `bayes` by path, and so do empirical-prior centres.
+///
+/// The model is built by [`from_swb`] from the plan's initial file content, so a model built
+/// here and one loaded from a file take the same path.
 pub fn build_shared_model(
     config: &ModelConfig,
     bayes: &Network,
@@ -81,66 +125,93 @@ pub fn build_shared_model(
     plan: &SharingPlan,
     device: &Device,
 ) -> Result<Network, EdgeError> {
-    plan.validate()
-        .map_err(|e| EdgeError::Mismatch(format!("invalid plan: {e}")))?;
-    if plan.n_weights() != table.n_shareable() {
-        return Err(EdgeError::Mismatch(format!(
-            "plan covers {} weights, the table has {} shareable",
-            plan.n_weights(),
-            table.n_shareable()
-        )));
-    }
-    let starts = shareable_starts(table);
-    let mut share = |path: &str, shape: &[usize]| {
-        let key = format!("{path}.weight");
-        let &(start, li) = starts
-            .get(&key)
-            .ok_or_else(|| ModelError::MissingSources(key.clone()))?;
-        let info = &table.layers()[li];
-        if info.shape != shape {
-            return Err(ModelError::InvalidConfig(format!(
-                "{key}: plan shape {:?} differs from the model's {shape:?}",
-                info.shape
-            )));
-        }
-        Ok(sources_for(plan, table, start, info.offset, info.len))
-    };
-    let mu: Vec<f32> = plan.codebook.iter().map(|c| c.init_mu).collect();
-    let rho: Vec<f32> = plan
-        .codebook
-        .iter()
-        .map(|c| inverse_softplus(c.init_sigma as f64) as f32)
-        .collect();
-    let codebook = Codebook::new(&mu, &rho, device)?;
-    let shared_config = config
-        .clone()
-        .with_kind(Kind::Shared)
-        .with_codebook_len(mu.len());
-    let model = shared_config.init_shared(device, &mut share, codebook)?;
-    let (model, _) = deterministic_from_bayes(bayes, model)?;
+    let data = initial_swb(config, bayes, table, plan)?;
+    let (model, _) = from_swb(&data, device)?;
+    // Empirical-prior centres are for training only and are not stored in files.
+    let (model, _) = shared_from_bayes(bayes, model)?;
     Ok(model)
 }
 
-fn sources_for(
-    plan: &SharingPlan,
+/// The `.swb` content of the shared model before retraining: the plan's codebook means and
+/// sigmas, the outliers' `(mu, sigma)` from the table, every parameter of `bayes` that is not a
+/// shareable weight as an unshared tensor.
+pub fn initial_swb(
+    config: &ModelConfig,
+    bayes: &Network,
     table: &WeightTable,
-    start: usize,
-    offset: usize,
-    len: usize,
-) -> Vec<bnn_layers::WeightSource> {
-    use bnn_layers::WeightSource;
-    (0..len)
-        .map(|i| match plan.fates[start + i] {
-            WeightFate::Shared(k) => WeightSource::Codebook(k),
-            WeightFate::Ellipse(j) => {
-                let e = &plan.ellipses[j as usize];
-                let (components, alphas) = e.blend().unzip();
-                WeightSource::Ellipse { components, alphas }
-            }
-            WeightFate::Outlier(_) => WeightSource::Outlier {
-                mu: table.mu()[offset + i],
-                rho: inverse_softplus(table.sigma()[offset + i] as f64) as f32,
-            },
+    plan: &SharingPlan,
+) -> Result<SharedModelData, EdgeError> {
+    plan.validate()?;
+    if plan.n_weights() != table.n_shareable() {
+        return Err(EdgeError::PlanTableMismatch {
+            plan: plan.n_weights(),
+            table: table.n_shareable(),
+        });
+    }
+    let mu = table.gather_shareable(table.mu());
+    let sigma = table.gather_shareable(table.sigma());
+    let (outlier_mu, outlier_rho) = plan
+        .outliers()
+        .map(|(p, _)| {
+            let p = p as usize;
+            (mu[p], inverse_softplus(f64::from(sigma[p])) as f32)
+        })
+        .unzip();
+    // The Bayesian weight tensors `<layer>.weight_{mu,rho,prior_mu}` are what the plan replaces.
+    let shareable: Vec<&str> = table
+        .layers()
+        .iter()
+        .filter(|l| l.shareable)
+        .map(|l| l.path.as_str())
+        .collect();
+    let replaced = |path: &str| {
+        ["_mu", "_rho", "_prior_mu"].iter().any(|suffix| {
+            path.strip_suffix(suffix)
+                .is_some_and(|base| shareable.contains(&base))
+        })
+    };
+    let unshared = export_params(bayes)
+        .into_iter()
+        .filter(|t| !replaced(&t.path) && !t.path.ends_with("_prior_mu"))
+        .map(to_format)
+        .collect();
+    let k = plan.k();
+    Ok(SharedModelData {
+        arch: serde_json::to_string(&shared_config(config, k))?,
+        codebook_mu: plan.codebook.iter().map(|c| c.init_mu).collect(),
+        codebook_rho: plan
+            .codebook
+            .iter()
+            .map(|c| inverse_softplus(f64::from(c.init_sigma)) as f32)
+            .collect(),
+        layers: layer_shapes(table),
+        fates: plan.fates.clone(),
+        ellipses: ellipse_entries(plan),
+        outlier_mu,
+        outlier_rho,
+        outlier_causes: plan.outliers().map(|(_, c)| c).collect(),
+        unshared,
+    })
+}
+
+fn layer_shapes(table: &WeightTable) -> Vec<LayerShape> {
+    table
+        .layers()
+        .iter()
+        .filter(|l| l.shareable)
+        .map(|l| LayerShape {
+            path: l.path.clone(),
+            shape: l.shape.clone(),
+        })
+        .collect()
+}
+
+fn ellipse_entries(plan: &SharingPlan) -> Vec<EllipseEntry> {
+    plan.ellipses
+        .iter()
+        .map(|e| {
+            let (components, alphas) = e.blend().unzip();
+            EllipseEntry { components, alphas }
         })
         .collect()
 }
@@ -167,8 +238,9 @@ fn to_format(t: LayerTensor) -> NamedTensor {
     }
 }
 
-/// The `.swb` content of a trained shared model: current codebook and outlier values, the plan's
-/// fates and blends, every other parameter as an unshared tensor.
+/// The `.swb` content of a trained shared model of architecture `config` (kind
+/// [`Kind::Shared`], see [`crate::compress::shared_config`]): current codebook and outlier
+/// values, the plan's fates and blends, every other parameter as an unshared tensor.
 pub fn to_swb(
     model: &Network,
     config: &ModelConfig,
@@ -177,17 +249,17 @@ pub fn to_swb(
 ) -> Result<SharedModelData, EdgeError> {
     let params = export_params(model);
     let get = |p: &str| params.iter().find(|t| t.path == p);
-    let cb_mu =
-        get("codebook.mu").ok_or_else(|| EdgeError::Mismatch("model has no codebook".into()))?;
-    let cb_rho =
-        get("codebook.rho").ok_or_else(|| EdgeError::Mismatch("model has no codebook".into()))?;
-    let mut layers = Vec::new();
+    let cb_mu = get("codebook.mu").ok_or(EdgeError::NoCodebook)?;
+    let cb_rho = get("codebook.rho").ok_or(EdgeError::NoCodebook)?;
+    if config.kind != Kind::Shared || config.codebook_len != cb_mu.data.len() {
+        return Err(EdgeError::CodebookMismatch {
+            config: config.kind,
+            config_k: config.codebook_len,
+            model_k: cb_mu.data.len(),
+        });
+    }
     let (mut outlier_mu, mut outlier_rho) = (Vec::new(), Vec::new());
     for l in table.layers().iter().filter(|l| l.shareable) {
-        layers.push(LayerShape {
-            path: l.path.clone(),
-            shape: l.shape.clone(),
-        });
         if let (Some(m), Some(r)) = (
             get(&format!("{}.outlier_mu", l.path)),
             get(&format!("{}.outlier_rho", l.path)),
@@ -198,34 +270,19 @@ pub fn to_swb(
     }
     let outlier_causes: Vec<_> = plan.outliers().map(|(_, c)| c).collect();
     if outlier_causes.len() != outlier_mu.len() {
-        return Err(EdgeError::Mismatch(format!(
-            "plan has {} outliers, the model {}",
-            outlier_causes.len(),
-            outlier_mu.len()
-        )));
+        return Err(EdgeError::OutlierMismatch {
+            plan: outlier_causes.len(),
+            model: outlier_mu.len(),
+        });
     }
-    let ellipses = plan
-        .ellipses
-        .iter()
-        .map(|e| {
-            let (components, alphas) = e.blend().unzip();
-            EllipseEntry { components, alphas }
-        })
-        .collect();
-    let arch = serde_json::to_string(
-        &config
-            .clone()
-            .with_kind(Kind::Shared)
-            .with_codebook_len(cb_mu.data.len()),
-    )
-    .map_err(|e| EdgeError::Mismatch(e.to_string()))?;
+    let arch = serde_json::to_string(config)?;
     Ok(SharedModelData {
         arch,
         codebook_mu: cb_mu.data.clone(),
         codebook_rho: cb_rho.data.clone(),
-        layers,
+        layers: layer_shapes(table),
         fates: plan.fates.clone(),
-        ellipses,
+        ellipses: ellipse_entries(plan),
         outlier_mu,
         outlier_rho,
         outlier_causes,
@@ -242,10 +299,8 @@ pub fn from_swb(
     data: &SharedModelData,
     device: &Device,
 ) -> Result<(Network, ModelConfig), EdgeError> {
-    data.validate()
-        .map_err(|e| EdgeError::Mismatch(format!("invalid model file: {e}")))?;
-    let config: ModelConfig = serde_json::from_str(&data.arch)
-        .map_err(|e| EdgeError::Mismatch(format!("bad architecture config in model file: {e}")))?;
+    data.validate().map_err(EdgeError::InvalidFile)?;
+    let config: ModelConfig = serde_json::from_str(&data.arch)?;
     let mut starts = HashMap::new();
     let mut pos = 0;
     for l in &data.layers {
@@ -306,11 +361,17 @@ pub fn from_swb(
         .collect();
     let (model, set) = import_params(model, &unshared)?;
     if set != unshared.len() {
-        return Err(EdgeError::Mismatch(format!(
-            "{} of {} unshared tensors in the file match no parameter of the model",
-            unshared.len() - set,
-            unshared.len()
-        )));
+        let known: std::collections::HashSet<String> =
+            export_params(&model).into_iter().map(|t| t.path).collect();
+        return Err(EdgeError::UnknownTensors {
+            unknown: unshared.len() - set,
+            total: unshared.len(),
+            first: unshared
+                .iter()
+                .find(|t| !known.contains(&t.path))
+                .map(|t| t.path.clone())
+                .unwrap_or_default(),
+        });
     }
     Ok((model, config))
 }
@@ -332,7 +393,7 @@ pub fn full_bnn_data(model: &Network, config: &ModelConfig) -> Result<FullBnnDat
         bayes_paths.push(format!("{}_mu", t.path));
         bayes_paths.push(format!("{}_rho", t.path));
     }
-    let arch = serde_json::to_string(config).map_err(|e| EdgeError::Mismatch(e.to_string()))?;
+    let arch = serde_json::to_string(config)?;
     Ok(FullBnnData {
         arch,
         layers,

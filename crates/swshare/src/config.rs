@@ -12,7 +12,9 @@ pub use gauss2d::merge::MergeRule;
 use crate::error::SwshareError;
 use crate::plan::MAX_BLEND;
 
-/// The whole configuration of a run; save it beside every result so the run can be repeated.
+/// The configuration of stages 1 and 2 (the burn-free part of the method). Stage 3, the
+/// retraining, is `bnn_train::TrainConfig` inside `compress::CompressConfig` (burn feature), so
+/// each stage has exactly one config.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SwshareConfig {
@@ -25,9 +27,6 @@ pub struct SwshareConfig {
     pub gmm: gmm_minibatch::GmmConfig,
     /// Stage 2: cluster-size reduction, ellipse weights and merging.
     pub refine: RefineConfig,
-    /// Stage 3: retraining of the shared model (used by the burn edge, not by this crate's
-    /// burn-free core).
-    pub retrain: RetrainConfig,
 }
 
 /// Default number of GMM components, `K = 2000` (paper appendix text).
@@ -42,7 +41,6 @@ impl Default for SwshareConfig {
                 ..Default::default()
             },
             refine: RefineConfig::default(),
-            retrain: RetrainConfig::default(),
         }
     }
 }
@@ -54,8 +52,7 @@ impl SwshareConfig {
         if self.gmm.k == 0 {
             return Err(SwshareError::config("gmm.k", 0, "must be >= 1"));
         }
-        self.refine.validate()?;
-        self.retrain.validate()
+        self.refine.validate()
     }
 
     /// Pretty JSON of the configuration.
@@ -227,7 +224,7 @@ impl EllipseConfig {
 /// Merging of close Gaussians (paper section 3.2, "Merging Gaussians", and appendix
 /// "Wasserstein-based 2D Gaussian Merging").
 ///
-/// A pair merges when **all** enabled criteria hold: `W2 < tau_d`, the gradient criterion
+/// A pair merges when **all** enabled criteria hold: `W2^2 < tau_d`, the gradient criterion
 /// and the variance criterion. Merging repeats, pass after pass, until a pass merges nothing
 /// (or `max_passes` is reached).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -235,13 +232,14 @@ impl EllipseConfig {
 pub struct MergeConfig {
     /// Whether to merge at all.
     pub enabled: bool,
-    /// `tau_d`: Wasserstein-2 distance (not squared) threshold, in the original `(mu, sigma)`
-    /// units of the table. Default `1.5e-7`, the value the appendix text states ("The
-    /// Wasserstein distance threshold is set at 1.5e-7"). The appendix table says `1e-2`
-    /// instead; in `(mu, sigma)` units that exceeds the whole typical sigma range and 5 % of the
-    /// inlier mu range (`|mu| <= 0.2`), so repeated merging would collapse K = 2000 to a few
-    /// dozen Gaussians, contradicting the 2000-5000 Gaussians the paper reports. Set `1e-2`
-    /// here (with `tau_v`) to reproduce the table's setting.
+    /// `tau_d`: threshold on the **squared** Wasserstein-2 distance `W2^2` (the paper's merging
+    /// equation computes `W2^2`; the authors' released code thresholds `W2^2 < 1.5e-7`), in
+    /// the original `(mu, sigma)` units of the table. Default `1.5e-7`, the value the appendix
+    /// text states ("The Wasserstein distance threshold is set at 1.5e-7"), i.e. components
+    /// closer than `W2 = 3.9e-4`. The appendix table says `1e-2` instead (`W2 < 0.1`): in
+    /// `(mu, sigma)` units that exceeds the whole typical sigma range and half the inlier mu
+    /// range (`|mu| <= 0.2`), so repeated merging would collapse K = 2000 to a handful of
+    /// Gaussians, contradicting the 2000-5000 Gaussians the paper reports.
     pub tau_d: f64,
     /// `tau_g`: maximal `|mean grad_1 - mean grad_2|`, where `mean grad_k` is the average
     /// `d loss / d mu` of component k's plain-shared members. `None` (default) disables it;
@@ -298,55 +296,6 @@ impl MergeConfig {
     }
 }
 
-/// Stage 3: retraining of the shared model. Consumed by the burn edge; kept here so the one
-/// saved config repeats a whole run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct RetrainConfig {
-    /// Learning rate of the means (codebook `mu_k`, outlier and unshared `mu`). Default
-    /// `1e-4` (appendix, learning-rate table and text).
-    pub lr_mu: f64,
-    /// Learning rate of the standard deviations. Default `1e-3` (appendix text: "the learning
-    /// rates for weight_sigma and bias_sigma are both 1e-3"; its table says 1e-2).
-    pub lr_sigma: f64,
-    /// Learning rate of the final BNN training stage, `eta_BNN`. Default `1e-5` (appendix
-    /// table and text).
-    pub lr_bnn: f64,
-    /// Number of epochs `E`. Default 200 (appendix table).
-    pub epochs: usize,
-    /// Whether to re-merge close codebook entries between epochs ([`crate::remerge`]).
-    /// Default false (the paper merges once, before stage 3).
-    pub remerge_between_epochs: bool,
-}
-
-impl Default for RetrainConfig {
-    fn default() -> Self {
-        Self {
-            lr_mu: 1e-4,
-            lr_sigma: 1e-3,
-            lr_bnn: 1e-5,
-            epochs: 200,
-            remerge_between_epochs: false,
-        }
-    }
-}
-
-impl RetrainConfig {
-    /// Range checks.
-    pub fn validate(&self) -> Result<(), SwshareError> {
-        for (field, v) in [
-            ("retrain.lr_mu", self.lr_mu),
-            ("retrain.lr_sigma", self.lr_sigma),
-            ("retrain.lr_bnn", self.lr_bnn),
-        ] {
-            if !(v.is_finite() && v > 0.0) {
-                return Err(SwshareError::config(field, v, "must be finite and > 0"));
-            }
-        }
-        Ok(())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -362,9 +311,6 @@ mod tests {
         assert_eq!(c.refine.ellipse.k, 5);
         assert_eq!(c.refine.merge.tau_d, 1.5e-7);
         assert_eq!(c.refine.merge.rule, MergeRule::Paper);
-        assert_eq!(c.retrain.lr_mu, 1e-4);
-        assert_eq!(c.retrain.lr_sigma, 1e-3);
-        assert_eq!(c.retrain.lr_bnn, 1e-5);
         c.validate().unwrap();
     }
 

@@ -55,6 +55,8 @@
 
 #[cfg(feature = "burn")]
 pub mod burn_edges;
+#[cfg(feature = "burn")]
+pub mod compress;
 pub mod config;
 pub mod ellipse;
 pub mod error;
@@ -65,26 +67,27 @@ pub mod merge;
 pub mod outliers;
 pub mod pipeline;
 pub mod plan;
-pub mod refine;
 pub mod report;
+pub mod small_clusters;
 pub mod synth;
 pub mod table;
 
 pub use config::{
-    EllipseConfig, MergeConfig, MergeRule, OutlierConfig, RefineConfig, RetrainConfig,
-    SmallClusterPolicy, SwshareConfig,
+    EllipseConfig, MergeConfig, MergeRule, OutlierConfig, RefineConfig, SmallClusterPolicy,
+    SwshareConfig,
 };
 pub use ellipse::detect_ellipses;
 pub use error::SwshareError;
 pub use fate::{OutlierCause, WeightFate};
 pub use format::{
-    EllipseEntry, FormatError, LayerShape, NamedTensor, SaveOptions, SharedModelData, SwbError,
+    EllipseEntry, FileSizes, FormatError, LayerShape, NamedTensor, SaveOptions, SharedModelData,
+    SwbError,
 };
 pub use gmm_stage::fit_gmm;
 pub use merge::{MergeOutcome, merge_gaussians};
 pub use outliers::{OutlierMask, detect_outliers};
-pub use pipeline::{RemergeOutcome, build_plan, remerge};
+pub use pipeline::build_plan;
 pub use plan::{CodebookEntry, EllipseWeight, FateCounts, MAX_BLEND, PlanError, SharingPlan};
-pub use refine::{SmallClusterOutcome, reduce_small_clusters};
-pub use report::{CompressionReport, FileSizes, StageTimings};
+pub use report::{CompressionReport, StageTimings};
+pub use small_clusters::{SmallClusterOutcome, reduce_small_clusters};
 pub use table::{LayerInfo, TableError, WeightTable, WeightTableBuilder};

@@ -2,7 +2,8 @@
 //! 16-22).
 //!
 //! Two codebook entries merge when **all** enabled criteria hold:
-//! * `W2(N_i, N_j) < tau_d` (Wasserstein-2 distance, not squared, `(mu, sigma)` units);
+//! * `W2(N_i, N_j)^2 < tau_d`: the **squared** Wasserstein-2 distance, in `(mu, sigma)` units,
+//!   as the paper's merging equation computes it and the authors' released code thresholds it;
 //! * gradient: `|g_i - g_j| < tau_g`, where `g_k` is the mean `d loss / d mu` of entry k's
 //!   plain-shared members (skipped without gradients, with `tau_g = None`, or when an entry
 //!   has no plain-shared member);
@@ -10,9 +11,13 @@
 //!   together is `< tau_v` (skipped with `tau_v = None` or without members).
 //!
 //! **Candidate pairs** come from a uniform grid over the component means with cell side
-//! `tau_d`: since `W2 >= |m_i - m_j|`, only pairs whose means are closer than `tau_d` can merge,
-//! and all of them are in neighbouring cells, so the pruning is exact and no pass looks at all
-//! `K^2` pairs (unless all means really are within `tau_d` of each other).
+//! `sqrt(tau_d)`: since `W2^2 >= |m_i - m_j|^2`, only pairs whose means are closer than
+//! `sqrt(tau_d)` can merge, and all of them are in neighbouring cells, so the pruning is exact
+//! and no pass looks at all `K^2` pairs (unless all means really are that close).
+//!
+//! The released code looks for partners among each component's 3 nearest neighbours only; a
+//! pass here considers every pair under the threshold, a superset, and the greedy matching
+//! merges the closest pairs first.
 //!
 //! **Passes**: each pass collects the qualifying pairs, sorts them by `(W2, i, j)` and merges
 //! them greedily as a matching (each entry takes part in at most one merge per pass; the merged
@@ -150,27 +155,32 @@ fn cell(v: f64, h: f64) -> i64 {
     (v / h).floor() as i64
 }
 
+/// The components that survive [`merge_components`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct MergedComponents {
+    /// Surviving components, in the order of their lowest original index.
+    pub components: Vec<Gaussian2>,
+    /// Their mixing weights (sums of the merged ones').
+    pub mixing: Vec<f64>,
+    /// Their members' statistics (sums of the merged ones').
+    pub stats: Vec<MemberStats>,
+    /// Old component index -> new component index.
+    pub map: Vec<u32>,
+    /// Passes run, including the last one that merged nothing.
+    pub passes: usize,
+    /// Pairwise merges performed.
+    pub merges: usize,
+}
+
 /// Merges the components pass after pass (see the module docs). `stats` may be empty (then
-/// the gradient and variance criteria are skipped). Returns the surviving components, their
-/// mixing weights and stats, the old->new map and `(passes, merges)`.
-#[allow(clippy::type_complexity)]
+/// the gradient and variance criteria are skipped).
 pub fn merge_components(
     components: &[Gaussian2],
     mixing: &[f64],
     stats: &[MemberStats],
     has_gradients: bool,
     cfg: &MergeConfig,
-) -> Result<
-    (
-        Vec<Gaussian2>,
-        Vec<f64>,
-        Vec<MemberStats>,
-        Vec<u32>,
-        usize,
-        usize,
-    ),
-    SwshareError,
-> {
+) -> Result<MergedComponents, SwshareError> {
     cfg.validate()?;
     let k = components.len();
     if mixing.len() != k || !(stats.is_empty() || stats.len() == k) {
@@ -198,7 +208,8 @@ pub fn merge_components(
         use_grad: has_gradients && !stats.is_empty(),
     };
     let rule = cfg.rule;
-    let h = cfg.tau_d;
+    // Grid cell side: a pair can pass `W2^2 < tau_d` only if its means are `sqrt(tau_d)` apart.
+    let h = cfg.tau_d.sqrt();
     let (mut passes, mut merges) = (0usize, 0usize);
     while cfg.enabled && h > 0.0 && k > 1 && passes < cfg.max_passes {
         passes += 1;
@@ -223,7 +234,7 @@ pub fn merge_components(
                             continue;
                         }
                         let d = gauss2d::w2(gi, gj);
-                        if d < h && crit.stats_ok(&st[i], &st[j as usize]) {
+                        if d * d < cfg.tau_d && crit.stats_ok(&st[i], &st[j as usize]) {
                             pairs.push((d, i as u32, j));
                         }
                     }
@@ -286,7 +297,14 @@ pub fn merge_components(
         }
         *m = new_index[r];
     }
-    Ok((out_c, out_m, out_s, map, passes, merges))
+    Ok(MergedComponents {
+        components: out_c,
+        mixing: out_m,
+        stats: out_s,
+        map,
+        passes,
+        merges,
+    })
 }
 
 /// Applies an old->new entry map to fates and ellipses (see the module docs), replacing the
@@ -339,20 +357,19 @@ pub fn merge_gaussians(
     let stats = member_stats(plan, table)?;
     let comps: Vec<Gaussian2> = plan.codebook.iter().map(|e| e.gaussian).collect();
     let mix: Vec<f64> = plan.codebook.iter().map(|e| e.mixing_weight).collect();
-    let (c, m, _, map, passes, merges) =
-        merge_components(&comps, &mix, &stats, table.grad_mu().is_some(), cfg)?;
-    let k_before = comps.len();
-    let codebook = c
+    let merged = merge_components(&comps, &mix, &stats, table.grad_mu().is_some(), cfg)?;
+    let codebook = merged
+        .components
         .into_iter()
-        .zip(m)
+        .zip(merged.mixing)
         .map(|(g, w)| CodebookEntry::new(g, w))
         .collect();
-    remap_plan(plan, &map, codebook);
+    remap_plan(plan, &merged.map, codebook);
     Ok(MergeOutcome {
-        k_before,
+        k_before: comps.len(),
         k_after: plan.k(),
-        passes,
-        merges,
-        map,
+        passes: merged.passes,
+        merges: merged.merges,
+        map: merged.map,
     })
 }

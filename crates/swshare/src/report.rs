@@ -24,6 +24,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use crate::format::FileSizes;
 use crate::plan::SharingPlan;
 use crate::table::WeightTable;
 
@@ -42,23 +43,6 @@ pub struct StageTimings {
     pub merge_s: f64,
     /// Everything, end to end.
     pub total_s: f64,
-}
-
-/// Bytes of a saved model file, by part. Filled by the file format's writer.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FileSizes {
-    /// Codebook (shared Gaussians and their trainable parameters).
-    pub codebook: u64,
-    /// Per-weight index (which entry / ellipse / outlier each weight uses).
-    pub index: u64,
-    /// Ellipse blends (components and alphas).
-    pub alphas: u64,
-    /// Outliers' own `(mu, sigma)`.
-    pub outliers: u64,
-    /// Unshared parameters (biases, normalisation).
-    pub unshared: u64,
-    /// Whole file, headers included (`>=` the sum of the parts).
-    pub total: u64,
 }
 
 /// Counts, parameters and timings of one plan; see the module docs for every definition.

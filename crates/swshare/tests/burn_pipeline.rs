@@ -193,3 +193,42 @@ fn pipeline_on_an_mlp() {
 fn pipeline_on_lenet5() {
     run(Arch::Lenet5, 12, 24);
 }
+
+/// The empirical prior's centres (the deterministic weights) reach the shared model: they sit at
+/// `<layer>.weight.prior_mu` there and at `<layer>.weight_prior_mu` in the Bayesian model.
+#[test]
+fn empirical_prior_centres_reach_the_shared_model() {
+    let _guard = RNG.lock().unwrap_or_else(|e| e.into_inner());
+    let device = test_device();
+    device.seed(5);
+    let det_config =
+        ModelConfig::for_input(Arch::Mlp, Kind::Deterministic, 8, 1, 8).with_mlp_hidden(vec![48]);
+    let det = det_config.init(&device).unwrap();
+    let mut bayes_config = det_config.clone().with_kind(Kind::Bayesian);
+    bayes_config.bayes.empirical_prior = true;
+    let (bayes, _) =
+        bnn_layers::bayes_from_deterministic(&det, bayes_config.init(&device).unwrap()).unwrap();
+    let table = table_from_tensors(&bnn_layers::export_bayes(&bayes, None)).unwrap();
+    let mut cfg = SwshareConfig::default();
+    cfg.gmm.k = 4;
+    cfg.refine.n_min = 1;
+    let (plan, _) = build_plan(&table, &cfg).unwrap();
+    let shared = build_shared_model(&bayes_config, &bayes, &table, &plan, &device).unwrap();
+
+    let det_params = bnn_layers::export_params(&det);
+    let shared_params = bnn_layers::export_params(&shared);
+    let mut checked = 0;
+    for t in shared_params
+        .iter()
+        .filter(|t| t.path.ends_with(".weight.prior_mu"))
+    {
+        let layer = t.path.trim_end_matches(".prior_mu");
+        let want = det_params.iter().find(|d| d.path == layer).unwrap();
+        assert!(want.data.iter().any(|&v| v != 0.0));
+        assert_eq!(t.data, want.data, "{}", t.path);
+        checked += 1;
+    }
+    let layers = table.layers().iter().filter(|l| l.shareable).count();
+    assert!(layers >= 2);
+    assert_eq!(checked, layers, "one prior centre per shared layer");
+}

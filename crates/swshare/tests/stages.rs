@@ -3,7 +3,7 @@
 use gauss2d::{Gaussian2, Matrix2, Vector2};
 use proptest::prelude::*;
 use swshare::gmm_stage::plan_from_fit;
-use swshare::merge::merge_components;
+use swshare::merge::{MergedComponents, merge_components};
 use swshare::synth::SplitMix64;
 use swshare::*;
 
@@ -189,13 +189,42 @@ fn ellipse_weights_use_highest_pdf_components_and_alphas_sum_to_one() {
 }
 
 #[test]
+fn default_threshold_is_on_the_squared_distance() {
+    // Near-duplicates: equal covariances, means 3e-4 apart, so W2 = 3e-4 and W2^2 = 9e-8, under
+    // the paper's 1.5e-7. Two others sit W2 = 1e-3 apart (W2^2 = 1e-6): they must stay apart.
+    let cov = (1e-7, 1e-9);
+    let comps = [
+        g(0.0100, 0.010, cov.0, cov.1),
+        g(0.0103, 0.010, cov.0, cov.1),
+        g(0.0500, 0.010, cov.0, cov.1),
+        g(0.0510, 0.010, cov.0, cov.1),
+    ];
+    let d = gauss2d::w2(&comps[0], &comps[1]);
+    assert!((d - 3e-4).abs() < 1e-9, "{d}");
+    let MergedComponents {
+        components: c,
+        map,
+        merges,
+        ..
+    } = merge_components(&comps, &[0.25; 4], &[], false, &MergeConfig::default()).unwrap();
+    assert_eq!(merges, 1);
+    assert_eq!(c.len(), 3);
+    assert_eq!(map, vec![0, 0, 1, 2]);
+}
+
+#[test]
 fn identical_components_always_merge_far_ones_never() {
     let a = g(0.01, 0.01, 1e-6, 1e-8);
     let far = g(0.1, 0.01, 1e-6, 1e-8);
     let comps = [a, far, a];
     let cfg = MergeConfig::default();
-    let (c, _, _, map, passes, merges) =
-        merge_components(&comps, &[0.3, 0.4, 0.3], &[], false, &cfg).unwrap();
+    let MergedComponents {
+        components: c,
+        map,
+        passes,
+        merges,
+        ..
+    } = merge_components(&comps, &[0.3, 0.4, 0.3], &[], false, &cfg).unwrap();
     assert_eq!(merges, 1);
     assert_eq!(c.len(), 2);
     assert_eq!(map, vec![0, 1, 0]);
@@ -212,9 +241,13 @@ fn identical_components_always_merge_far_ones_never() {
             tau_d: 1e-3,
             ..Default::default()
         };
-        let (c, ..) = merge_components(&[a, far], &[0.5, 0.5], &[], false, &cfg).unwrap();
+        let c = merge_components(&[a, far], &[0.5, 0.5], &[], false, &cfg)
+            .unwrap()
+            .components;
         assert_eq!(c.len(), 2);
-        let (c, ..) = merge_components(&[a, a], &[0.5, 0.5], &[], false, &cfg).unwrap();
+        let c = merge_components(&[a, a], &[0.5, 0.5], &[], false, &cfg)
+            .unwrap()
+            .components;
         assert_eq!(c.len(), 1);
     }
 }
@@ -322,16 +355,21 @@ fn gradient_and_variance_criteria_block_merges() {
 
 #[test]
 fn repeated_passes_collapse_a_chain() {
-    // Five components 1e-4 apart in mu, tau_d = 3e-4: neighbours merge, then merged ones merge.
+    // Five components 1e-4 apart in mu, tau_d = (3e-4)^2: neighbours merge, then merged ones.
     let comps: Vec<Gaussian2> = (0..5)
         .map(|i| g(1e-4 * i as f64, 0.01, 1e-10, 1e-10))
         .collect();
     let cfg = MergeConfig {
-        tau_d: 3e-4,
+        tau_d: 9e-8,
         ..Default::default()
     };
-    let (c, _, _, map, passes, merges) =
-        merge_components(&comps, &[0.2; 5], &[], false, &cfg).unwrap();
+    let MergedComponents {
+        components: c,
+        map,
+        passes,
+        merges,
+        ..
+    } = merge_components(&comps, &[0.2; 5], &[], false, &cfg).unwrap();
     assert_eq!(c.len(), 1);
     assert_eq!(merges, 4);
     assert!(passes >= 3);
@@ -412,29 +450,6 @@ fn validate_catches_corrupted_plans() {
     for (what, bad) in corrupted_plans(&plan) {
         assert!(bad.validate().is_err(), "not caught: {what}");
     }
-}
-
-#[test]
-fn remerge_merges_entries_trained_to_the_same_values() {
-    let comps: Vec<Gaussian2> = (0..4)
-        .map(|i| g(-0.05 + 0.03 * i as f64, 0.01, 1e-5, 1e-7))
-        .collect();
-    let (_, plan) = plan_for(&comps, &[50; 4], 8);
-    let mut trained: Vec<(f32, f32)> = plan
-        .codebook
-        .iter()
-        .map(|e| (e.init_mu, e.init_sigma))
-        .collect();
-    let unchanged = remerge(&plan, &trained, &MergeConfig::default()).unwrap();
-    assert_eq!(unchanged.merges, 0);
-    assert_eq!(unchanged.plan.codebook[2].init_mu, trained[2].0);
-    trained[3] = trained[1];
-    let out = remerge(&plan, &trained, &MergeConfig::default()).unwrap();
-    assert_eq!(out.merges, 1);
-    assert_eq!(out.map, vec![0, 1, 2, 1]);
-    assert_eq!(out.plan.k(), 3);
-    assert_eq!(out.plan.codebook[1].count, 100);
-    assert!(remerge(&plan, &trained[..3], &MergeConfig::default()).is_err());
 }
 
 proptest! {

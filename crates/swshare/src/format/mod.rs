@@ -72,9 +72,7 @@ pub use error::{FormatError, SwbError};
 pub use header::{FORMAT_VERSION, FileKind, HEADER_LEN, MAGIC};
 pub use index::IndexWidth;
 pub use io::{load, load_full_bnn, save, save_full_bnn, temp_path, write_atomic};
-pub use model::{
-    EllipseEntry, FullBnnData, LayerShape, MAX_ELLIPSE_COMPONENTS, NamedTensor, SharedModelData,
-};
+pub use model::{EllipseEntry, FullBnnData, LayerShape, NamedTensor, SharedModelData};
 
 /// Optional encodings beyond the paper's plain layout (both off by default).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -124,21 +122,6 @@ pub struct FileSizes {
     pub unshared: u64,
     /// Whole file.
     pub total: u64,
-}
-
-impl From<FileSizes> for crate::report::FileSizes {
-    /// The compression report's view: the same parts without the separate header count
-    /// (the report's `total` includes it).
-    fn from(s: FileSizes) -> Self {
-        Self {
-            codebook: s.codebook,
-            index: s.index,
-            alphas: s.alphas,
-            outliers: s.outliers,
-            unshared: s.unshared,
-            total: s.total,
-        }
-    }
 }
 
 /// Encodes `model` into the bytes of a `.swb` file.

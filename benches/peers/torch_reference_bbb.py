@@ -1,0 +1,242 @@
+#!/usr/bin/env python3
+"""PyTorch reference of the Bayes-by-Backprop recipe that `swbnn`'s `reference` preset mirrors
+(issue 9): a deterministic net and a BBB net on Fashion-MNIST, evaluated as `cargo xtask
+reproduce` evaluates (accuracy, NLL, ECE with 15 bins, mean confidence, OOD AUROC against the
+10,000 MNIST digits by max-probability and predictive entropy, 30 Monte-Carlo samples).
+
+Recipe (both nets, from scratch): SGD with momentum 0.9, one-cycle to lr 0.1 (PyTorch's
+OneCycleLR, the same rate for mu and rho), batch 128, horizontal flips, normalisation
+(0.2860, 0.3530). BBB: rho initialised to the constant -6, prior N(0, 0.1^2),
+loss = mean NLL + KL / N_train, reparameterisation with one eps per weight per step.
+
+    python3 benches/peers/torch_reference_bbb.py --arch lenet5 --epochs 3 --train-subset 20000 --seed 0
+
+Prints one JSON line per method.
+"""
+import argparse
+import gzip
+import json
+import math
+import os
+import time
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+MEAN, STD = 0.2860, 0.3530
+PRIOR_SIGMA = 0.1
+
+
+def idx(path):
+    with gzip.open(path, "rb") as f:
+        data = f.read()
+    magic = int.from_bytes(data[:4], "big")
+    dims = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(magic & 0xFF)]
+    return np.frombuffer(data, np.uint8, offset=4 + 4 * len(dims)).reshape(dims)
+
+
+def load(prefix):
+    x = idx(prefix + "images-idx3-ubyte.gz").astype(np.float32) / 255.0
+    y = idx(prefix + "labels-idx1-ubyte.gz").astype(np.int64)
+    return torch.from_numpy((x - MEAN) / STD).unsqueeze(1), torch.from_numpy(y)
+
+
+def stratified(y, n, seed):
+    rng = np.random.default_rng(seed)
+    per = n // 10
+    keep = np.concatenate([rng.permutation(np.flatnonzero(y.numpy() == c))[:per] for c in range(10)])
+    return torch.from_numpy(np.sort(keep))
+
+
+class BayesParam(nn.Module):
+    def __init__(self, shape, fan_in):
+        super().__init__()
+        bound = fan_in ** -0.5
+        self.mu = nn.Parameter(torch.empty(shape).uniform_(-bound, bound))
+        self.rho = nn.Parameter(torch.full(shape, -6.0))
+
+    def sample(self):
+        sigma = F.softplus(self.rho)
+        return self.mu + sigma * torch.randn_like(sigma)
+
+    def kl(self):
+        sigma = F.softplus(self.rho)
+        return (torch.log(PRIOR_SIGMA / sigma) + (sigma ** 2 + self.mu ** 2) / (2 * PRIOR_SIGMA ** 2) - 0.5).sum()
+
+
+class Linear(nn.Module):
+    def __init__(self, bayes, d_in, d_out):
+        super().__init__()
+        self.bayes = bayes
+        if bayes:
+            self.w, self.b = BayesParam((d_out, d_in), d_in), BayesParam((d_out,), d_in)
+        else:
+            self.lin = nn.Linear(d_in, d_out)
+
+    def forward(self, x):
+        return F.linear(x, self.w.sample(), self.b.sample()) if self.bayes else self.lin(x)
+
+
+class Conv(nn.Module):
+    def __init__(self, bayes, c_in, c_out, k, stride=1, padding=0, bias=True):
+        super().__init__()
+        self.bayes, self.stride, self.padding = bayes, stride, padding
+        if bayes:
+            fan = c_in * k * k
+            self.w = BayesParam((c_out, c_in, k, k), fan)
+            self.b = BayesParam((c_out,), fan) if bias else None
+        else:
+            self.conv = nn.Conv2d(c_in, c_out, k, stride, padding, bias=bias)
+
+    def forward(self, x):
+        if not self.bayes:
+            return self.conv(x)
+        b = self.b.sample() if self.b is not None else None
+        return F.conv2d(x, self.w.sample(), b, self.stride, self.padding)
+
+
+def lenet5(bayes):
+    return nn.Sequential(
+        Conv(bayes, 1, 6, 5, 1, 2), nn.ReLU(), nn.MaxPool2d(2),
+        Conv(bayes, 6, 16, 5), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+        Linear(bayes, 16 * 5 * 5, 120), nn.ReLU(), Linear(bayes, 120, 84), nn.ReLU(), Linear(bayes, 84, 10))
+
+
+class Block(nn.Module):
+    def __init__(self, bayes, c_in, c_out, stride):
+        super().__init__()
+        self.c1, self.b1 = Conv(bayes, c_in, c_out, 3, stride, 1, False), nn.BatchNorm2d(c_out)
+        self.c2, self.b2 = Conv(bayes, c_out, c_out, 3, 1, 1, False), nn.BatchNorm2d(c_out)
+        self.down = None
+        if stride != 1 or c_in != c_out:
+            self.down = nn.Sequential(Conv(bayes, c_in, c_out, 1, stride, 0, False), nn.BatchNorm2d(c_out))
+
+    def forward(self, x):
+        idt = x if self.down is None else self.down(x)
+        return F.relu(self.b2(self.c2(F.relu(self.b1(self.c1(x))))) + idt)
+
+
+def resnet20(bayes):
+    layers = [Conv(bayes, 1, 16, 3, 1, 1, False), nn.BatchNorm2d(16), nn.ReLU()]
+    c = 16
+    for s, w in enumerate([16, 32, 64]):
+        for b in range(3):
+            layers.append(Block(bayes, c, w, 2 if s > 0 and b == 0 else 1))
+            c = w
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), Linear(bayes, 64, 10)]
+    return nn.Sequential(*layers)
+
+
+def kl(model):
+    return sum(m.kl() for m in model.modules() if isinstance(m, BayesParam))
+
+
+def train(model, x, y, epochs, seed, bayes, lr):
+    g = torch.Generator().manual_seed(seed)
+    steps = epochs * math.ceil(len(y) / 128)
+    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps)
+    model.train()
+    for _ in range(epochs):
+        order = torch.randperm(len(y), generator=g)
+        for i in range(0, len(y), 128):
+            b = order[i:i + 128]
+            xb = x[b]
+            flip = torch.rand(len(b), generator=g) < 0.5
+            xb = torch.where(flip[:, None, None, None], xb.flip(-1), xb)
+            loss = F.cross_entropy(model(xb), y[b])
+            if bayes:
+                loss = loss + kl(model) / len(y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            sched.step()
+
+
+@torch.no_grad()
+def predict(model, x, samples):
+    model.eval()
+    out = torch.zeros(len(x), 10, dtype=torch.float64)
+    for _ in range(samples):
+        for i in range(0, len(x), 1000):
+            out[i:i + 1000] += F.softmax(model(x[i:i + 1000]), 1).double()
+    return out / samples
+
+
+def ece(p, y, bins=15):
+    conf, pred = p.max(1)
+    correct = (pred == y).double()
+    edges = torch.linspace(0, 1, bins + 1, dtype=torch.float64)
+    e = 0.0
+    for lo, hi in zip(edges[:-1], edges[1:]):
+        m = (conf > lo) & (conf <= hi)
+        if m.any():
+            e += m.double().mean() * (conf[m].mean() - correct[m].mean()).abs()
+    return float(e)
+
+
+def auroc(s_in, s_out):
+    s = torch.cat([s_in, s_out])
+    lab = torch.cat([torch.ones(len(s_in)), torch.zeros(len(s_out))])
+    order = torch.argsort(s)
+    ranks = torch.empty_like(s)
+    ranks[order] = torch.arange(1, len(s) + 1, dtype=s.dtype)
+    # average ranks for ties
+    uniq, inv = torch.unique(s, return_inverse=True)
+    sums = torch.zeros(len(uniq), dtype=s.dtype).index_add_(0, inv, ranks)
+    cnt = torch.zeros(len(uniq), dtype=s.dtype).index_add_(0, inv, torch.ones_like(ranks))
+    ranks = (sums / cnt)[inv]
+    n1, n0 = len(s_in), len(s_out)
+    return float((ranks[lab == 1].sum() - n1 * (n1 + 1) / 2) / (n1 * n0))
+
+
+def entropy(p):
+    return -(p * p.clamp_min(1e-12).log()).sum(1)
+
+
+def main():
+    a = argparse.ArgumentParser()
+    a.add_argument("--arch", default="lenet5", choices=["lenet5", "resnet20"])
+    a.add_argument("--epochs", type=int, default=3)
+    a.add_argument("--train-subset", type=int, default=None)
+    a.add_argument("--seed", type=int, default=0)
+    a.add_argument("--samples", type=int, default=30)
+    a.add_argument("--lr", type=float, default=0.1)
+    a.add_argument("--threads", type=int, default=2)
+    a.add_argument("--methods", default="deterministic,bbb")
+    a.add_argument("--data", default="/usr/share/datasets/fashion-mnist/")
+    a.add_argument("--ood", default=os.path.join(os.path.dirname(__file__), "../../../shared/data/mnist-10k/"))
+    args = a.parse_args()
+    torch.set_num_threads(args.threads)
+    x, y = load(args.data + "train-")
+    if args.train_subset:
+        keep = stratified(y, args.train_subset, 1)
+        x, y = x[keep], y[keep]
+    xt, yt = load(args.data + "t10k-")
+    xo, _ = load(args.ood)
+    for method in args.methods.split(","):
+        bayes = method == "bbb"
+        torch.manual_seed(args.seed)
+        model = (lenet5 if args.arch == "lenet5" else resnet20)(bayes)
+        t = time.perf_counter()
+        train(model, x, y, args.epochs, args.seed, bayes, args.lr)
+        secs = time.perf_counter() - t
+        n = args.samples if bayes else 1
+        p, po = predict(model, xt, n), predict(model, xo, n)
+        conf = p.max(1).values
+        print(json.dumps({
+            "peer": "pytorch", "arch": args.arch, "method": method, "seed": args.seed,
+            "epochs": args.epochs, "train_subset": args.train_subset,
+            "accuracy": float((p.argmax(1) == yt).double().mean()),
+            "nll": float(-p[torch.arange(len(yt)), yt].clamp_min(1e-12).log().mean()),
+            "ece": ece(p, yt), "mean_confidence": float(conf.mean()),
+            "ood_auroc": auroc(conf, po.max(1).values),
+            "ood_auroc_entropy": auroc(-entropy(p), -entropy(po)),
+            "train_seconds": secs,
+        }), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,194 @@
+//! The whole method as one call: a trained Bayesian model in; the retrained weight-shared model,
+//! its plan, its compression report and its `.swb` content out.
+//!
+//! ```text
+//! Bayesian model --mean_mu_gradients--> WeightTable --build_plan--> SharingPlan   (stages 1-2)
+//! SharingPlan + Bayesian model --build_shared_model--> shared model
+//! shared model --train (ELBO, CompressConfig::retrain)--> shared model             (stage 3)
+//! shared model + plan --to_swb--> SharedModelData (+ file sizes in the report)
+//! ```
+//!
+//! The command line (`swbnn compress`) and the experiment (`cargo xtask reproduce`) both call
+//! [`compress`]; each stage has exactly one config, inside [`CompressConfig`].
+
+use std::path::Path;
+use std::time::Instant;
+
+use bnn_data::DataLoader;
+use bnn_layers::export_bayes;
+use bnn_train::{Checkpointer, EpochStats, Observer, TrainConfig, TrainError, train};
+use burn::module::Module;
+use models::{Kind, ModelConfig, Network};
+use serde::{Deserialize, Serialize};
+
+use crate::burn_edges::{EdgeError, build_shared_model, table_from_tensors, to_swb};
+use crate::format::{self, FileSizes, SaveOptions, SharedModelData, SwbError};
+use crate::{CompressionReport, SharingPlan, SwshareConfig, SwshareError, build_plan};
+
+/// Stage-3 epochs of the paper's appendix table (`E = 200`); presets and the command line set
+/// their own.
+pub const PAPER_RETRAIN_EPOCHS: usize = 200;
+
+/// Every setting of the method, one field per stage; save it beside a result to repeat it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CompressConfig {
+    /// Stages 1-2: outliers, GMM, cluster-size reduction, ellipses, merging.
+    pub sharing: SwshareConfig,
+    /// Stage 3: retraining of the shared model, and the seed of the gradient pass of stage 1.
+    /// Default [`TrainConfig::retrain`] with [`PAPER_RETRAIN_EPOCHS`].
+    pub retrain: TrainConfig,
+    /// How the `.swb` file is encoded. Default: the entropy-coded index (lossless), `f32`
+    /// outliers.
+    pub save: SaveOptions,
+}
+
+impl Default for CompressConfig {
+    fn default() -> Self {
+        Self {
+            sharing: SwshareConfig::default(),
+            retrain: TrainConfig::retrain(PAPER_RETRAIN_EPOCHS),
+            save: SaveOptions {
+                entropy_index: true,
+                int8_outliers: false,
+            },
+        }
+    }
+}
+
+impl CompressConfig {
+    /// Checks every stage's config.
+    pub fn validate(&self) -> Result<(), CompressError> {
+        self.sharing.validate()?;
+        self.retrain.validate()?;
+        Ok(())
+    }
+
+    /// Parses a JSON configuration (missing fields take their defaults, unknown ones are
+    /// errors) and validates it.
+    pub fn from_json(s: &str) -> Result<Self, CompressError> {
+        let cfg: Self = serde_json::from_str(s)
+            .map_err(|e| SwshareError::config("<json>", e, "not a valid compression config"))?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+}
+
+/// Why [`compress`] failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CompressError {
+    /// The input model is not Bayesian.
+    #[error(
+        "the model to compress must be Bayesian (trained with --kind bayesian); this one is {0:?}"
+    )]
+    NotBayesian(Kind),
+    /// A config value is out of range, or a stage failed.
+    #[error(transparent)]
+    Swshare(#[from] SwshareError),
+    /// Building or converting a model failed.
+    #[error(transparent)]
+    Edge(#[from] EdgeError),
+    /// The gradient pass or the retraining failed.
+    #[error(transparent)]
+    Train(#[from] TrainError),
+    /// Encoding the model file failed.
+    #[error(transparent)]
+    File(#[from] SwbError),
+}
+
+/// The result of [`compress`].
+#[derive(Debug)]
+pub struct Compressed {
+    /// The retrained weight-shared model, on the autodiff device it was trained on.
+    pub model: Network,
+    /// Its architecture (kind [`Kind::Shared`], the codebook's length).
+    pub config: ModelConfig,
+    /// The sharing plan (fates, codebook, ellipse blends).
+    pub plan: SharingPlan,
+    /// What the stages did, with timings and the file's sizes by part.
+    pub report: CompressionReport,
+    /// Stage-3 training history, one entry per epoch.
+    pub history: Vec<EpochStats>,
+    /// The `.swb` content of the retrained model.
+    pub file: SharedModelData,
+    /// The encoding [`Compressed::save`] uses.
+    pub save_options: SaveOptions,
+    /// Seconds of stages 1-2 (gradient pass, plan, building the shared model).
+    pub plan_seconds: f64,
+}
+
+impl Compressed {
+    /// Writes the `.swb` file atomically; returns the size of each part.
+    pub fn save(&self, path: impl AsRef<Path>) -> Result<FileSizes, SwbError> {
+        format::save(path, &self.file, &self.save_options)
+    }
+}
+
+/// The architecture of the weight-shared model of `bayes_config` with `k` codebook entries.
+/// The one place this is derived: the edges, the file and the report all use it.
+pub fn shared_config(bayes_config: &ModelConfig, k: usize) -> ModelConfig {
+    bayes_config
+        .clone()
+        .with_kind(Kind::Shared)
+        .with_codebook_len(k)
+}
+
+/// Runs the whole method on a trained Bayesian model (on an autodiff device):
+/// 1. the mean `d loss / d mu` over `cfg.sharing.outliers.grad_batches` mini-batches of `data`
+///    (skipped when the gradient criterion is off), with the device seeded by
+///    `cfg.retrain.seed`, so the plan is a function of the model and the config alone;
+/// 2. stages 1-2 ([`build_plan`]) and the shared model ([`build_shared_model`]);
+/// 3. retraining on `data` with `cfg.retrain` (checkpointed by `checkpointer`, which also
+///    resumes an interrupted run);
+/// 4. the `.swb` content and its sizes (in `report.file_sizes`).
+pub fn compress(
+    bayes: &Network,
+    bayes_config: &ModelConfig,
+    data: &DataLoader,
+    cfg: &CompressConfig,
+    checkpointer: Option<&Checkpointer>,
+    observer: &mut dyn Observer,
+) -> Result<Compressed, CompressError> {
+    cfg.validate()?;
+    if bayes_config.kind != Kind::Bayesian {
+        return Err(CompressError::NotBayesian(bayes_config.kind));
+    }
+    let started = Instant::now();
+    let device = bayes.devices().first().cloned().unwrap_or_default();
+    // The gradient pass samples weights: seeding makes the plan repeatable (and a resumed
+    // retraining continues the model the first run built).
+    device.seed(cfg.retrain.seed);
+    let tensors = if cfg.sharing.outliers.grad_top_fraction > 0.0 {
+        bnn_train::mean_mu_gradients(
+            bayes,
+            data,
+            &cfg.retrain.prior,
+            cfg.sharing.outliers.grad_batches,
+        )?
+    } else {
+        export_bayes(bayes, None)
+    };
+    let table = table_from_tensors(&tensors)?;
+    let (plan, mut report) = build_plan(&table, &cfg.sharing)?;
+    let shared = build_shared_model(bayes_config, bayes, &table, &plan, &device)?;
+    let plan_seconds = started.elapsed().as_secs_f64();
+
+    let (model, history) = train(shared, data, &cfg.retrain, checkpointer, observer)?;
+    let config = shared_config(bayes_config, plan.k());
+    let file = to_swb(&model.valid(), &config, &table, &plan)?;
+    let sizes = format::encoded_sizes(&file, &cfg.save).map_err(|source| SwbError::Format {
+        path: "<memory>".into(),
+        source,
+    })?;
+    report.file_sizes = Some(sizes);
+    Ok(Compressed {
+        model,
+        config,
+        plan,
+        report,
+        history,
+        file,
+        save_options: cfg.save,
+        plan_seconds,
+    })
+}
