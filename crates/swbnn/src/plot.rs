@@ -129,7 +129,7 @@ impl PlotArgs {
 enum Source {
     Run(RunDir),
     Model {
-        model: Network,
+        model: Box<Network>,
         label: String,
         /// The `.swb` file it was loaded from, if any.
         swb: Option<PathBuf>,
@@ -155,7 +155,7 @@ fn open_source(args: &PlotArgs, device: &Device) -> Result<Source, Error> {
     if let Some(swb) = swb {
         let data = swshare::format::load(&swb)?;
         return Ok(Source::Model {
-            model: from_swb(&data, device)?.0,
+            model: Box::new(from_swb(&data, device)?.0),
             label: "2DGBNN".into(),
             swb: Some(swb),
         });
@@ -172,7 +172,7 @@ fn open_source(args: &PlotArgs, device: &Device) -> Result<Source, Error> {
             Kind::Shared => "2DGBNN",
         };
         return Ok(Source::Model {
-            model,
+            model: Box::new(model),
             label: label.into(),
             swb: None,
         });
@@ -209,7 +209,7 @@ fn run_loaders(args: &PlotArgs, run: &RunDir) -> Result<Loaders, Error> {
     )
 }
 
-fn methods<'a>(args: &'a PlotArgs, all: bool) -> Result<Vec<&'a str>, Error> {
+fn methods(args: &PlotArgs, all: bool) -> Result<Vec<&str>, Error> {
     match args.method.as_deref() {
         Some(m) if METHODS.contains(&m) => Ok(vec![m]),
         Some(m) => Err(Error::Other(format!(
