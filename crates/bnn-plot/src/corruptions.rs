@@ -107,6 +107,17 @@ impl Figure for Corruptions<'_> {
                 (lo.min(v), hi.max(v))
             });
         let xpad = ((xhi - xlo) * 0.05).max(0.25);
+        // Integer severities get one tick each (no 0.5 steps between levels).
+        let integers = self
+            .series
+            .iter()
+            .flat_map(|s| &s.severity)
+            .all(|v| (v - v.round()).abs() < 1e-9);
+        let x_ticks = if integers {
+            ((xhi - xlo).round() as usize + 1).clamp(2, 8)
+        } else {
+            8
+        };
         for (area, (name, get, legend)) in panels.iter().zip(metrics) {
             let (lo, hi) = self
                 .series
@@ -125,7 +136,7 @@ impl Figure for Corruptions<'_> {
             chart
                 .configure_mesh()
                 .x_desc("corruption severity")
-                .x_labels(8)
+                .x_labels(x_ticks)
                 .y_labels(6)
                 .x_label_formatter(&|v| {
                     if (v - v.round()).abs() < 1e-9 {
