@@ -38,7 +38,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Deterministic -> Bayes by Backprop -> 2DGBNN on a data set; writes table.md and table.json.
+    /// Deterministic -> Bayes by Backprop -> 2DGBNN on a data set; writes table.md, table.json,
+    /// the figures (figures/) and report.md.
     Reproduce {
         /// mnist, fashion-mnist, cifar10, cifar100 or imagenet.
         dataset: DatasetId,
@@ -84,7 +85,7 @@ enum Command {
         #[arg(long, value_enum)]
         recipe: Option<Recipe>,
         /// Also evaluate every method on the 15 corrupted test sets (5 kinds x 3 severities)
-        /// and write `corruptions.md` / `corruptions.json`.
+        /// and write `corruptions.md` / `corruptions.json` and the corruptions figure.
         #[arg(long)]
         corruptions: bool,
         /// A JSON file whose fields replace the preset's (any field of `setup.json`, nested
@@ -244,7 +245,12 @@ fn main() -> Result<()> {
                     .context("the experiment failed")?;
                 println!("{}", experiment::markdown_seeds(&summaries));
             }
-            eprintln!("wrote {}/table.md and table.json", out.display());
+            eprintln!(
+                "wrote {}/table.md and table.json; drawing the figures",
+                out.display()
+            );
+            let report = swbnn::report::write_report(&out, &device)?;
+            eprintln!("wrote {}", report.display());
         }
         Command::Bench { which } => bench::run(which)?,
     }

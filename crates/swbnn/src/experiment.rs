@@ -576,6 +576,9 @@ pub fn run(setup: &Setup, device: &Device, progress: &mut dyn Progress) -> Resul
     // The stage directory holds the model as a `.swb` (what `swbnn eval` loads); a copy sits
     // beside the tables under the architecture's name.
     let sizes = compressed.save(stage.dir.join("model.swb"))?;
+    // The plan keeps what the `.swb` file drops (the Gaussians' covariances, the fates before
+    // retraining): the weights figure draws it (`swbnn plot weights`, the report).
+    crate::run_dir::save_plan(&stage.dir, &compressed.plan)?;
     compressed.save(
         setup
             .out_dir

@@ -1,11 +1,17 @@
 //! The `swbnn` command line's library: data loading with the paper's transforms, the
 //! three-method experiment of the paper's tables ([`experiment::run`]) and its presets
-//! ([`presets`]), shared by the `swbnn` binary and `cargo xtask reproduce`.
+//! ([`presets`]), the figures of `swbnn plot` ([`figures`], [`plot`], [`run_dir`]) and the
+//! reproduction's report ([`report`]), shared by the `swbnn` binary and
+//! `cargo xtask reproduce`.
 #![warn(missing_docs)]
 
 pub mod data;
 pub mod experiment;
+pub mod figures;
+pub mod plot;
 pub mod presets;
+pub mod report;
+pub mod run_dir;
 
 use std::path::Path;
 
@@ -36,6 +42,9 @@ pub enum Error {
     /// A model file.
     #[error(transparent)]
     File(#[from] swshare::SwbError),
+    /// Drawing a figure.
+    #[error(transparent)]
+    Plot(#[from] bnn_plot::PlotError),
     /// A metric.
     #[error(transparent)]
     Metrics(#[from] bnn_metrics::MetricsError),
@@ -61,12 +70,34 @@ pub enum Error {
     /// A model file's bytes that cannot be encoded or decoded.
     #[error(transparent)]
     Format(#[from] swshare::FormatError),
+    /// A request the given inputs cannot satisfy; the message names the file, flag or layer.
+    #[error("{0}")]
+    Usage(String),
+    /// A sharing-plan file that cannot be decoded or is inconsistent.
+    #[error("{path}: not a valid sharing plan: {source}")]
+    Plan {
+        /// The file.
+        path: String,
+        /// The cause.
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// A sharing plan that cannot be encoded.
+    #[error("encoding the sharing plan: {0}")]
+    PlanEncode(bincode::error::EncodeError),
     /// A burn record (model or optimiser state) that cannot be serialised.
     #[error("serialising a model record: {0}")]
     Record(#[from] burn::store::RecordError),
 }
 
 impl Error {
+    /// A sharing-plan error with its path.
+    pub fn plan(path: &Path, source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Error::Plan {
+            path: path.display().to_string(),
+            source: Box::new(source),
+        }
+    }
+
     /// A JSON parse error with its path.
     pub fn parse(path: &Path, source: serde_json::Error) -> Self {
         Error::Parse {

@@ -143,6 +143,9 @@ enum Command {
         #[arg(long)]
         corruptions: bool,
     },
+    /// Draw a figure (reliability, ood, weights, per-class, corruptions) of a run directory,
+    /// a .swb file or a training directory, as PNG or SVG.
+    Plot(swbnn::plot::PlotArgs),
     /// Print a .swb file's statistics.
     Inspect {
         /// The .swb file.
@@ -421,6 +424,10 @@ fn main() -> Result<()> {
                     print!("{}", swbnn::experiment::markdown_corruptions(&shifted));
                 }
             }
+        }
+        Command::Plot(args) => {
+            let out = swbnn::plot::run(&args, &device)?;
+            eprintln!("wrote {}", out.display());
         }
         Command::Inspect { model } => {
             let data = swshare::format::load(&model)?;
