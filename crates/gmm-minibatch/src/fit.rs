@@ -7,7 +7,7 @@ use crate::cells::{CellStat, cell_stats};
 use crate::config::GmmConfig;
 use crate::data::{Standardizer, summarize};
 use crate::em::{e_pass, leaf_lists};
-use crate::grid::{Geom, bucket};
+use crate::grid::Geom;
 use crate::math::Comp;
 use crate::mixture::{Mix, Stat, fix_empty};
 use crate::rng::mix64;
@@ -98,6 +98,12 @@ impl GmmFit {
     ) -> Result<Self, GmmError> {
         if components.is_empty() {
             return Err(GmmError::InvalidMixture("no components".into()));
+        }
+        if components.len() > u32::MAX as usize / 2 {
+            return Err(GmmError::InvalidMixture(format!(
+                "{} components (at most 2^31 - 1)",
+                components.len()
+            )));
         }
         if components.len() != weights.len() {
             return Err(GmmError::InvalidMixture(format!(
@@ -191,17 +197,19 @@ impl GmmFit {
         ))
     }
 
-    /// Hard assignment: index of the component with the largest weighted density per point.
+    /// Hard assignment: index of the component with the largest weighted density per point
+    /// (the lowest index on ties). Evaluates each point only against the components that can
+    /// be the largest in its grid cell, so it is much cheaper than the log-likelihood.
     pub fn assign(&self, points: &[[f32; 2]]) -> Result<Vec<u32>, GmmError> {
-        Ok(self
-            .run(
-                points,
-                Want {
-                    assign: true,
-                    ..Default::default()
-                },
-            )?
-            .assign)
+        check_finite(points)?;
+        if points.is_empty() {
+            return Ok(Vec::new());
+        }
+        Ok(crate::assign::assign(
+            points,
+            &self.standardizer,
+            &self.comps(),
+        ))
     }
 
     /// Hard assignment and mean log-likelihood (data units) in one pass.
@@ -296,10 +304,11 @@ fn prepare(
 ) -> Result<Prepared, GmmError> {
     cfg.validate()?;
     let s = summarize(points, weights)?;
+    crate::trace(|| "fit: summarized".into());
     let std = Standardizer::from_moments(s.mean, s.var);
     let geom = Geom::new(points, &std, cfg.grid_bits());
-    let b = bucket(points, weights, &std, &geom);
-    let (codes, cells) = cell_stats(&std, &b);
+    crate::trace(|| "fit: grid".into());
+    let (codes, cells) = cell_stats(points, weights, &std, &geom);
     Ok(Prepared {
         std,
         geom,

@@ -64,6 +64,7 @@
 // `!(x > 0.0)` is used on purpose: it is also true for NaN.
 #![allow(clippy::neg_cmp_op_on_partial_ord)]
 
+mod assign;
 mod cells;
 mod config;
 mod data;
@@ -71,6 +72,7 @@ mod em;
 mod error;
 mod fit;
 mod grid;
+mod groups;
 mod lanes;
 mod math;
 mod mixture;
