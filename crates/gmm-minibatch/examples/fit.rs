@@ -61,25 +61,16 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     if let Some(v) = get("--tol") {
         cfg.tolerance = v.parse()?;
     }
-    let mut points = npy::read_points(&path)?;
-    if let Some(t) = get("--take") {
-        points.truncate(t.parse()?);
-    }
+    let points = npy::read_points(&path)?;
     let t = Instant::now();
-    let model: gmm_minibatch::GmmFit = if let Some(m) = get("--load-model") {
-        serde_json::from_str(&std::fs::read_to_string(m)?)?
-    } else {
-        fit(&points, None, &cfg)?
-    };
-    if let Some(m) = get("--save-model") {
-        std::fs::write(m, serde_json::to_string(&model)?)?;
-    }
+    let model = fit(&points, None, &cfg)?;
     let seconds_fit = t.elapsed().as_secs_f64();
     // What the GMM stage does: fit, then assign every point.
     let t = Instant::now();
     let assignment = model.assign(&points)?;
     let seconds_assign = t.elapsed().as_secs_f64();
     assert_eq!(assignment.len(), points.len());
+    drop(assignment);
     // Quality of the fit: exact mean log-likelihood of every point (a separate pass).
     let t = Instant::now();
     let loglik = model.mean_log_likelihood(&points)?;

@@ -25,8 +25,7 @@ struct Lists {
 pub(crate) fn assign(points: &[[f32; 2]], std: &Standardizer, comps: &[Comp]) -> Vec<u32> {
     let n = points.len();
     let t0 = std::time::Instant::now();
-    let bits = std::env::var("GMM_ASSIGN_BITS").ok().and_then(|v| v.parse().ok()).unwrap_or(score_bits(n));
-    let geom = Geom::new(points, std, bits);
+    let geom = Geom::new(points, std, score_bits(n));
     let ncell = 1usize << (2 * geom.bits);
     // Occupied cells as a bitmap (OR is exact, so the split does not matter).
     let occupied = points
@@ -122,7 +121,9 @@ pub(crate) fn assign(points: &[[f32; 2]], std: &Standardizer, comps: &[Comp]) ->
                     } else {
                         let (s, len) = multi[e[j] as usize];
                         let list = &cands[s as usize..(s + len) as usize];
-                        list.get(best_of(z[j], list, comps, avx2)).copied().unwrap_or(0)
+                        list.get(best_of(z[j], list, comps, avx2))
+                            .copied()
+                            .unwrap_or(0)
                     };
                 }
             }

@@ -26,7 +26,7 @@ pub(crate) fn cell_stats(
     geom: &Geom,
 ) -> (Vec<u32>, Vec<CellStat>) {
     let grouping = Grouping::new(points, std, geom);
-    let per_group = grouping.run(points, weights, std, geom, &|g| group_stats(std, g));
+    let per_group = grouping.run(points, weights, std, geom, &group_stats);
     let mut codes = Vec::new();
     let mut cells = Vec::new();
     for (c, s) in per_group {
@@ -37,16 +37,16 @@ pub(crate) fn cell_stats(
 }
 
 /// Shifted one-pass statistics of the occupied cells of one group.
-fn group_stats(std: &Standardizer, g: &Group<'_>) -> (Vec<u32>, Vec<CellStat>) {
+fn group_stats(g: &Group<'_>) -> (Vec<u32>, Vec<CellStat>) {
     let mut codes = Vec::with_capacity(g.codes.len());
     let mut cells = Vec::with_capacity(g.codes.len());
     for (c, &code) in g.codes.iter().enumerate() {
         let range = g.starts[c]..g.starts[c + 1];
         // One pass with moments about the cell's first point (shift keeps them accurate).
-        let r = std.to_std(g.pts[range.start]);
+        let r = g.z[range.start];
         let (mut sw, mut sx, mut sy, mut sxx, mut sxy, mut syy) = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
         for j in range {
-            let z = std.to_std(g.pts[j]);
+            let z = g.z[j];
             let w = if g.w.is_empty() {
                 1.0
             } else {
@@ -88,7 +88,10 @@ mod tests {
             .map(|i| {
                 let t = i as f32 * 0.37;
                 let r = if i % 10 == 0 { 5.0 } else { 0.05 };
-                [t.sin() * r * (1.0 + (i % 7) as f32), (t * 1.3).cos() * 0.01 + 3.0]
+                [
+                    t.sin() * r * (1.0 + (i % 7) as f32),
+                    (t * 1.3).cos() * 0.01 + 3.0,
+                ]
             })
             .chain([[1e6, -1e6]])
             .collect();

@@ -29,7 +29,7 @@ pub(crate) struct LeafLists {
 
 /// Builds the pruned candidate lists for the current components.
 pub(crate) fn leaf_lists(geom: &Geom, codes: &[u32], comps: &[Comp], eps: f64) -> Vec<LeafLists> {
-    let pruner = Pruner::new(geom, comps, eps, EM_LEAF_S.min(geom.bits));
+    let pruner = Pruner::em(geom, comps, eps, EM_LEAF_S.min(geom.bits));
     traverse(
         &pruner,
         codes,

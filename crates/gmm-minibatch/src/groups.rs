@@ -17,10 +17,11 @@ use crate::grid::{Geom, SyncPtr};
 
 /// At most `2^16` coarse bins, so that group numbers fit a `u16`.
 const COARSE_BITS_MAX: u32 = 16;
-/// Points per group (a group is cut after the coarse bin that reaches this).
-const GROUP_POINTS: usize = 1 << 17;
+/// Points per group (a group is cut after the coarse bin that reaches this); small in the
+/// unit tests so that they exercise many groups and parts.
+const GROUP_POINTS: usize = if cfg!(test) { 1 << 11 } else { 1 << 17 };
 /// Points gathered per part (at least one group): 256 MiB of gathered points.
-const PART_POINTS: usize = 1 << 25;
+const PART_POINTS: usize = if cfg!(test) { 1 << 15 } else { 1 << 25 };
 /// Most input chunks of the gather (their per-group offsets are kept).
 const MAX_CHUNKS: usize = 1024;
 
@@ -30,8 +31,8 @@ pub(crate) struct Group<'a> {
     pub codes: &'a [u32],
     /// `pts[starts[c]..starts[c + 1]]` are the points of cell `codes[c]`.
     pub starts: &'a [usize],
-    /// Points.
-    pub pts: &'a [[f32; 2]],
+    /// Standardised points.
+    pub z: &'a [[f64; 2]],
     /// Their positions in the group taken in input order (ascending within a cell): a
     /// callback of [`Grouping::run_in_order`] puts point `j`'s result at `src[j]`.
     pub src: &'a [u32],
@@ -60,12 +61,13 @@ pub(crate) struct Grouping {
 /// Sort buffers of one thread.
 #[derive(Default)]
 struct Scratch {
+    z: Vec<[f64; 2]>,
     key: Vec<u32>,
     cnt: Vec<u32>,
     order: Vec<u64>,
     codes: Vec<u32>,
     starts: Vec<usize>,
-    pts: Vec<[f32; 2]>,
+    out_z: Vec<[f64; 2]>,
     src: Vec<u32>,
     w: Vec<f32>,
 }
@@ -275,7 +277,7 @@ impl Grouping {
                 f(&Group {
                     codes: &s.codes,
                     starts: &s.starts,
-                    pts: &s.pts,
+                    z: &s.out_z,
                     src: &s.src,
                     w: &s.w,
                 })
@@ -318,24 +320,27 @@ fn sort_group(
 ) {
     let n = pts.len();
     let Scratch {
+        z,
         key,
         cnt,
         order,
         codes,
         starts,
-        pts: out_p,
+        out_z,
         src: out_s,
         w: out_w,
     } = s;
+    z.clear();
+    z.extend(pts.iter().map(|p| std.to_std(*p)));
     key.clear();
-    key.extend(pts.iter().map(|p| geom.cell_of(std.to_std(*p)) - cells.start));
+    key.extend(z.iter().map(|z| geom.cell_of(*z) - cells.start));
     codes.clear();
     starts.clear();
-    out_p.resize(n, [0.0; 2]);
+    out_z.resize(n, [0.0; 2]);
     out_s.resize(n, 0);
     out_w.resize(w.len(), 0.0);
     let mut put = |src: usize, dst: usize| {
-        out_p[dst] = pts[src];
+        out_z[dst] = z[src];
         out_s[dst] = src as u32;
         if !w.is_empty() {
             out_w[dst] = w[src];
@@ -404,29 +409,34 @@ mod tests {
             std,
             geom,
             &|gr: &Group<'_>| {
-                let mut by_src = vec![([0f32; 2], 0f32); gr.pts.len()];
+                let mut by_src = vec![([0f64; 2], 0f32); gr.z.len()];
                 for (c, &code) in gr.codes.iter().enumerate() {
                     let r = geom.rect(code, 0);
                     let cell = gr.starts[c]..gr.starts[c + 1];
                     assert!(!cell.is_empty());
-                    assert!(gr.src[cell.clone()].windows(2).all(|p| p[0] < p[1]), "stable");
+                    assert!(
+                        gr.src[cell.clone()].windows(2).all(|p| p[0] < p[1]),
+                        "stable"
+                    );
                     for j in cell {
-                        let z = std.to_std(gr.pts[j]);
+                        let z = gr.z[j];
                         assert_eq!(geom.cell_of(z), code);
                         assert!(z[0] >= r.x0 && z[0] <= r.x1 && z[1] >= r.y0 && z[1] <= r.y1);
                         let wj = if w.is_some() { gr.w[j] } else { 0.0 };
-                        by_src[gr.src[j] as usize] = (gr.pts[j], wj);
+                        by_src[gr.src[j] as usize] = (z, wj);
                     }
                 }
                 (by_src, gr.codes.to_vec())
             },
-            Some(&|r: &(Vec<([f32; 2], f32)>, Vec<u32>), k: usize, i: usize| {
-                assert_eq!(r.0[k].0, pts[i]);
-                if let Some(w) = w {
-                    assert_eq!(r.0[k].1, w[i]);
-                }
-                hits[i].fetch_add(1, Ordering::Relaxed);
-            }),
+            Some(
+                &|r: &(Vec<([f64; 2], f32)>, Vec<u32>), k: usize, i: usize| {
+                    assert_eq!(r.0[k].0, std.to_std(pts[i]));
+                    if let Some(w) = w {
+                        assert_eq!(r.0[k].1, w[i]);
+                    }
+                    hits[i].fetch_add(1, Ordering::Relaxed);
+                },
+            ),
         );
         assert!(hits.iter().all(|h| h.load(Ordering::Relaxed) == 1));
         let codes: Vec<u32> = res.iter().flat_map(|r| r.1.iter().copied()).collect();
@@ -449,7 +459,10 @@ mod tests {
                 if i % 97 == 0 {
                     [0.25, 3.0]
                 } else {
-                    [t.sin() * r * (1.0 + (i % 7) as f32), (t * 1.3).cos() * 0.01 + 3.0]
+                    [
+                        t.sin() * r * (1.0 + (i % 7) as f32),
+                        (t * 1.3).cos() * 0.01 + 3.0,
+                    ]
                 }
             })
             .chain([[1e6, -1e6]])

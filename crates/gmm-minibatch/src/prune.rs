@@ -56,10 +56,14 @@ pub(crate) fn quad_bounds(r: &Rect, c: &Comp) -> (f64, f64) {
 /// What a pruned list must keep.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Cut {
-    /// Every component whose weighted density can exceed `e^ln_eps` times the mixture's
-    /// (divided by the list length) somewhere in the node: the dropped ones sum to at most
-    /// `e^ln_eps` times the mixture density at every point.
+    /// Every component whose weighted density can exceed `e^ln_eps / L` times the mixture's
+    /// somewhere in the node (`L` = parent list length): the dropped ones sum to at most
+    /// `e^ln_eps` times the mixture density at every point (a union bound; used by EM).
     Density { ln_eps: f64 },
+    /// As [`Cut::Density`] with the dropped bounds summed exactly: the components below
+    /// `e^ln_eps / (2L)` go (at most half the budget), then the smallest of the rest while
+    /// their bounds sum to at most the other half. Keeps fewer components.
+    Sum { ln_eps: f64 },
     /// Every component that can be the largest somewhere in the node: one whose upper bound
     /// is below another's lower bound never is.
     Argmax,
@@ -67,6 +71,13 @@ pub(crate) enum Cut {
 
 /// Safety margin (nats) of [`Cut::Argmax`] against rounding in the bounds and the kernel.
 const ARGMAX_MARGIN: f64 = 1e-7;
+
+/// Buffers of [`filter`].
+#[derive(Default)]
+pub(crate) struct FilterBufs {
+    ub: Vec<f64>,
+    near: Vec<(f64, u32)>,
+}
 
 /// Filters `parent` to the components that are not provably negligible over `r` (see
 /// [`Cut`]); returns the largest upper bound `c_k - q_min/2` of the kept ones (a reference
@@ -82,8 +93,9 @@ pub(crate) fn filter(
     comps: &[Comp],
     cut: Cut,
     out: &mut Vec<u32>,
-    ub: &mut Vec<f64>,
+    bufs: &mut FilterBufs,
 ) -> f64 {
+    let ub = &mut bufs.ub;
     ub.clear();
     let mut lb = f64::NEG_INFINITY;
     for &k in parent {
@@ -96,20 +108,51 @@ pub(crate) fn filter(
             lb = lb.max(c.logc - 0.5 * quad_max(r, c));
         }
     }
+    let ln_l = (parent.len().max(1) as f64).ln();
     let thr = match cut {
-        Cut::Density { ln_eps } => lb + ln_eps - (parent.len().max(1) as f64).ln(),
+        Cut::Density { ln_eps } => lb + ln_eps - ln_l,
+        Cut::Sum { ln_eps } => lb + ln_eps - ln_l - std::f64::consts::LN_2,
         Cut::Argmax => lb - ARGMAX_MARGIN * (1.0 + lb.abs()),
     };
+    // Exact upper bounds of the survivors of the cheap test; NaN marks a dropped one.
+    for (&k, u) in parent.iter().zip(ub.iter_mut()) {
+        if *u >= thr {
+            let c = &comps[k as usize];
+            *u = c.logc - 0.5 * quad_min(r, c);
+        }
+        if !(*u >= thr) {
+            *u = f64::NAN;
+        }
+    }
+    if let Cut::Sum { ln_eps } = cut {
+        // Half the budget went to the components below `thr`; drop the smallest of the rest
+        // while their bounds (relative to LB) sum to at most the other half.
+        let half = 0.5 * ln_eps.exp();
+        let top = lb + ln_eps - std::f64::consts::LN_2;
+        let near = &mut bufs.near;
+        near.clear();
+        near.extend(
+            ub.iter()
+                .enumerate()
+                .filter(|(_, u)| **u < top)
+                .map(|(j, &u)| (u, j as u32)),
+        );
+        near.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        let mut spent = 0.0;
+        for &(u, j) in near.iter() {
+            spent += (u - lb).exp();
+            if spent > half {
+                break;
+            }
+            ub[j as usize] = f64::NAN;
+        }
+    }
     out.clear();
     let mut best = f64::NEG_INFINITY;
     for (&k, &u) in parent.iter().zip(ub.iter()) {
-        if u >= thr {
-            let c = &comps[k as usize];
-            let exact = c.logc - 0.5 * quad_min(r, c);
-            if exact >= thr {
-                out.push(k);
-                best = best.max(exact);
-            }
+        if !u.is_nan() {
+            out.push(k);
+            best = best.max(u);
         }
     }
     best
@@ -145,20 +188,22 @@ impl Task {
 pub(crate) struct Pruner<'a> {
     geom: &'a Geom,
     comps: &'a [Comp],
-    cut: Cut,
+    /// Cuts at the leaf level and above it.
+    leaf_cut: Cut,
+    inner_cut: Cut,
     leaf_s: u32,
 }
 
 struct Scratch {
     bufs: Vec<Vec<u32>>,
-    ub: Vec<f64>,
+    filter: FilterBufs,
 }
 
 impl Scratch {
     fn new(bits: u32) -> Self {
         Self {
             bufs: vec![Vec::new(); bits as usize + 1],
-            ub: Vec::new(),
+            filter: FilterBufs::default(),
         }
     }
 }
@@ -171,19 +216,39 @@ const FILTER_STRIDE: u32 = 2;
 const GROUPS: usize = 64;
 
 impl<'a> Pruner<'a> {
-    /// Pruning of `comps` over `geom`'s quadtree down to leaves of side `2^leaf_s` cells,
-    /// omitting at most a relative density `eps` at every point.
-    pub(crate) fn new(geom: &'a Geom, comps: &'a [Comp], eps: f64, leaf_s: u32) -> Self {
+    /// EM's pruning of `comps` over `geom`'s quadtree down to leaves of side `2^leaf_s`
+    /// cells ([`Cut::Density`], the budget `eps` split evenly over the levels).
+    pub(crate) fn em(geom: &'a Geom, comps: &'a [Comp], eps: f64, leaf_s: u32) -> Self {
         // Filtering levels: the collection levels above the tasks filter every level, the
         // rest every FILTER_STRIDE levels; count them all (upper bound) for the error budget.
         let levels = geom.bits - leaf_s + 1;
+        let cut = Cut::Density {
+            ln_eps: (eps / f64::from(levels)).ln(),
+        };
         Self {
             geom,
             comps,
-            cut: Cut::Density {
-                ln_eps: (eps / f64::from(levels)).ln(),
-            },
+            leaf_cut: cut,
+            inner_cut: cut,
             leaf_s,
+        }
+    }
+
+    /// Scoring's pruning down to single cells, omitting at most a relative density `eps`
+    /// at every point ([`Cut::Sum`]): half the budget for the leaves, whose lists are the
+    /// ones evaluated, half shared by the (at most `bits`) filtering levels above them.
+    pub(crate) fn density(geom: &'a Geom, comps: &'a [Comp], eps: f64) -> Self {
+        let inner = f64::from(geom.bits.max(1));
+        Self {
+            geom,
+            comps,
+            leaf_cut: Cut::Sum {
+                ln_eps: (0.5 * eps).ln(),
+            },
+            inner_cut: Cut::Sum {
+                ln_eps: (0.5 * eps / inner).ln(),
+            },
+            leaf_s: 0,
         }
     }
 
@@ -193,8 +258,18 @@ impl<'a> Pruner<'a> {
         Self {
             geom,
             comps,
-            cut: Cut::Argmax,
+            leaf_cut: Cut::Argmax,
+            inner_cut: Cut::Argmax,
             leaf_s: 0,
+        }
+    }
+
+    /// The cut of the filter at level `s`.
+    fn cut_at(&self, s: u32) -> Cut {
+        if s == self.leaf_s {
+            self.leaf_cut
+        } else {
+            self.inner_cut
         }
     }
 
@@ -245,7 +320,17 @@ impl<'a> Pruner<'a> {
             }
             let b = a + codes[a..].partition_point(|&c| u64::from(c) < t.end());
             if b > a {
-                self.after_filter(codes, t.code0, t.s, a..b, &t.kept, t.ref_ub, &mut st, acc, visit);
+                self.after_filter(
+                    codes,
+                    t.code0,
+                    t.s,
+                    a..b,
+                    &t.kept,
+                    t.ref_ub,
+                    &mut st,
+                    acc,
+                    visit,
+                );
             }
             a = b;
         }
@@ -275,9 +360,9 @@ impl<'a> Pruner<'a> {
             &rect,
             parent,
             self.comps,
-            self.cut,
+            self.cut_at(s),
             &mut kept,
-            &mut st.ub,
+            &mut st.filter,
         );
         self.after_filter(codes, code0, s, cells, &kept, ref_ub, st, acc, visit);
         st.bufs[s as usize] = kept;
@@ -347,9 +432,9 @@ impl<'a> Pruner<'a> {
             &rect,
             parent,
             self.comps,
-            self.cut,
+            self.cut_at(s),
             &mut kept,
-            &mut st.ub,
+            &mut st.filter,
         );
         if s == self.task_level() || kept.is_empty() {
             out.push(Task {

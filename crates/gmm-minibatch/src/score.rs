@@ -126,7 +126,7 @@ pub(crate) fn score(
     let grouping = Grouping::new(points, std, &geom);
     crate::trace(|| "score: keys".into());
     let kk = want.topk.min(comps.len());
-    let pruner = Pruner::new(&geom, comps, eps, 0);
+    let pruner = Pruner::density(&geom, comps, eps);
     debug_assert!(pruner.task_level() >= grouping.bin_level());
     let tasks = pruner.tasks(&grouping.bin_codes);
     crate::trace(|| {
@@ -154,70 +154,79 @@ pub(crate) fn score(
     let ptr = SyncPtr(out.topk_resp.as_mut_ptr());
     let avx2 = has_avx2();
     let score_group = |g: &Group<'_>| {
-        let m = g.pts.len();
+        let m = g.z.len();
         let mut acc = Acc {
             assign: if want.assign { vec![0; m] } else { Vec::new() },
-            loglik: if want.loglik { vec![0.0; m] } else { Vec::new() },
+            loglik: if want.loglik {
+                vec![0.0; m]
+            } else {
+                Vec::new()
+            },
             topk_idx: vec![0; m * kk],
             topk_resp: vec![0.0; m * kk],
             ..Acc::default()
         };
-        pruner.visit(&tasks, g.codes, &mut acc, &|acc: &mut Acc, leaf: Leaf<'_>| {
-            let pts = g.starts[leaf.cells.start]..g.starts[leaf.cells.end];
-            acc.evals += leaf.cands.len() * pts.len();
-            acc.p.load(leaf.cands, comps);
-            for j in pts {
-                let i = g.src[j] as usize;
-                let z = std.to_std(g.pts[j]);
-                let p = &mut acc.p;
-                let (s, best) = if kk > 0 {
-                    point::<true>(z, p, leaf.ref_ub, avx2)
-                } else {
-                    point::<false>(z, p, leaf.ref_ub, avx2)
-                };
-                let ll = if s > 1e-280 && s.is_finite() {
-                    leaf.ref_ub + s.ln()
-                } else {
-                    // Far outside every component: recentre on the true maximum.
-                    if kk == 0 {
-                        let _ = point::<true>(z, p, leaf.ref_ub, avx2);
+        pruner.visit(
+            &tasks,
+            g.codes,
+            &mut acc,
+            &|acc: &mut Acc, leaf: Leaf<'_>| {
+                let pts = g.starts[leaf.cells.start]..g.starts[leaf.cells.end];
+                acc.evals += leaf.cands.len() * pts.len();
+                acc.p.load(leaf.cands, comps);
+                for j in pts {
+                    let i = g.src[j] as usize;
+                    let z = g.z[j];
+                    let p = &mut acc.p;
+                    let (s, best) = if kk > 0 {
+                        point::<true>(z, p, leaf.ref_ub, avx2)
+                    } else {
+                        point::<false>(z, p, leaf.ref_ub, avx2)
+                    };
+                    let ll = if s > 1e-280 && s.is_finite() {
+                        leaf.ref_ub + s.ln()
+                    } else {
+                        // Far outside every component: recentre on the true maximum.
+                        if kk == 0 {
+                            let _ = point::<true>(z, p, leaf.ref_ub, avx2);
+                        }
+                        let m = p.q().iter().fold(f64::NEG_INFINITY, |a, &v| a.max(v));
+                        m + p.q().iter().map(|&v| (v - m).exp()).sum::<f64>().ln()
+                    } + log_jac;
+                    acc.sum += ll;
+                    if want.loglik {
+                        acc.loglik[i] = ll;
                     }
-                    let m = p.q().iter().fold(f64::NEG_INFINITY, |a, &v| a.max(v));
-                    m + p.q().iter().map(|&v| (v - m).exp()).sum::<f64>().ln()
-                } + log_jac;
-                acc.sum += ll;
-                if want.loglik {
-                    acc.loglik[i] = ll;
-                }
-                if want.assign {
-                    acc.assign[i] = leaf.cands.get(best).copied().unwrap_or(0);
-                }
-                if kk > 0 {
-                    let top = &mut acc.top;
-                    top.clear();
-                    top.extend(p.q().iter().zip(leaf.cands.iter()).map(|(&v, &k)| (v, k)));
-                    let m = kk.min(top.len());
-                    if m < top.len() {
-                        top.select_nth_unstable_by(m - 1, |a, b| {
-                            b.0.total_cmp(&a.0).then(a.1.cmp(&b.1))
-                        });
-                        top.truncate(m);
+                    if want.assign {
+                        acc.assign[i] = leaf.cands.get(best).copied().unwrap_or(0);
                     }
-                    top.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-                    let qmax = top[0].0;
-                    let tot: f64 = top.iter().map(|t| (t.0 - qmax).exp()).sum();
-                    for r in 0..kk {
-                        // Padding (fewer candidates than k): best index, zero weight.
-                        let (k, w) = match top.get(r) {
-                            Some(t) => (t.1, ((t.0 - qmax).exp() / tot) as f32),
-                            None => (top[0].1, 0.0),
-                        };
-                        acc.topk_idx[i * kk + r] = k;
-                        acc.topk_resp[i * kk + r] = w;
+                    if kk > 0 {
+                        let top = &mut acc.top;
+                        top.clear();
+                        top.extend(p.q().iter().zip(leaf.cands.iter()).map(|(&v, &k)| (v, k)));
+                        let m = kk.min(top.len());
+                        if m < top.len() {
+                            top.select_nth_unstable_by(m - 1, |a, b| {
+                                b.0.total_cmp(&a.0).then(a.1.cmp(&b.1))
+                            });
+                            top.truncate(m);
+                        }
+                        top.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+                        let qmax = top[0].0;
+                        let tot: f64 = top.iter().map(|t| (t.0 - qmax).exp()).sum();
+                        for r in 0..kk {
+                            // Padding (fewer candidates than k): best index, zero weight.
+                            let (k, w) = match top.get(r) {
+                                Some(t) => (t.1, ((t.0 - qmax).exp() / tot) as f32),
+                                None => (top[0].1, 0.0),
+                            };
+                            acc.topk_idx[i * kk + r] = k;
+                            acc.topk_resp[i * kk + r] = w;
+                        }
                     }
                 }
-            }
-        });
+            },
+        );
         acc.p = Packed::default();
         acc.top = Vec::new();
         acc

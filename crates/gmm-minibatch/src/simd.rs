@@ -140,7 +140,8 @@ pub(crate) fn best_of(z: [f64; 2], list: &[u32], comps: &[Comp]) -> usize {
         let c = &comps[k as usize];
         let (dx, dy) = (z[0] - c.mx, z[1] - c.my);
         // As `q4`: fmadd(pa, dx dx, fmadd(2 pb, dx dy, pc (dy dy))), then logc - quad / 2.
-        let quad = c.pa.mul_add(dx * dx, (2.0 * c.pb).mul_add(dx * dy, c.pc * (dy * dy)));
+        let quad =
+            c.pa.mul_add(dx * dx, (2.0 * c.pb).mul_add(dx * dy, c.pc * (dy * dy)));
         let v = (-0.5f64).mul_add(quad, c.logc);
         if v > best.0 {
             best = (v, j);
