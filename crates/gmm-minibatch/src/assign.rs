@@ -6,7 +6,7 @@
 
 use rayon::prelude::*;
 
-use crate::data::{CHUNK, Standardizer};
+use crate::data::{CHUNK, Extremes, Standardizer};
 use crate::em::has_avx2;
 use crate::grid::Geom;
 use crate::math::Comp;
@@ -21,11 +21,17 @@ struct Lists {
 }
 
 /// Index of the component with the largest weighted density at each point (the lowest
-/// index on ties), for points already checked finite; `comps` are standardised by `std`.
-pub(crate) fn assign(points: &[[f32; 2]], std: &Standardizer, comps: &[Comp]) -> Vec<u32> {
+/// index on ties), for points already checked finite (extremes `ext`); `comps` are
+/// standardised by `std`.
+pub(crate) fn assign(
+    points: &[[f32; 2]],
+    ext: Extremes,
+    std: &Standardizer,
+    comps: &[Comp],
+) -> Vec<u32> {
     let n = points.len();
     let t0 = std::time::Instant::now();
-    let geom = Geom::new(points, std, score_bits(n));
+    let geom = Geom::new(points, std, score_bits(n), ext);
     let ncell = 1usize << (2 * geom.bits);
     // Occupied cells as a bitmap (OR is exact, so the split does not matter).
     let occupied = points

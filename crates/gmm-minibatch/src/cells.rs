@@ -80,6 +80,7 @@ fn group_stats(g: &Group<'_>) -> (Vec<u32>, Vec<CellStat>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::data::check_finite;
 
     /// Same statistics as a direct computation, whatever the number of threads.
     #[test]
@@ -100,7 +101,7 @@ mod tests {
             offset: [0.0, 3.0],
             scale: [2.0, 0.01],
         };
-        let geom = Geom::new(&pts, &std, 6);
+        let geom = Geom::new(&pts, &std, 6, check_finite(&pts).unwrap());
         let run = |threads: usize| {
             rayon::ThreadPoolBuilder::new()
                 .num_threads(threads)

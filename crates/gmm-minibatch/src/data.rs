@@ -55,6 +55,71 @@ impl Standardizer {
     }
 }
 
+/// Smallest and largest coordinate per axis of (finite) points.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Extremes {
+    pub min: [f32; 2],
+    pub max: [f32; 2],
+}
+
+impl Extremes {
+    const EMPTY: Self = Self {
+        min: [f32::INFINITY; 2],
+        max: [f32::NEG_INFINITY; 2],
+    };
+
+    fn add(&mut self, p: [f32; 2]) {
+        for a in 0..2 {
+            self.min[a] = self.min[a].min(p[a]);
+            self.max[a] = self.max[a].max(p[a]);
+        }
+    }
+
+    fn merge(&mut self, o: &Self) {
+        self.add(o.min);
+        self.add(o.max);
+    }
+}
+
+/// Checks that all coordinates are finite (the error names the first bad index) and returns
+/// their extremes.
+pub(crate) fn check_finite(points: &[[f32; 2]]) -> Result<Extremes, GmmError> {
+    if points.len() > u32::MAX as usize {
+        return Err(GmmError::TooManyPoints(points.len()));
+    }
+    let parts: Vec<(Option<(usize, usize, f32)>, Extremes)> = points
+        .par_chunks(CHUNK)
+        .enumerate()
+        .map(|(c, ch)| {
+            let mut e = Extremes::EMPTY;
+            let mut finite = true;
+            for p in ch {
+                // `min`/`max` skip NaN, so finiteness is checked on its own.
+                finite &= p[0].is_finite() & p[1].is_finite();
+                e.add(*p);
+            }
+            let bad = if finite {
+                None
+            } else {
+                ch.iter().enumerate().find_map(|(j, p)| {
+                    (0..2)
+                        .find(|&a| !p[a].is_finite())
+                        .map(|a| (c * CHUNK + j, a, p[a]))
+                })
+            };
+            (bad, e)
+        })
+        .collect();
+    let mut ext = Extremes::EMPTY;
+    for (bad, e) in &parts {
+        if let Some((index, axis, value)) = *bad {
+            return Err(GmmError::NonFinitePoint { index, axis, value });
+        }
+        ext.merge(e);
+    }
+    Ok(ext)
+}
+
 /// Weighted summary of validated input.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Summary {
@@ -62,6 +127,7 @@ pub(crate) struct Summary {
     pub total_w: f64,
     pub mean: [f64; 2],
     pub var: [f64; 2],
+    pub ext: Extremes,
 }
 
 #[derive(Clone, Copy)]
@@ -185,6 +251,10 @@ pub(crate) fn summarize(points: &[[f32; 2]], weights: Option<&[f32]>) -> Result<
         total_w: t.sw,
         mean,
         var,
+        ext: Extremes {
+            min: [t.min[0] as f32, t.min[1] as f32],
+            max: [t.max[0] as f32, t.max[1] as f32],
+        },
     })
 }
 

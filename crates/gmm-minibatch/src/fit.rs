@@ -5,13 +5,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::cells::{CellStat, cell_stats};
 use crate::config::GmmConfig;
-use crate::data::{Standardizer, summarize};
+use crate::data::{Standardizer, check_finite, summarize};
 use crate::em::{e_pass, leaf_lists};
 use crate::grid::Geom;
 use crate::math::Comp;
 use crate::mixture::{Mix, Stat, fix_empty};
 use crate::rng::mix64;
-use crate::score::{Want, check_finite, score};
+use crate::score::{Want, score};
 use crate::seed::seed;
 use crate::{GmmError, TopK};
 
@@ -184,12 +184,13 @@ impl GmmFit {
     }
 
     fn run(&self, points: &[[f32; 2]], want: Want) -> Result<crate::score::Scored, GmmError> {
-        check_finite(points)?;
+        let ext = check_finite(points)?;
         if points.is_empty() {
             return Ok(Default::default());
         }
         Ok(score(
             points,
+            ext,
             &self.standardizer,
             &self.comps(),
             self.score_prune_tolerance,
@@ -201,12 +202,13 @@ impl GmmFit {
     /// (the lowest index on ties). Evaluates each point only against the components that can
     /// be the largest in its grid cell, so it is much cheaper than the log-likelihood.
     pub fn assign(&self, points: &[[f32; 2]]) -> Result<Vec<u32>, GmmError> {
-        check_finite(points)?;
+        let ext = check_finite(points)?;
         if points.is_empty() {
             return Ok(Vec::new());
         }
         Ok(crate::assign::assign(
             points,
+            ext,
             &self.standardizer,
             &self.comps(),
         ))
@@ -306,7 +308,7 @@ fn prepare(
     let s = summarize(points, weights)?;
     crate::trace(|| "fit: summarized".into());
     let std = Standardizer::from_moments(s.mean, s.var);
-    let geom = Geom::new(points, &std, cfg.grid_bits());
+    let geom = Geom::new(points, &std, cfg.grid_bits(), s.ext);
     crate::trace(|| "fit: grid".into());
     let (codes, cells) = cell_stats(points, weights, &std, &geom);
     Ok(Prepared {

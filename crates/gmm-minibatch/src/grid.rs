@@ -1,9 +1,7 @@
 //! Uniform 2-D grid in the standardised space with cells numbered in Morton (Z-) order, so
 //! every quadtree node is a contiguous range of cell codes.
 
-use rayon::prelude::*;
-
-use crate::data::Standardizer;
+use crate::data::{Extremes, Standardizer};
 
 /// `x` with a zero bit inserted above each of its low 16 bits.
 #[inline(always)]
@@ -54,9 +52,10 @@ const RANGE_PAD: f64 = 0.02;
 const RANGE_SAMPLE: usize = 1 << 16;
 
 impl Geom {
-    /// Geometry for `points` standardised by `std`: range from the `1e-4` / `1 - 1e-4`
-    /// quantiles of a strided sample, padded by 2 %, clipped to the data extremes.
-    pub(crate) fn new(points: &[[f32; 2]], std: &Standardizer, bits: u32) -> Self {
+    /// Geometry for `points` standardised by `std`, whose raw extremes are `ext`: range from
+    /// the `1e-4` / `1 - 1e-4` quantiles of a strided sample, padded by 2 %, clipped to the
+    /// data extremes.
+    pub(crate) fn new(points: &[[f32; 2]], std: &Standardizer, bits: u32, ext: Extremes) -> Self {
         let n = points.len();
         let stride = n.div_ceil(RANGE_SAMPLE).max(1);
         let sample: Vec<[f64; 2]> = points
@@ -64,30 +63,10 @@ impl Geom {
             .step_by(stride)
             .map(|p| std.to_std(*p))
             .collect();
-        let mut zmin = [f64::INFINITY; 2];
-        let mut zmax = [f64::NEG_INFINITY; 2];
-        // Exact extremes (cheap, parallel, order-independent).
-        let ext = points
-            .par_chunks(crate::data::CHUNK)
-            .map(|c| {
-                let mut mn = [f64::INFINITY; 2];
-                let mut mx = [f64::NEG_INFINITY; 2];
-                for p in c {
-                    let z = std.to_std(*p);
-                    for a in 0..2 {
-                        mn[a] = mn[a].min(z[a]);
-                        mx[a] = mx[a].max(z[a]);
-                    }
-                }
-                (mn, mx)
-            })
-            .collect::<Vec<_>>();
-        for (mn, mx) in ext {
-            for a in 0..2 {
-                zmin[a] = zmin[a].min(mn[a]);
-                zmax[a] = zmax[a].max(mx[a]);
-            }
-        }
+        // Standardising is monotone per axis, so the extremes map exactly.
+        let (a, b) = (std.to_std(ext.min), std.to_std(ext.max));
+        let zmin = [a[0].min(b[0]), a[1].min(b[1])];
+        let zmax = [a[0].max(b[0]), a[1].max(b[1])];
         let g = f64::from(1u32 << bits);
         let mut lo = [0.0; 2];
         let mut w = [0.0; 2];

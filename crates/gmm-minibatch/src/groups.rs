@@ -58,6 +58,13 @@ pub(crate) struct Grouping {
     shift: u32,
 }
 
+/// Gathered points (and weights) of a part, reused from part to part.
+#[derive(Default)]
+struct PartBuf {
+    pts: Vec<[f32; 2]>,
+    w: Vec<f32>,
+}
+
 /// Sort buffers of one thread.
 #[derive(Default)]
 struct Scratch {
@@ -187,6 +194,7 @@ impl Grouping {
         put: Option<&P>,
     ) -> Vec<R> {
         let mut out = Vec::with_capacity(self.groups.len());
+        let mut buf = PartBuf::default();
         let mut g0 = 0;
         while g0 < self.groups.len() {
             // A part: consecutive groups up to PART_POINTS points (at least one group).
@@ -196,7 +204,7 @@ impl Grouping {
                 len += self.group_len[g1];
                 g1 += 1;
             }
-            out.extend(self.run_part(points, weights, std, geom, g0..g1, len, f, put));
+            out.extend(self.run_part(points, weights, std, geom, g0..g1, len, f, put, &mut buf));
             g0 = g1;
         }
         out
@@ -215,6 +223,7 @@ impl Grouping {
         len: usize,
         f: &(impl Fn(&Group<'_>) -> R + Sync),
         put: Option<&P>,
+        buf: &mut PartBuf,
     ) -> Vec<R> {
         let ng = gs.len();
         let ngt = self.groups.len();
@@ -233,10 +242,19 @@ impl Grouping {
             }
         }
         debug_assert_eq!(base as usize, len);
-        let mut pts = vec![[0f32; 2]; len];
-        let mut w = vec![0f32; if weights.is_some() { len } else { 0 }];
+        // One spare slot per chunk: points of other parts are written there, which is
+        // cheaper than a mispredicted branch per point.
+        let spare = len;
+        let nc_chunks = points.len().div_ceil(chunk);
+        // Every slot that is read is written first: grow only, no clearing.
+        if buf.pts.len() < len + nc_chunks {
+            buf.pts.resize(len + nc_chunks, [0.0; 2]);
+        }
+        if weights.is_some() && buf.w.len() < len + nc_chunks {
+            buf.w.resize(len + nc_chunks, 0.0);
+        }
         {
-            let (pp, pw) = (SyncPtr(pts.as_mut_ptr()), SyncPtr(w.as_mut_ptr()));
+            let (pp, pw) = (SyncPtr(buf.pts.as_mut_ptr()), SyncPtr(buf.w.as_mut_ptr()));
             points
                 .par_chunks(chunk)
                 .zip(self.keys.par_chunks(chunk))
@@ -245,15 +263,15 @@ impl Grouping {
                 .for_each(|(ci, ((p, k), first))| {
                     let (pp, pw) = (pp, pw);
                     let mut off = first.to_vec();
+                    off.push((spare + ci) as u32);
                     for (j, (q, &key)) in p.iter().zip(k).enumerate() {
-                        let key = u32::from(key);
-                        if key < lo || key >= hi {
-                            continue;
-                        }
-                        let o = &mut off[(key - lo) as usize];
+                        let g = u32::from(key).wrapping_sub(lo);
+                        let hit = g < hi - lo;
+                        let o = &mut off[if hit { g as usize } else { ng }];
                         let pos = *o as usize;
-                        *o += 1;
-                        // SAFETY: the (chunk, group) offset ranges are disjoint and < len.
+                        *o += u32::from(hit);
+                        // SAFETY: the (chunk, group) offset ranges and the chunks' spare
+                        // slots are disjoint and within the buffers.
                         unsafe {
                             *pp.0.add(pos) = *q;
                             if let Some(ws) = weights {
@@ -263,6 +281,10 @@ impl Grouping {
                     }
                 });
         }
+        let (pts, w) = (
+            &buf.pts[..len],
+            &buf.w[..if weights.is_some() { len } else { 0 }],
+        );
         let has_w = weights.is_some();
         let results: Vec<R> = gs
             .clone()
@@ -283,8 +305,6 @@ impl Grouping {
                 })
             })
             .collect();
-        drop(pts);
-        drop(w);
         if let Some(put) = put {
             // Replays the gather: chunk by chunk, each point's position in its group.
             self.keys
@@ -395,6 +415,7 @@ fn sort_group(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::data::check_finite;
 
     use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -473,12 +494,12 @@ mod tests {
             scale: [2.0, 0.01],
         };
         for bits in [3, 6, 10, 11] {
-            let geom = Geom::new(&pts, &std, bits);
+            let geom = Geom::new(&pts, &std, bits, check_finite(&pts).unwrap());
             check(&pts, None, &std, &geom);
             check(&pts, Some(&w), &std, &geom);
         }
         let few = &pts[..50];
-        let geom = Geom::new(few, &std, 10);
+        let geom = Geom::new(few, &std, 10, check_finite(few).unwrap());
         check(few, None, &std, &geom);
     }
 }

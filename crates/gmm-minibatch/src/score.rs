@@ -2,10 +2,7 @@
 //! a fine grid, each occupied cell gets the components that are not provably negligible over
 //! its rectangle (see [`crate::prune`]), and every point is evaluated against that list.
 
-use rayon::prelude::*;
-
-use crate::GmmError;
-use crate::data::Standardizer;
+use crate::data::{Extremes, Standardizer};
 use crate::em::has_avx2;
 use crate::grid::{Geom, SyncPtr};
 use crate::groups::{Group, Grouping};
@@ -76,27 +73,6 @@ fn point<const STORE: bool>(z: [f64; 2], p: &mut Packed, r: f64, avx2: bool) -> 
     point_body(z, p, r)
 }
 
-/// Checks that all coordinates are finite (error names the first bad index).
-pub(crate) fn check_finite(points: &[[f32; 2]]) -> Result<(), GmmError> {
-    if points.len() > u32::MAX as usize {
-        return Err(GmmError::TooManyPoints(points.len()));
-    }
-    let bad = points
-        .par_chunks(crate::data::CHUNK)
-        .enumerate()
-        .find_map_first(|(c, ch)| {
-            ch.iter().enumerate().find_map(|(j, p)| {
-                (0..2)
-                    .find(|&a| !p[a].is_finite())
-                    .map(|a| (c * crate::data::CHUNK + j, a, p[a]))
-            })
-        });
-    match bad {
-        Some((index, axis, value)) => Err(GmmError::NonFinitePoint { index, axis, value }),
-        None => Ok(()),
-    }
-}
-
 /// Per-group scratch and results; per-point results in the group's input order.
 #[derive(Default)]
 struct Acc {
@@ -110,10 +86,11 @@ struct Acc {
     topk_resp: Vec<f32>,
 }
 
-/// Scores `points` (already checked finite, non-empty) against `comps` (standardised by
-/// `std`); per-point log-likelihoods are exact to within `eps` nats.
+/// Scores `points` (already checked finite, non-empty, with extremes `ext`) against `comps`
+/// (standardised by `std`); per-point log-likelihoods are exact to within `eps` nats.
 pub(crate) fn score(
     points: &[[f32; 2]],
+    ext: Extremes,
     std: &Standardizer,
     comps: &[Comp],
     eps: f64,
@@ -121,7 +98,7 @@ pub(crate) fn score(
 ) -> Scored {
     let n = points.len();
     let t0 = std::time::Instant::now();
-    let geom = Geom::new(points, std, score_bits(n));
+    let geom = Geom::new(points, std, score_bits(n), ext);
     crate::trace(|| "score: geom".into());
     let grouping = Grouping::new(points, std, &geom);
     crate::trace(|| "score: keys".into());
