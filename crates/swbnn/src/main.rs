@@ -22,7 +22,7 @@ use burn::prelude::*;
 use clap::{Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use models::{Arch, Kind, ModelConfig, Network};
-use swbnn::data::{eval_loader, norm_stats, open_ood, open_split, subset, train_loader};
+use swbnn::data::{eval_loader, open_ood, open_split, subset, train_loader};
 use swbnn::experiment::{Progress, Row};
 use swshare::burn_edges::from_swb;
 use swshare::compress::{CompressConfig, compress};
@@ -126,6 +126,10 @@ enum Command {
         data: Option<PathBuf>,
         #[arg(long)]
         subset: Option<usize>,
+        /// Also evaluate on the 15 corrupted test sets (rotation, Gaussian noise, contrast,
+        /// translation, blur; severities 1-3).
+        #[arg(long)]
+        corruptions: bool,
     },
     /// Print a .swb file's statistics.
     Inspect {
@@ -343,11 +347,12 @@ fn main() -> Result<()> {
             samples,
             data,
             subset: n,
+            corruptions,
         } => {
             let net = load_any_model(&model, &device)?;
-            let test = subset(open_split(dataset, Split::Test, data.as_deref())?, n, 2)?;
-            let stats = norm_stats(dataset);
-            let test = eval_loader(stats, test, 256, 2)?;
+            let test_data = subset(open_split(dataset, Split::Test, data.as_deref())?, n, 2)?;
+            let stats = dataset.norm_stats();
+            let test = eval_loader(stats, test_data.clone(), 256, 2)?;
             let ood_loader = match (ood, ood_dir) {
                 (Some(id), Some(dir)) => Some(eval_loader(
                     stats,
@@ -364,6 +369,19 @@ fn main() -> Result<()> {
                 _ => None,
             };
             let ev = evaluate(&net, &test, ood_loader.as_ref(), samples)?;
+            let shifted = if corruptions {
+                swbnn::experiment::evaluate_corruptions(
+                    &net,
+                    "model",
+                    &test_data,
+                    stats,
+                    &bnn_data::Corruption::all(),
+                    samples,
+                    2,
+                )?
+            } else {
+                Vec::new()
+            };
             if cli.json {
                 let weights = swbnn::experiment::weight_stats(&net)?;
                 println!(
@@ -371,6 +389,7 @@ fn main() -> Result<()> {
                     serde_json::to_string(&serde_json::json!({
                         "evaluation": ev,
                         "weights": weights,
+                        "corruptions": shifted,
                     }))?
                 );
             } else {
@@ -384,6 +403,9 @@ fn main() -> Result<()> {
                         "OOD AUROC {:.4} (max-prob), {:.4} (entropy); AUPR-in {:.4}; FPR@95 {:.4}",
                         a.auroc, b.auroc, a.aupr_in, a.fpr_at_95_tpr
                     );
+                }
+                if !shifted.is_empty() {
+                    print!("{}", swbnn::experiment::markdown_corruptions(&shifted));
                 }
             }
         }

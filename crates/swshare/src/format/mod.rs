@@ -72,9 +72,7 @@ pub use error::{FormatError, SwbError};
 pub use header::{FORMAT_VERSION, FileKind, HEADER_LEN, MAGIC};
 pub use index::IndexWidth;
 pub use io::{load, load_full_bnn, save, save_full_bnn, temp_path, write_atomic};
-pub use model::{
-    EllipseEntry, FullBnnData, LayerShape, MAX_ELLIPSE_COMPONENTS, NamedTensor, SharedModelData,
-};
+pub use model::{EllipseEntry, FullBnnData, LayerShape, NamedTensor, SharedModelData};
 
 /// Optional encodings beyond the paper's plain layout (both off by default).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
