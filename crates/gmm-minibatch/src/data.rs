@@ -69,10 +69,8 @@ impl Extremes {
     };
 
     fn add(&mut self, p: [f32; 2]) {
-        for a in 0..2 {
-            self.min[a] = self.min[a].min(p[a]);
-            self.max[a] = self.max[a].max(p[a]);
-        }
+        self.min = [self.min[0].min(p[0]), self.min[1].min(p[1])];
+        self.max = [self.max[0].max(p[0]), self.max[1].max(p[1])];
     }
 
     fn merge(&mut self, o: &Self) {
@@ -87,7 +85,7 @@ pub(crate) fn check_finite(points: &[[f32; 2]]) -> Result<Extremes, GmmError> {
     if points.len() > u32::MAX as usize {
         return Err(GmmError::TooManyPoints(points.len()));
     }
-    let parts: Vec<(Option<(usize, usize, f32)>, Extremes)> = points
+    let parts: Vec<Result<Extremes, GmmError>> = points
         .par_chunks(CHUNK)
         .enumerate()
         .map(|(c, ch)| {
@@ -98,24 +96,25 @@ pub(crate) fn check_finite(points: &[[f32; 2]]) -> Result<Extremes, GmmError> {
                 finite &= p[0].is_finite() & p[1].is_finite();
                 e.add(*p);
             }
-            let bad = if finite {
-                None
-            } else {
-                ch.iter().enumerate().find_map(|(j, p)| {
-                    (0..2)
-                        .find(|&a| !p[a].is_finite())
-                        .map(|a| (c * CHUNK + j, a, p[a]))
+            let bad = (!finite)
+                .then(|| {
+                    ch.iter().enumerate().find_map(|(j, p)| {
+                        (0..2)
+                            .find(|&a| !p[a].is_finite())
+                            .map(|a| (c * CHUNK + j, a, p[a]))
+                    })
                 })
-            };
-            (bad, e)
+                .flatten();
+            match bad {
+                Some((index, axis, value)) => Err(GmmError::NonFinitePoint { index, axis, value }),
+                None => Ok(e),
+            }
         })
         .collect();
+    // In chunk order, so that the error names the first bad index.
     let mut ext = Extremes::EMPTY;
-    for (bad, e) in &parts {
-        if let Some((index, axis, value)) = *bad {
-            return Err(GmmError::NonFinitePoint { index, axis, value });
-        }
-        ext.merge(e);
+    for part in parts {
+        ext.merge(&part?);
     }
     Ok(ext)
 }
@@ -298,5 +297,43 @@ mod tests {
             })
         ));
         assert!(matches!(summarize(&[], None), Err(GmmError::EmptyInput)));
+    }
+
+    /// Extremes equal the direct ones (and the summary's, weight-0 points included); the
+    /// error names the first bad point even when later chunks hold bad points too.
+    #[test]
+    fn extremes_and_first_bad_point() {
+        let n = 3 * CHUNK + 7;
+        let mut pts: Vec<[f32; 2]> = (0..n)
+            .map(|i| [(i as f32 * 0.37).sin() * 3.0, (i % 1013) as f32 - 500.0])
+            .collect();
+        pts[2 * CHUNK + 3] = [-7.5, 0.0];
+        let e = check_finite(&pts).unwrap();
+        let fold =
+            |f: fn(f32, f32) -> f32, a: usize, init: f32| pts.iter().map(|p| p[a]).fold(init, f);
+        assert_eq!(
+            e.min,
+            [
+                fold(f32::min, 0, f32::INFINITY),
+                fold(f32::min, 1, f32::INFINITY)
+            ]
+        );
+        assert_eq!(
+            e.max,
+            [
+                fold(f32::max, 0, f32::NEG_INFINITY),
+                fold(f32::max, 1, f32::NEG_INFINITY)
+            ]
+        );
+        assert_eq!(e.min[0], -7.5);
+        let mut w = vec![1.0f32; n];
+        w[2 * CHUNK + 3] = 0.0;
+        assert_eq!(summarize(&pts, Some(&w)).unwrap().ext, e);
+        pts[2 * CHUNK + 1][0] = f32::INFINITY;
+        pts[CHUNK + 5][1] = f32::NAN;
+        assert!(matches!(
+            check_finite(&pts),
+            Err(GmmError::NonFinitePoint { index, axis: 1, .. }) if index == CHUNK + 5
+        ));
     }
 }
