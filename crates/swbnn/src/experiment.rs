@@ -419,11 +419,7 @@ fn row(
 }
 
 fn record_bytes(model: &Network) -> Result<u64, Error> {
-    let bytes = model
-        .clone()
-        .into_record()
-        .into_bytes()
-        .map_err(|e| Error::Other(format!("serialising the model: {e:?}")))?;
+    let bytes = model.clone().into_record().into_bytes()?;
     Ok(bytes.len() as u64)
 }
 
@@ -531,8 +527,7 @@ pub fn run(setup: &Setup, device: &Device, progress: &mut dyn Progress) -> Resul
             &full.mu,
             &full.rho,
             &full.unshared,
-        )
-        .map_err(|e| Error::Other(e.to_string()))?
+        )?
         .len() as u64;
         Ok(row(
             setup.arch,

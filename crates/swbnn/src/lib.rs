@@ -58,9 +58,12 @@ pub enum Error {
         /// The cause.
         source: std::io::Error,
     },
-    /// Anything else.
-    #[error("{0}")]
-    Other(String),
+    /// A model file's bytes that cannot be encoded or decoded.
+    #[error(transparent)]
+    Format(#[from] swshare::FormatError),
+    /// A burn record (model or optimiser state) that cannot be serialised.
+    #[error("serialising a model record: {0}")]
+    Record(#[from] burn::store::RecordError),
 }
 
 impl Error {
