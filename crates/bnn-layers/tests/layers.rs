@@ -2,8 +2,9 @@
 //! finite-difference gradients of the shared codebook, conversions.
 
 use bnn_layers::{
-    BayesConv2dConfig, BayesLinearConfig, Codebook, Estimator, Prior, SharedKl, SharedLinear,
-    WeightSource, export_bayes, kl_divergence, kl_divergence_with, set_sampling, test_device,
+    BayesConv2dConfig, BayesLinearConfig, BayesOptions, Codebook, Estimator, Prior, SharedKl,
+    SharedLinear, WeightSource, export_bayes, kl_divergence, kl_divergence_with, set_sampling,
+    test_device,
 };
 use burn::module::Module;
 use burn::prelude::*;
@@ -32,8 +33,11 @@ fn every_estimator_is_stochastic_and_mean_mode_is_not() {
         Estimator::Flipout,
     ] {
         let layer = BayesLinearConfig::new(6, 4)
-            .with_estimator(e)
-            .with_weight_sigma(bnn_layers::SigmaInit::Constant { sigma: 0.1 })
+            .with_options(
+                BayesOptions::new()
+                    .with_estimator(e)
+                    .with_weight_sigma(bnn_layers::SigmaInit::Constant { sigma: 0.1 }),
+            )
             .init(&device);
         let a = layer.forward(x.clone());
         let b = layer.forward(x.clone());
@@ -63,8 +67,11 @@ fn sampled_outputs_average_to_the_mean_output() {
     ] {
         let conv = BayesConv2dConfig::new([2, 3], [3, 3])
             .with_padding([1, 1])
-            .with_estimator(e)
-            .with_weight_sigma(bnn_layers::SigmaInit::Constant { sigma: 0.05 })
+            .with_options(
+                BayesOptions::new()
+                    .with_estimator(e)
+                    .with_weight_sigma(bnn_layers::SigmaInit::Constant { sigma: 0.05 }),
+            )
             .init(&device);
         let mean = set_sampling(conv.clone(), false).forward(x.clone());
         let mut acc = mean.zeros_like();
@@ -254,7 +261,7 @@ fn conversion_round_trip_by_path() {
     };
     let bayes = Bayes {
         fc: BayesLinearConfig::new(4, 3)
-            .with_empirical_prior(true)
+            .with_options(BayesOptions::new().with_empirical_prior(true))
             .init(&device),
     };
     let (bayes, copied) = bnn_layers::bayes_from_deterministic(&det, bayes).unwrap();
@@ -327,7 +334,7 @@ fn shared_kl_per_weight_and_mixture_match_the_closed_form() {
     let k1 = kl(-0.3, sp(-0.5));
     let k_out = kl(0.2, sp(-2.0));
     // The ellipse weight: moment-matched blend of entries 0 and 1.
-    let m = 0.75 * 0.5 + 0.25 * -0.3;
+    let m: f64 = 0.75 * 0.5 + 0.25 * -0.3;
     let v = 0.75 * (sp(-1.0).powi(2) + (0.5 - m).powi(2))
         + 0.25 * (sp(-0.5).powi(2) + (-0.3f64 - m).powi(2));
     let k_ell = kl(m, v.sqrt());

@@ -5,32 +5,14 @@
 //! same path, e.g. `layer1.0.conv1`, in every kind of the same architecture.
 
 use bnn_layers::{
-    BayesConv2d, BayesConv2dConfig, BayesLinear, BayesLinearConfig, CodebookView, Estimator,
-    SharedConv2d, SharedLinear, SigmaInit, WeightSource,
+    BayesConv2d, BayesConv2dConfig, BayesLinear, BayesLinearConfig, BayesOptions, CodebookView,
+    SharedConv2d, SharedLinear, WeightSource,
 };
-use burn::config::Config;
 use burn::nn::conv::{Conv2d, Conv2dConfig};
 use burn::nn::{Linear, LinearConfig, PaddingConfig2d};
 use burn::prelude::*;
 
 use crate::{Kind, ModelError};
-
-/// Options of the Bayesian layers of a model.
-#[derive(Config, Debug, PartialEq)]
-pub struct BayesOptions {
-    /// The forward estimator of every Bayesian layer.
-    #[config(default = "Estimator::Reparameterization")]
-    pub estimator: Estimator,
-    /// Weight sigma initialisation (paper: Xavier-uniform, gain 0.01).
-    #[config(default = "SigmaInit::XavierUniform { gain: 0.01 }")]
-    pub weight_sigma: SigmaInit,
-    /// Bias sigma initialisation (paper: `|N(0, 0.001^2)|`).
-    #[config(default = "SigmaInit::AbsNormal { std: 0.001 }")]
-    pub bias_sigma: SigmaInit,
-    /// Hold the centres of an empirical (MOPED) prior.
-    #[config(default = false)]
-    pub empirical_prior: bool,
-}
 
 /// The sources of a shared layer's weights, asked for by layer path and weight shape.
 pub type ShareFn<'a> = dyn FnMut(&str, &[usize]) -> Result<Vec<WeightSource>, ModelError> + 'a;
@@ -142,10 +124,7 @@ impl<'a> LayerFactory<'a> {
             .with_stride([stride, stride])
             .with_padding([padding, padding])
             .with_bias(bias)
-            .with_estimator(self.options.estimator)
-            .with_weight_sigma(self.options.weight_sigma)
-            .with_bias_sigma(self.options.bias_sigma)
-            .with_empirical_prior(self.options.empirical_prior)
+            .with_options(self.options.clone())
             .init(&self.device);
         if self.kind == Kind::Bayesian {
             return Conv::Bayes(bayes);
@@ -179,10 +158,7 @@ impl<'a> LayerFactory<'a> {
         }
         let bayes = BayesLinearConfig::new(d_in, d_out)
             .with_bias(bias)
-            .with_estimator(self.options.estimator)
-            .with_weight_sigma(self.options.weight_sigma)
-            .with_bias_sigma(self.options.bias_sigma)
-            .with_empirical_prior(self.options.empirical_prior)
+            .with_options(self.options.clone())
             .init(&self.device);
         if self.kind == Kind::Bayesian {
             return Dense::Bayes(bayes);

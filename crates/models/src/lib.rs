@@ -25,7 +25,8 @@ pub mod resnet;
 pub mod vit;
 pub mod wrn;
 
+pub use bnn_layers::BayesOptions;
 pub use error::ModelError;
 pub use kind::{Arch, Kind};
-pub use layers::{BayesOptions, Conv, Dense, LayerFactory, ShareFn};
+pub use layers::{Conv, Dense, LayerFactory, ShareFn};
 pub use network::{Body, ModelConfig, Network, share_all_first};

@@ -4,13 +4,14 @@ use bnn_layers::{Codebook, ParamCounts, WeightSource, count_params};
 use burn::config::Config;
 use burn::prelude::*;
 
-use crate::layers::{BayesOptions, LayerFactory, ShareFn};
+use crate::layers::{LayerFactory, ShareFn};
 use crate::lenet::LeNet5;
 use crate::mlp::Mlp;
 use crate::resnet::{BlockKind, ResNet, Stem};
 use crate::vit::{Vit, VitShape};
 use crate::wrn::WideResNet;
 use crate::{Arch, Kind, ModelError};
+use bnn_layers::BayesOptions;
 
 /// Path prefix of every layer: the `body` field of [`Network`].
 const BODY: &str = "body.";
