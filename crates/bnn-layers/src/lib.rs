@@ -39,6 +39,7 @@ mod device;
 mod elbo;
 mod error;
 mod estimator;
+pub mod flexops;
 pub mod forward;
 mod init;
 mod linear;

@@ -199,7 +199,7 @@ impl Conv {
     /// Forward pass; `codebook` is the model's codebook view (shared layers only).
     pub fn forward(&self, x: Tensor<4>, codebook: Option<&CodebookView>) -> Tensor<4> {
         match self {
-            Conv::Det(c) => c.forward(x),
+            Conv::Det(c) => bnn_layers::flexops::conv2d_layer(c, x),
             Conv::Bayes(c) => c.forward(x),
             Conv::Shared(c) => c.forward(x, codebook.expect(NO_CODEBOOK)),
         }

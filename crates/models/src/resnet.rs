@@ -2,6 +2,7 @@
 //! with the ImageNet stem (7x7/2 conv and max-pool) or the CIFAR stem (3x3/1 conv).
 
 use bnn_layers::CodebookView;
+use bnn_layers::flexops::batch_norm;
 use burn::nn::pool::{AdaptiveAvgPool2d, AdaptiveAvgPool2dConfig, MaxPool2d, MaxPool2dConfig};
 use burn::nn::{BatchNorm, BatchNormConfig, PaddingConfig2d};
 use burn::prelude::*;
@@ -110,13 +111,13 @@ impl Block {
 
     fn forward(&self, x: Tensor<4>, cb: Option<&CodebookView>) -> Tensor<4> {
         let identity = match &self.downsample {
-            Some(ds) => ds.bn.forward(ds.conv.forward(x.clone(), cb)),
+            Some(ds) => batch_norm(&ds.bn, ds.conv.forward(x.clone(), cb)),
             None => x.clone(),
         };
-        let mut h = relu(self.bn1.forward(self.conv1.forward(x, cb)));
-        h = self.bn2.forward(self.conv2.forward(h, cb));
+        let mut h = relu(batch_norm(&self.bn1, self.conv1.forward(x, cb)));
+        h = batch_norm(&self.bn2, self.conv2.forward(h, cb));
         if let (Some(conv3), Some(bn3)) = (&self.conv3, &self.bn3) {
-            h = bn3.forward(conv3.forward(relu(h), cb));
+            h = batch_norm(bn3, conv3.forward(relu(h), cb));
         }
         relu(h + identity)
     }
@@ -201,7 +202,7 @@ impl ResNet {
 
     /// `[batch, c, h, w] -> [batch, classes]`.
     pub fn forward(&self, x: Tensor<4>, cb: Option<&CodebookView>) -> Tensor<2> {
-        let mut h = relu(self.bn1.forward(self.conv1.forward(x, cb)));
+        let mut h = relu(batch_norm(&self.bn1, self.conv1.forward(x, cb)));
         if let Some(pool) = &self.maxpool {
             h = pool.forward(h);
         }

@@ -6,6 +6,18 @@
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// mimalloc's `mi_option_purge_delay` (the index in its option enum, mimalloc 2 and 3).
+const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+
+/// Keeps freed memory committed instead of returning it to the kernel 10 ms after a free:
+/// every training step frees and reallocates the same buffers, and each return cost fresh
+/// (huge-)page faults and zeroing on the next step, 15 % of a ResNet-20 step (perf,
+/// `docs/benchmarks.md`).
+fn keep_freed_memory() {
+    // SAFETY: sets a process-wide allocator option; called once at the start of main.
+    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1) };
+}
+
 use std::path::{Path, PathBuf};
 
 /// Stage-3 epochs of `swbnn compress` without a config file (the paper's 200 take days on a
@@ -234,6 +246,7 @@ fn load_any_model(path: &Path, device: &Device) -> Result<Network> {
 }
 
 fn main() -> Result<()> {
+    keep_freed_memory();
     let cli = Cli::parse();
     if let Some(t) = cli.threads {
         rayon_threads(t)?;
