@@ -3,6 +3,7 @@
 //! ([`presets`]), shared by the `swbnn` binary and `cargo xtask reproduce`.
 #![warn(missing_docs)]
 
+pub mod args;
 pub mod data;
 pub mod experiment;
 pub mod presets;

@@ -71,7 +71,9 @@ pub use checksum::CHECKSUM_LEN;
 pub use error::{FormatError, SwbError};
 pub use header::{FORMAT_VERSION, FileKind, HEADER_LEN, MAGIC};
 pub use index::IndexWidth;
-pub use io::{load, load_full_bnn, save, save_full_bnn, temp_path, write_atomic};
+pub use io::{
+    load, load_full_bnn, remove_stale_temps, save, save_full_bnn, temp_path, write_atomic,
+};
 pub use model::{
     EllipseEntry, FullBnnData, LayerShape, MAX_ELLIPSE_COMPONENTS, NamedTensor, SharedModelData,
 };
