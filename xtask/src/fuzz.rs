@@ -438,8 +438,11 @@ fn harness<T, E: std::fmt::Display>(r: std::result::Result<T, E>) -> Result<T> {
 
 // ---- .swb -------------------------------------------------------------------------------
 
+/// Roles 0 to 3 are whole files (one per [`SaveOptions`]); role 4 is the architecture JSON
+/// alone, put into an otherwise valid file, so architectures reach the model builder.
 struct SwbTarget {
     seeds: Vec<Vec<u8>>,
+    data: SharedModelData,
     device: Device,
 }
 
@@ -489,11 +492,16 @@ impl SwbTarget {
     fn new() -> Result<Self> {
         let device = bnn_layers::device_by_name("flex")?;
         let data = swb_seed(&device)?;
-        let seeds = SaveOptions::ALL
+        let mut seeds: Vec<Vec<u8>> = SaveOptions::ALL
             .iter()
             .map(|o| swshare::format::to_bytes(&data, o))
             .collect::<Result<_, _>>()?;
-        Ok(Self { seeds, device })
+        seeds.push(data.arch.clone().into_bytes());
+        Ok(Self {
+            seeds,
+            data,
+            device,
+        })
     }
 }
 
@@ -502,7 +510,10 @@ impl Fuzzee for SwbTarget {
         &self.seeds
     }
 
-    fn fix(&self, _role: usize, input: &mut Vec<u8>) {
+    fn fix(&self, role: usize, input: &mut Vec<u8>) {
+        if role == 4 {
+            return;
+        }
         // Header: 7 magic, 2 version, 1 kind, 8 payload length; CRC-32 last.
         let header = swshare::format::HEADER_LEN;
         let crc_len = swshare::format::CHECKSUM_LEN;
@@ -516,7 +527,21 @@ impl Fuzzee for SwbTarget {
         input[body..].copy_from_slice(&crc.to_le_bytes());
     }
 
-    fn run(&mut self, _role: usize, input: &[u8]) -> Result<bool> {
+    fn run(&mut self, role: usize, input: &[u8]) -> Result<bool> {
+        let bytes;
+        let input = if role == 4 {
+            let Ok(arch) = std::str::from_utf8(input) else {
+                return Ok(false);
+            };
+            let data = SharedModelData {
+                arch: arch.to_string(),
+                ..self.data.clone()
+            };
+            bytes = harness(swshare::format::to_bytes(&data, &SaveOptions::default()))?;
+            &bytes[..]
+        } else {
+            input
+        };
         let Ok(data) = swshare::format::from_bytes(input) else {
             return Ok(false);
         };
@@ -563,7 +588,7 @@ impl Fuzzee for IdxTarget {
 
     fn run(&mut self, role: usize, input: &[u8]) -> Result<bool> {
         let (images, labels) = (self.dir.join("images"), self.dir.join("labels"));
-        let is_images = role % 2 == 0;
+        let is_images = role.is_multiple_of(2);
         harness(std::fs::write(
             if is_images { &images } else { &labels },
             input,

@@ -411,6 +411,7 @@ impl Checkpointer {
     }
 
     /// Saves the model and the optimiser after `epoch` and commits them (see the module docs).
+    /// Returns the model's record bytes.
     pub(crate) fn save(
         &self,
         model: &Network,
@@ -418,7 +419,7 @@ impl Checkpointer {
         run: &Run,
         epoch: usize,
         history: &[EpochStats],
-    ) -> Result<(), TrainError> {
+    ) -> Result<Vec<u8>, TrainError> {
         let root = self.dir.join(CHECKPOINTS);
         fs::create_dir_all(&root).map_err(|e| ck_err(&root, e))?;
         let name = format!("epoch-{}", epoch + 1);
@@ -476,7 +477,15 @@ impl Checkpointer {
                 }
             }
         }
-        Ok(())
+        Ok(model_bytes.to_vec())
+    }
+
+    /// `model` with the parameters of `record` (bytes [`save`](Self::save) returned): what a
+    /// resumed run would load. Training returns this rather than the model in memory, whose
+    /// tensors may be laid out otherwise, so that later stages (a gradient pass, a GMM) see
+    /// the same bits whether training ran in this process or was resumed.
+    pub(crate) fn reload(&self, model: Network, record: Vec<u8>) -> Result<Network, TrainError> {
+        decode_model(&self.model_path(), record, model)
     }
 
     /// Loads the committed checkpoint into `model` and `optim` (built with the run's
@@ -511,12 +520,74 @@ impl Checkpointer {
         let (path, bytes) = read(MODEL, commit.model_crc32)?;
         let model = decode_model(&path, bytes, model)?;
         let (path, bytes) = read(OPTIMIZER, commit.optimizer_crc32)?;
+        check_optimizer_record(&bytes, &model)
+            .map_err(|e| ck_err(&path, format!("corrupt optimiser state: {e}")))?;
         let record = OptimizerRecord::from_bytes(Bytes::from_bytes_vec(bytes))
             .map_err(|e| ck_err(&path, format!("corrupt optimiser state: {e:?}")))?;
         let optim = guarded(|| optim.load_record(record))
             .map_err(|e| ck_err(&path, format!("corrupt optimiser state: {e}")))?;
         Ok(Some((model, optim, state)))
     }
+}
+
+/// Every parameter's id with its shape.
+struct ParamIds(std::collections::HashMap<u64, Vec<usize>>);
+
+impl burn::module::ModuleVisitor for ParamIds {
+    fn visit_float<const D: usize>(
+        &mut self,
+        param: &burn::module::Param<burn::prelude::Tensor<D>>,
+    ) {
+        self.0.insert(param.id.val(), param.lazy_shape().to_vec());
+    }
+}
+
+/// Checks an optimiser record against the model it belongs to before burn reads it (burn's
+/// loader panics on some malformed records): every state tensor is an `f32` of its parameter's
+/// shape, named after and carrying the id of a parameter of `model`, and every scalar and path
+/// belongs to one, with the parameter's rank where it records one.
+fn check_optimizer_record(bytes: &[u8], model: &Network) -> Result<(), String> {
+    let mut ids = ParamIds(Default::default());
+    model.visit(&mut ids);
+    let ids = ids.0;
+    let reader = burn_pack::Reader::from_bytes(Bytes::from_bytes_vec(bytes.to_vec()))
+        .map_err(|e| format!("{e:?}"))?;
+    let owner = |key: &str| -> Result<(u64, &Vec<usize>), String> {
+        let id = key
+            .split('.')
+            .next()
+            .and_then(|id| id.parse::<u64>().ok())
+            .ok_or_else(|| format!("entry {key:?} names no parameter"))?;
+        let shape = ids
+            .get(&id)
+            .ok_or_else(|| format!("entry {key:?} is for parameter {id}, which the model lacks"))?;
+        Ok((id, shape))
+    };
+    for (key, value) in reader.scalars() {
+        let (_, shape) = owner(key)?;
+        if key.ends_with(".__rank") && u64::try_from(*value).ok() != Some(shape.len() as u64) {
+            return Err(format!(
+                "{key} is {value:?}, the parameter has rank {}",
+                shape.len()
+            ));
+        }
+    }
+    for key in reader.metadata().keys() {
+        owner(&format!("{key}."))?;
+    }
+    for t in reader.into_tensors().map_err(|e| format!("{e:?}"))? {
+        let (id, shape) = owner(&t.name)?;
+        if t.param_id != Some(id) {
+            return Err(format!("tensor {} carries id {:?}", t.name, t.param_id));
+        }
+        if t.dtype != burn_pack::DType::F32 || t.shape.as_slice() != shape.as_slice() {
+            return Err(format!(
+                "tensor {} is {:?} {:?}, the parameter is f32 {shape:?}",
+                t.name, t.dtype, t.shape
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn decode_model(path: &Path, bytes: Vec<u8>, model: Network) -> Result<Network, TrainError> {

@@ -194,7 +194,8 @@ fn epoch_seed(seed: u64, epoch: usize) -> u64 {
 /// its inputs. With a `checkpointer`, the model and the optimiser state are committed after
 /// every epoch, and a checkpoint in its directory is resumed exactly: the result is
 /// bit-identical to an uninterrupted run on the same backend and thread count (asking for more
-/// epochs than the checkpoint's run extends it). A checkpoint of another run is refused with
+/// epochs than the checkpoint's run extends it). The model returned is then the committed one,
+/// as a resumed run would load it. A checkpoint of another run is refused with
 /// [`TrainError::ResumeMismatch`] (see [`Checkpointer::check`]).
 ///
 /// A non-finite loss stops training with [`TrainError::NonFiniteLoss`], a non-finite
@@ -249,6 +250,7 @@ pub fn train(
     }
 
     let device = model.devices().first().cloned().unwrap_or_default();
+    let mut saved = None;
     for epoch in start_epoch..config.epochs {
         device.seed(epoch_seed(config.seed, epoch));
         let started = Instant::now();
@@ -312,8 +314,11 @@ pub fn train(
         observer.on_epoch(&stats);
         history.push(stats);
         if let (Some(ck), Some(run)) = (checkpointer, &run) {
-            ck.save(&model, &optim, run, epoch, &history)?;
+            saved = Some(ck.save(&model, &optim, run, epoch, &history)?);
         }
+    }
+    if let (Some(ck), Some(record)) = (checkpointer, saved) {
+        model = ck.reload(model, record)?;
     }
     Ok((model, history))
 }

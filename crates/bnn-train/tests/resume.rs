@@ -4,7 +4,9 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use bnn_data::{Compose, DataLoader, InMemoryDataset, LoaderConfig, RandomHorizontalFlip};
-use bnn_train::{Checkpointer, EpochStats, Observer, Silent, StepInfo, TrainConfig, train};
+use bnn_train::{
+    Checkpointer, EpochStats, Observer, Silent, StepInfo, TrainConfig, mean_mu_gradients, train,
+};
 use models::{Arch, Kind, ModelConfig, Network};
 
 fn loader() -> DataLoader {
@@ -105,6 +107,25 @@ fn an_interrupted_run_resumes_bit_identically() {
                 bits(&resumed) == bits(&whole),
                 "{name}, interrupted after epoch {k}: models differ"
             );
+            // What a later stage computes from the model (2DGBNN's gradient pass) is the same
+            // too: the returned model is the committed one, not tensors laid out otherwise.
+            if kind == Kind::Bayesian {
+                let grads = |m: &Network| {
+                    device.seed(3);
+                    mean_mu_gradients(m, &loader(), &config.prior, 2)
+                        .unwrap()
+                        .into_iter()
+                        .map(|t| {
+                            let g = t.grad_mu.unwrap_or_default();
+                            (t.path, g.iter().map(|v| v.to_bits()).collect::<Vec<_>>())
+                        })
+                        .collect::<Vec<_>>()
+                };
+                assert!(
+                    grads(&resumed) == grads(&whole),
+                    "{name}, interrupted after epoch {k}: gradients differ"
+                );
+            }
         }
     }
 }

@@ -242,7 +242,7 @@ fn numbers_that_cannot_run_are_refused() {
         (train(&["--subset", "0"]), "out of range"),
         (train(&["--epochs", "0"]), "out of range"),
         (train(&["--epochs", "18446744073709551615"]), "out of range"),
-        (train(&["--epochs", "-1"]), "--epochs"),
+        (train(&["--epochs", "-1"]), "-1"),
         (
             owned(&[
                 "--threads",
