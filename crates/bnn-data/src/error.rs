@@ -41,6 +41,14 @@ pub enum DataError {
     /// A parameter outside its valid range.
     #[error("invalid configuration: {0}")]
     Config(String),
+    /// A corruption severity outside `1..=MAX_SEVERITY`.
+    #[error("corruption `{kind}`: severity {severity} is outside 1..={max}", max = crate::corrupt::MAX_SEVERITY)]
+    Severity {
+        /// The corruption kind asked for.
+        kind: crate::corrupt::CorruptionKind,
+        /// The severity asked for.
+        severity: u8,
+    },
     /// Samples in one batch, or an image and a transform, disagree on shape.
     #[error("shape mismatch at sample {index}: expected {expected:?}, got {got:?}")]
     ShapeMismatch {

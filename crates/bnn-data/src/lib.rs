@@ -11,6 +11,9 @@
 //! - [`Transform`]s ([`RandomCrop`], [`RandomHorizontalFlip`], [`RandomResizedCrop`],
 //!   [`ColorJitter`], [`Normalize`], …) compose with [`Compose`]; every random choice is
 //!   drawn from a generator seeded by `(seed, epoch, sample index)`.
+//! - [`Corrupted`] wraps a data set with one of 15 deterministic [`Corruption`]s (rotation,
+//!   Gaussian noise, contrast, translation, blur at severities 1–3, in the manner of
+//!   CIFAR-10-C and MNIST-C) for evaluation under distribution shift.
 //! - [`DataLoader`] shuffles per epoch, batches, and prefetches with worker threads; the
 //!   batches are the same for any number of workers.
 //! - [`Locator`] finds a data set (`--data DIR`, `$SWBNN_DATA`, the user cache,
@@ -44,6 +47,7 @@
 #![warn(missing_docs)]
 
 mod cifar;
+mod corrupt;
 mod dataset;
 mod download;
 mod error;
@@ -61,6 +65,10 @@ mod transform;
 pub use cifar::{
     CIFAR_IMAGE_BYTES, CIFAR10_SUBDIR, CIFAR100_SUBDIR, Cifar100Label, cifar10_files,
     cifar100_file, load_cifar10, load_cifar100, read_cifar_file,
+};
+pub use corrupt::{
+    BLUR_SIGMA, CONTRAST_FACTOR, Corrupted, Corruption, CorruptionKind, MAX_SEVERITY, NOISE_SIGMA,
+    ROTATION_DEGREES, TRANSLATION_PIXELS,
 };
 pub use dataset::{Dataset, InMemoryDataset, Sample, Split};
 pub use download::{
@@ -82,5 +90,6 @@ pub use svhn::{load_svhn, load_svhn_mat, svhn_file};
 pub use transform::{
     CenterCrop, ColorJitter, Compose, HorizontalFlip, Image, NormStats, Normalize, PadMode,
     RandomCrop, RandomHorizontalFlip, RandomResizedCrop, Transform, adjust_brightness,
-    adjust_contrast, adjust_hue, adjust_saturation, hsv_to_rgb, resize_bilinear, rgb_to_hsv,
+    adjust_contrast, adjust_hue, adjust_saturation, gaussian_blur, hsv_to_rgb, resize_bilinear,
+    rgb_to_hsv, rotate_bilinear, translate,
 };

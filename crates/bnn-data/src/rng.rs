@@ -80,6 +80,14 @@ impl SampleRng {
         self.uniform() < p
     }
 
+    /// Standard normal draw (Box–Muller, cosine branch; two uniforms per call, so the stream
+    /// stays a plain function of the call count).
+    pub fn normal(&mut self) -> f64 {
+        // 1 - U lies in (0, 1], so the logarithm is finite.
+        let radius = (-2.0 * (1.0 - self.uniform()).ln()).sqrt();
+        radius * (std::f64::consts::TAU * self.uniform()).cos()
+    }
+
     /// Fisher–Yates shuffle in place.
     pub fn shuffle<T>(&mut self, items: &mut [T]) {
         for i in (1..items.len()).rev() {
@@ -111,6 +119,17 @@ mod tests {
         let mut rng = SampleRng::new(1);
         let mean: f64 = (0..20000).map(|_| rng.uniform()).sum::<f64>() / 20000.0;
         assert!((mean - 0.5).abs() < 0.01, "{mean}");
+    }
+
+    #[test]
+    fn normal_has_zero_mean_unit_variance() {
+        let mut rng = SampleRng::new(5);
+        let draws: Vec<f64> = (0..20000).map(|_| rng.normal()).collect();
+        let mean = draws.iter().sum::<f64>() / draws.len() as f64;
+        let var = draws.iter().map(|d| (d - mean).powi(2)).sum::<f64>() / draws.len() as f64;
+        assert!(mean.abs() < 0.03, "{mean}");
+        assert!((var - 1.0).abs() < 0.05, "{var}");
+        assert!(draws.iter().all(|d| d.is_finite()));
     }
 
     #[test]

@@ -58,12 +58,12 @@ pub use error::LayerError;
 pub use estimator::Estimator;
 pub use init::{SigmaInit, inverse_softplus, softplus};
 pub use linear::{BayesLinear, BayesLinearConfig};
-pub use prior::{Prior, kl_gaussian_sum};
+pub use prior::{Prior, SharedKl, kl_gaussian_each, kl_gaussian_sum};
 pub use shared::{
     Codebook, CodebookConfig, CodebookView, MAX_BLEND, SharedConv2d, SharedLinear, SharedWeight,
     WeightSource,
 };
 pub use visit::{
     BayesTensor, ParamCounts, ParamRole, count_params, export_bayes, export_posterior,
-    kl_divergence, set_sampling,
+    kl_divergence, kl_divergence_with, set_sampling,
 };

@@ -14,7 +14,7 @@ use burn::tensor::Int;
 
 use crate::Prior;
 use crate::forward::sigma_of_rho;
-use crate::prior::kl_gaussian_sum;
+use crate::prior::{SharedKl, kl_gaussian_each, kl_gaussian_sum};
 use crate::shared::{CodebookView, gather_sources};
 
 /// One float parameter seen by the collector.
@@ -228,8 +228,20 @@ pub fn export_posterior<M: Module>(model: &M) -> Vec<BayesTensor> {
 ///
 /// Shared weights contribute `sum_i KL(q_i || p)` with `q_i` the weight's gathered distribution,
 /// which equals `sum_k n_k KL(N(mu_k, sigma_k^2) || p)` plus the outliers' and ellipse weights'
-/// terms: exact, since each weight draws independently from its shared distribution.
+/// terms: exact, since each weight draws independently from its shared distribution
+/// ([`SharedKl::PerWeight`]; see [`kl_divergence_with`] for the paper's bound).
 pub fn kl_divergence<M: Module>(model: &M, prior: &Prior) -> Option<Tensor<1>> {
+    kl_divergence_with(model, prior, SharedKl::PerWeight)
+}
+
+/// [`kl_divergence`] with the shared weights counted as `shared` says: per weight (the exact
+/// KL) or as the paper's mixture bound (outliers per weight, the other shared weights by their
+/// mean KL). Per-weight Bayesian layers are unaffected.
+pub fn kl_divergence_with<M: Module>(
+    model: &M,
+    prior: &Prior,
+    shared: SharedKl,
+) -> Option<Tensor<1>> {
     let c = Collector::collect(model, None);
     let (scalar_mu, sigma_p) = match *prior {
         Prior::Normal { mu, sigma } => (mu, sigma),
@@ -237,6 +249,8 @@ pub fn kl_divergence<M: Module>(model: &M, prior: &Prior) -> Option<Tensor<1>> {
     };
     let empirical = matches!(prior, Prior::Empirical { .. });
     let mut terms: Vec<Tensor<1>> = Vec::new();
+    // Mixture bound: (sum of the shared weights' KL, their number), per layer.
+    let mut mixture: Vec<(Tensor<1>, Tensor<1>)> = Vec::new();
     for (base, mu, rho) in bayes_pairs(&c) {
         if mu.parent == "Struct:Codebook" || mu.parent == "Struct:SharedWeight" {
             continue;
@@ -266,10 +280,35 @@ pub fn kl_divergence<M: Module>(model: &M, prior: &Prior) -> Option<Tensor<1>> {
                         .map(|e| e.flat.clone())
                 })
                 .flatten();
-            terms.push(kl_gaussian_sum(
-                gathered.0, gathered.1, centre, scalar_mu, sigma_p,
-            ));
+            match shared {
+                SharedKl::PerWeight => terms.push(kl_gaussian_sum(
+                    gathered.0, gathered.1, centre, scalar_mu, sigma_p,
+                )),
+                SharedKl::Mixture => {
+                    let each = kl_gaussian_each(gathered.0, gathered.1, centre, scalar_mu, sigma_p);
+                    // Outliers sit at `[K, K + n_outliers)` of the gather table.
+                    let k = view.mu.dims()[0];
+                    let n_out = c
+                        .float(&format!("{prefix}.outlier_mu"))
+                        .map_or(0, |e| e.flat.dims()[0]);
+                    let at = index.clone().float();
+                    let outlier = at
+                        .clone()
+                        .greater_equal_elem(k as f64)
+                        .float()
+                        .mul(at.lower_elem((k + n_out) as f64).float());
+                    let inlier = outlier.clone().neg().add_scalar(1.0);
+                    terms.push((each.clone() * outlier).sum());
+                    mixture.push(((each * inlier.clone()).sum(), inlier.sum()));
+                }
+            }
         }
+    }
+    if let Some((sum, count)) = mixture
+        .into_iter()
+        .reduce(|(s, n), (s2, n2)| (s + s2, n + n2))
+    {
+        terms.push(sum / count.clamp_min(1.0));
     }
     terms.into_iter().reduce(|a, b| a + b)
 }

@@ -2,8 +2,8 @@
 //! finite-difference gradients of the shared codebook, conversions.
 
 use bnn_layers::{
-    BayesConv2dConfig, BayesLinearConfig, Codebook, Estimator, Prior, SharedLinear, WeightSource,
-    export_bayes, kl_divergence, set_sampling, test_device,
+    BayesConv2dConfig, BayesLinearConfig, Codebook, Estimator, Prior, SharedKl, SharedLinear,
+    WeightSource, export_bayes, kl_divergence, kl_divergence_with, set_sampling, test_device,
 };
 use burn::module::Module;
 use burn::prelude::*;
@@ -291,5 +291,56 @@ fn conversion_round_trip_by_path() {
     assert!(
         (kl - expected).abs() / expected < 1e-4,
         "{kl} vs {expected}"
+    );
+}
+
+/// Both ways of counting a shared layer's KL, against the closed form on host values: per
+/// weight (each weight's gathered distribution once), and the paper's mixture bound (outliers
+/// per weight, the other shared weights by their mean).
+#[test]
+fn shared_kl_per_weight_and_mixture_match_the_closed_form() {
+    let device = test_device();
+    let (mu, rho) = ([0.5f32, -0.3], [-1.0f32, -0.5]);
+    let sources = vec![
+        WeightSource::Codebook(0),
+        WeightSource::Codebook(1),
+        WeightSource::Outlier { mu: 0.2, rho: -2.0 },
+        WeightSource::Codebook(0),
+        WeightSource::Ellipse {
+            components: vec![0, 1],
+            alphas: vec![0.75, 0.25],
+        },
+        WeightSource::Codebook(0),
+    ];
+    let base = BayesLinearConfig::new(3, 2).with_bias(false).init(&device);
+    let network = SharedNet {
+        layer: SharedLinear::from_bayes(&base, &sources, 2).unwrap(),
+        codebook: Codebook::new(&mu, &rho, &device).unwrap(),
+    };
+    let prior = Prior::Normal {
+        mu: 0.1,
+        sigma: 0.7,
+    };
+    let sp = |r: f32| (1.0 + (r as f64).exp()).ln();
+    let kl = |m: f64, s: f64| (0.7f64 / s).ln() + (s * s + (m - 0.1).powi(2)) / (2.0 * 0.49) - 0.5;
+    let k0 = kl(0.5, sp(-1.0));
+    let k1 = kl(-0.3, sp(-0.5));
+    let k_out = kl(0.2, sp(-2.0));
+    // The ellipse weight: moment-matched blend of entries 0 and 1.
+    let m = 0.75 * 0.5 + 0.25 * -0.3;
+    let v = 0.75 * (sp(-1.0).powi(2) + (0.5 - m).powi(2))
+        + 0.25 * (sp(-0.5).powi(2) + (-0.3f64 - m).powi(2));
+    let k_ell = kl(m, v.sqrt());
+    let per_weight = 3.0 * k0 + k1 + k_out + k_ell;
+    let mixture = k_out + (3.0 * k0 + k1 + k_ell) / 5.0;
+    let got = scalar(kl_divergence(&network, &prior).unwrap());
+    assert!(
+        (got - per_weight).abs() < 1e-4 * per_weight.abs(),
+        "{got} vs {per_weight}"
+    );
+    let got = scalar(kl_divergence_with(&network, &prior, SharedKl::Mixture).unwrap());
+    assert!(
+        (got - mixture).abs() < 1e-4 * mixture.abs(),
+        "{got} vs {mixture}"
     );
 }

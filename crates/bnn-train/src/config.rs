@@ -1,6 +1,6 @@
 //! Training configuration.
 
-use bnn_layers::Prior;
+use bnn_layers::{Prior, SharedKl};
 use serde::{Deserialize, Serialize};
 
 use crate::TrainError;
@@ -99,6 +99,10 @@ pub struct TrainConfig {
     pub kl_weight: f64,
     /// Linear KL warm-up over this many steps (0 = none).
     pub kl_warmup_steps: usize,
+    /// How weight-shared layers count their KL (the paper's mixture bound by default, or per
+    /// weight); models without shared layers ignore it.
+    #[serde(default)]
+    pub shared_kl: SharedKl,
     /// Seed of the data order, augmentations and weight noise.
     pub seed: u64,
 }
@@ -185,6 +189,7 @@ impl TrainConfig {
             prior: Prior::default(),
             kl_weight: 1.0,
             kl_warmup_steps: 0,
+            shared_kl: SharedKl::Mixture,
             seed: 0,
         }
     }
@@ -202,6 +207,7 @@ impl TrainConfig {
             prior: Prior::default(),
             kl_weight: 1.0,
             kl_warmup_steps: 0,
+            shared_kl: SharedKl::Mixture,
             seed: 0,
         }
     }

@@ -105,6 +105,11 @@ pub struct UncertaintyDiagnostics {
     pub ood_auroc_mutual_information: Option<f64>,
 }
 
+/// Mutual information, for a prediction of more than one sample (one pass has none).
+fn epistemic(p: &Predictive) -> Option<&[f64]> {
+    p.mutual_information().filter(|_| p.n_samples() > 1)
+}
+
 fn mean(v: &[f64]) -> f64 {
     v.iter().sum::<f64>() / v.len().max(1) as f64
 }
@@ -121,7 +126,7 @@ pub fn evaluate(
     let p = &pred.predictive;
     let mut uncertainty = UncertaintyDiagnostics {
         mean_entropy: mean(p.entropy()),
-        mean_mutual_information: p.mutual_information().map(mean),
+        mean_mutual_information: epistemic(p).map(mean),
         ..Default::default()
     };
     let (ood_max_prob, ood_entropy) = match ood {
@@ -129,8 +134,8 @@ pub fn evaluate(
             let out = predict(model, loader, samples)?.predictive;
             uncertainty.ood_mean_confidence = Some(mean_confidence(out.probabilities()));
             uncertainty.ood_mean_entropy = Some(mean(out.entropy()));
-            uncertainty.ood_mean_mutual_information = out.mutual_information().map(mean);
-            if p.mutual_information().is_some() && out.mutual_information().is_some() {
+            uncertainty.ood_mean_mutual_information = epistemic(&out).map(mean);
+            if epistemic(p).is_some() && epistemic(&out).is_some() {
                 uncertainty.ood_auroc_mutual_information =
                     Some(OodSummary::from_predictive(p, &out, OodScore::MutualInformation)?.auroc);
             }

@@ -4,7 +4,7 @@
 use std::time::Instant;
 
 use bnn_data::DataLoader;
-use bnn_layers::{ElboConfig, KlSchedule, kl_divergence};
+use bnn_layers::{ElboConfig, KlSchedule, kl_divergence_with};
 use burn::module::{Module, ModuleVisitor, Param, ParamGroup};
 use burn::optim::decay::WeightDecayConfig;
 use burn::optim::lr_scheduler::module_lr_scheduler::{ModuleLearningRate, ModuleLrScheduler};
@@ -263,7 +263,7 @@ pub fn train(
             let logits = model.forward(x);
             let nll = cross_entropy(logits.clone(), y.clone());
             let kl = if bayesian {
-                kl_divergence(&model, &config.prior)
+                kl_divergence_with(&model, &config.prior, config.shared_kl)
             } else {
                 None
             };

@@ -17,7 +17,7 @@ pub enum Init {
 /// Configuration of [`crate::fit`]. All fields have defaults tuned for the `K ~ 2000`,
 /// `N ~ 10^7` case; threads come from rayon's global pool.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct GmmConfig {
     /// Number of components requested (`k_requested`). Default 2000.
     pub k: usize,

@@ -12,18 +12,6 @@ use models::ModelConfig;
 
 use crate::Error;
 
-/// Normalisation statistics of a data set.
-pub fn norm_stats(id: DatasetId) -> NormStats {
-    match id {
-        DatasetId::Mnist => NormStats::MNIST,
-        DatasetId::FashionMnist => NormStats::FASHION_MNIST,
-        DatasetId::Cifar10 => NormStats::CIFAR10,
-        DatasetId::Cifar100 => NormStats::CIFAR100,
-        DatasetId::Svhn => NormStats::SVHN,
-        DatasetId::ImageNet => NormStats::IMAGENET,
-    }
-}
-
 /// Opens `split` of `id`, searching `data_dir`, `$SWBNN_DATA`, the cache and
 /// `/usr/share/datasets` (and downloading where allowed).
 pub fn open_split(
@@ -102,7 +90,7 @@ pub fn train_loader(
             .then(RandomCrop::reflect(h, 4))
             .then(RandomHorizontalFlip::default()),
     }
-    .then(Normalize::new(norm_stats(id)));
+    .then(Normalize::new(id.norm_stats()));
     let config = LoaderConfig {
         batch_size,
         shuffle: true,

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use bnn_data::{Dataset, DatasetId, Split};
+use bnn_data::{Corrupted, Corruption, Dataset, DatasetId, NormStats, Split};
 use bnn_layers::{bayes_from_deterministic, count_params, export_posterior};
 use bnn_metrics::WeightStats;
 use bnn_train::{
@@ -23,7 +23,7 @@ use swshare::compress::{CompressConfig, compress};
 use swshare::format::full_bnn_to_bytes;
 
 use crate::Error;
-use crate::data::{eval_loader, norm_stats, open_ood, open_split, subset, train_loader};
+use crate::data::{eval_loader, open_ood, open_split, subset, train_loader};
 
 /// Everything an experiment needs.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -54,6 +54,9 @@ pub struct Setup {
     pub compress: CompressConfig,
     /// Monte-Carlo samples at evaluation (paper: 30).
     pub samples: usize,
+    /// Corruptions of the test set to evaluate every method on (empty: none).
+    #[serde(default)]
+    pub corruptions: Vec<Corruption>,
     /// Data-loading threads.
     pub workers: usize,
     /// Output directory (models and tables).
@@ -162,6 +165,32 @@ impl Stage {
         Ok(write_atomic(&self.row_path(), &json)?)
     }
 
+    /// The stage's corruption rows: cached by an earlier run (when resuming and the cache
+    /// holds exactly `setup.corruptions`), else `eval()` (then cached).
+    fn corruptions(
+        &self,
+        setup: &Setup,
+        eval: impl FnOnce() -> Result<Vec<CorruptionRow>, Error>,
+    ) -> Result<Vec<CorruptionRow>, Error> {
+        if setup.corruptions.is_empty() {
+            return Ok(Vec::new());
+        }
+        let path = self.dir.join("corruptions.json");
+        if self.resume && path.exists() {
+            let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
+            let rows: Vec<CorruptionRow> =
+                serde_json::from_slice(&bytes).map_err(|e| Error::parse(&path, e))?;
+            let cached: Vec<Corruption> = rows.iter().map(|r| r.corruption).collect();
+            if cached == setup.corruptions {
+                return Ok(rows);
+            }
+        }
+        let rows = eval()?;
+        let json = serde_json::to_vec_pretty(&rows).map_err(Error::json)?;
+        write_atomic(&path, &json)?;
+        Ok(rows)
+    }
+
     /// The cached row, or `eval()` (then cached).
     fn row(&self, eval: impl FnOnce() -> Result<Row, Error>) -> Result<Row, Error> {
         if let Some(row) = self.cached_row()? {
@@ -231,6 +260,127 @@ pub struct Outcome {
     pub rows: Vec<Row>,
     /// The 2DGBNN compression report.
     pub report: CompressionReport,
+    /// Every method on every corruption of [`Setup::corruptions`].
+    #[serde(default)]
+    pub corruptions: Vec<CorruptionRow>,
+}
+
+/// One method on one corrupted test set.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CorruptionRow {
+    /// `deterministic`, `bbb` or `2dgbnn`.
+    pub method: String,
+    /// The corruption (kind and severity).
+    pub corruption: Corruption,
+    /// Accuracy.
+    pub accuracy: f64,
+    /// Mean negative log-likelihood.
+    pub nll: f64,
+    /// ECE, 15 bins.
+    pub ece: f64,
+    /// Mean confidence.
+    pub mean_confidence: f64,
+}
+
+/// Seed of the corruptions' random choices (noise fields, rotation senses): fixed, so every
+/// method and every run sees the same corrupted images.
+pub const CORRUPTION_SEED: u64 = 0x00c0_7707;
+
+/// Evaluates `model` on each corruption of `test` (normalised with `stats`) with `samples` MC
+/// samples.
+pub fn evaluate_corruptions(
+    model: &Network,
+    method: &str,
+    test: &Arc<dyn Dataset>,
+    stats: NormStats,
+    corruptions: &[Corruption],
+    samples: usize,
+    workers: usize,
+) -> Result<Vec<CorruptionRow>, Error> {
+    corruptions
+        .iter()
+        .map(|&c| {
+            let data: Arc<dyn Dataset> = Arc::new(Corrupted::new(test.clone(), c, CORRUPTION_SEED));
+            let loader = eval_loader(stats, data, 256, workers)?;
+            let ev = evaluate(model, &loader, None, samples)?;
+            Ok(CorruptionRow {
+                method: method.to_string(),
+                corruption: c,
+                accuracy: ev.summary.accuracy,
+                nll: ev.summary.nll,
+                ece: ev.summary.ece,
+                mean_confidence: ev.summary.mean_confidence,
+            })
+        })
+        .collect()
+}
+
+/// The mean over seeds of each (method, corruption) pair's metrics.
+pub fn mean_corruptions(rows: &[CorruptionRow]) -> Vec<CorruptionRow> {
+    let mut out: Vec<(CorruptionRow, usize)> = Vec::new();
+    for r in rows {
+        match out
+            .iter_mut()
+            .find(|(m, _)| m.method == r.method && m.corruption == r.corruption)
+        {
+            Some((m, n)) => {
+                m.accuracy += r.accuracy;
+                m.nll += r.nll;
+                m.ece += r.ece;
+                m.mean_confidence += r.mean_confidence;
+                *n += 1;
+            }
+            None => out.push((r.clone(), 1)),
+        }
+    }
+    out.into_iter()
+        .map(|(mut m, n)| {
+            let n = n as f64;
+            m.accuracy /= n;
+            m.nll /= n;
+            m.ece /= n;
+            m.mean_confidence /= n;
+            m
+        })
+        .collect()
+}
+
+/// The corruption rows as a Markdown table: one line per corruption, accuracy / NLL / ECE of
+/// each method side by side.
+pub fn markdown_corruptions(rows: &[CorruptionRow]) -> String {
+    let mut methods: Vec<&str> = Vec::new();
+    let mut corruptions: Vec<Corruption> = Vec::new();
+    for r in rows {
+        if !methods.contains(&r.method.as_str()) {
+            methods.push(&r.method);
+        }
+        if !corruptions.contains(&r.corruption) {
+            corruptions.push(r.corruption);
+        }
+    }
+    let mut s = String::from("| Corruption |");
+    for m in &methods {
+        s.push_str(&format!(" {m} acc | {m} NLL | {m} ECE |"));
+    }
+    s.push_str("\n|---|");
+    s.push_str(&"---|---|---|".repeat(methods.len()));
+    s.push('\n');
+    for c in corruptions {
+        s.push_str(&format!("| {c} |"));
+        for m in &methods {
+            match rows.iter().find(|r| r.corruption == c && r.method == *m) {
+                Some(r) => s.push_str(&format!(
+                    " {:.2}% | {:.3} | {:.4} |",
+                    100.0 * r.accuracy,
+                    r.nll,
+                    r.ece
+                )),
+                None => s.push_str(" - | - | - |"),
+            }
+        }
+        s.push('\n');
+    }
+    s
 }
 
 /// Per-tensor posterior statistics of a Bayesian or shared model (empty for a deterministic
@@ -301,9 +451,9 @@ pub fn run(setup: &Setup, device: &Device, progress: &mut dyn Progress) -> Resul
     )?;
     let (c, h, _) = test_data.shape();
     let classes = test_data.classes();
-    let stats = norm_stats(setup.dataset);
+    let stats = setup.dataset.norm_stats();
     let workers = setup.workers;
-    let test = eval_loader(stats, test_data, 256, workers)?;
+    let test = eval_loader(stats, test_data.clone(), 256, workers)?;
     let ood_loader = match &setup.ood {
         Some((id, dir)) => {
             let data: Arc<dyn Dataset> = subset(open_ood(*id, dir)?, setup.test_subset, 3)?;
@@ -347,6 +497,17 @@ pub fn run(setup: &Setup, device: &Device, progress: &mut dyn Progress) -> Resul
         ))
     })?;
     progress.row(&det_row);
+    let mut corruptions = stage.corruptions(setup, || {
+        evaluate_corruptions(
+            &det,
+            "deterministic",
+            &test_data,
+            stats,
+            &setup.corruptions,
+            1,
+            workers,
+        )
+    })?;
 
     // Bayes by Backprop.
     progress.stage("bbb");
@@ -391,6 +552,17 @@ pub fn run(setup: &Setup, device: &Device, progress: &mut dyn Progress) -> Resul
         ))
     })?;
     progress.row(&bbb_row);
+    corruptions.extend(stage.corruptions(setup, || {
+        evaluate_corruptions(
+            &bayes,
+            "bbb",
+            &test_data,
+            stats,
+            &setup.corruptions,
+            setup.samples,
+            workers,
+        )
+    })?);
 
     // 2DGBNN: stages 1-2 on the trained BNN, then retraining, in one library call.
     progress.stage("2dgbnn");
@@ -442,9 +614,21 @@ pub fn run(setup: &Setup, device: &Device, progress: &mut dyn Progress) -> Resul
         Ok(r)
     })?;
     progress.row(&r);
+    corruptions.extend(stage.corruptions(setup, || {
+        evaluate_corruptions(
+            &compressed.model,
+            "2dgbnn",
+            &test_data,
+            stats,
+            &setup.corruptions,
+            setup.samples,
+            workers,
+        )
+    })?);
     Ok(Outcome {
         rows: vec![det_row, bbb_row, r],
         report,
+        corruptions,
     })
 }
 
@@ -494,6 +678,14 @@ pub fn write_tables(dir: &Path, outcome: &Outcome) -> Result<(), Error> {
         ("report.json", report),
     ] {
         write_atomic(&dir.join(name), body.as_bytes())?;
+    }
+    if !outcome.corruptions.is_empty() {
+        let json = serde_json::to_string_pretty(&outcome.corruptions).map_err(Error::json)?;
+        write_atomic(&dir.join("corruptions.json"), json.as_bytes())?;
+        write_atomic(
+            &dir.join("corruptions.md"),
+            markdown_corruptions(&outcome.corruptions).as_bytes(),
+        )?;
     }
     Ok(())
 }
@@ -643,6 +835,23 @@ pub fn run_seeds(
     }
     let runs: Vec<Vec<Row>> = outcomes.iter().map(|o| o.rows.clone()).collect();
     let summaries = summarise(&runs);
+    if !setup.corruptions.is_empty() {
+        let all: Vec<CorruptionRow> = outcomes
+            .iter()
+            .flat_map(|o| o.corruptions.iter().cloned())
+            .collect();
+        let means = mean_corruptions(&all);
+        let json = serde_json::to_string_pretty(&serde_json::json!({
+            "means": means,
+            "seeds": outcomes.iter().map(|o| &o.corruptions).collect::<Vec<_>>(),
+        }))
+        .map_err(Error::json)?;
+        write_atomic(&setup.out_dir.join("corruptions.json"), json.as_bytes())?;
+        write_atomic(
+            &setup.out_dir.join("corruptions.md"),
+            markdown_corruptions(&means).as_bytes(),
+        )?;
+    }
     let json = serde_json::to_string_pretty(&serde_json::json!({
         "summaries": summaries,
         "seeds": runs,

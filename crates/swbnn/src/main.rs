@@ -24,9 +24,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use models::{Arch, Kind, ModelConfig, Network};
 use swbnn::args;
-use swbnn::data::{
-    check_input, eval_loader, norm_stats, open_ood, open_split, subset, train_loader,
-};
+use swbnn::data::{check_input, eval_loader, open_ood, open_split, subset, train_loader};
 use swbnn::experiment::{Progress, Row};
 use swshare::burn_edges::from_swb;
 use swshare::compress::{CompressConfig, compress};
@@ -140,6 +138,10 @@ enum Command {
         /// Seed of the Monte-Carlo weight samples: the same seed gives the same numbers.
         #[arg(long, default_value_t = 0)]
         seed: u64,
+        /// Also evaluate on the 15 corrupted test sets (rotation, Gaussian noise, contrast,
+        /// translation, blur; severities 1-3).
+        #[arg(long)]
+        corruptions: bool,
     },
     /// Print a .swb file's statistics.
     Inspect {
@@ -452,12 +454,13 @@ fn run() -> Result<()> {
             data,
             subset: n,
             seed,
+            corruptions,
         } => {
             let (net, net_config) = load_any_model(&model, &device)?;
-            let test = subset(open_split(dataset, Split::Test, data.as_deref())?, n, 2)?;
-            check_input(&net_config, test.as_ref(), "test data", true)?;
-            let stats = norm_stats(dataset);
-            let test = eval_loader(stats, test, 256, 2)?;
+            let test_data = subset(open_split(dataset, Split::Test, data.as_deref())?, n, 2)?;
+            check_input(&net_config, test_data.as_ref(), "test data", true)?;
+            let stats = dataset.norm_stats();
+            let test = eval_loader(stats, test_data.clone(), 256, 2)?;
             let ood_data = match (ood, ood_dir) {
                 (Some(id), Some(dir)) => Some(subset(open_ood(id, &dir)?, n, 3)?),
                 (Some(id), None) => {
@@ -474,6 +477,19 @@ fn run() -> Result<()> {
             };
             device.seed(seed);
             let ev = evaluate(&net, &test, ood_loader.as_ref(), samples)?;
+            let shifted = if corruptions {
+                swbnn::experiment::evaluate_corruptions(
+                    &net,
+                    "model",
+                    &test_data,
+                    stats,
+                    &bnn_data::Corruption::all(),
+                    samples,
+                    2,
+                )?
+            } else {
+                Vec::new()
+            };
             if cli.json {
                 let weights = swbnn::experiment::weight_stats(&net)?;
                 println!(
@@ -481,6 +497,7 @@ fn run() -> Result<()> {
                     serde_json::to_string(&serde_json::json!({
                         "evaluation": ev,
                         "weights": weights,
+                        "corruptions": shifted,
                     }))?
                 );
             } else {
@@ -494,6 +511,9 @@ fn run() -> Result<()> {
                         "OOD AUROC {:.4} (max-prob), {:.4} (entropy); AUPR-in {:.4}; FPR@95 {:.4}",
                         a.auroc, b.auroc, a.aupr_in, a.fpr_at_95_tpr
                     );
+                }
+                if !shifted.is_empty() {
+                    print!("{}", swbnn::experiment::markdown_corruptions(&shifted));
                 }
             }
         }

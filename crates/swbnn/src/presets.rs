@@ -3,8 +3,10 @@
 use std::path::{Path, PathBuf};
 
 use bnn_data::DatasetId;
-use bnn_train::TrainConfig;
+use bnn_layers::{SigmaInit, softplus};
+use bnn_train::{LrSchedule, OptimizerKind, TrainConfig};
 use models::{Arch, BayesOptions};
+use serde::{Deserialize, Serialize};
 use swshare::SwshareConfig;
 use swshare::compress::CompressConfig;
 
@@ -60,14 +62,68 @@ pub fn setup(
             ..Default::default()
         },
         samples: 30,
+        corruptions: Vec::new(),
         workers: 2,
         out_dir,
         resume: false,
     }
 }
 
-/// `setup` with the fields of the JSON file at `path` merged in (objects field by field, every
-/// other value replaced), then parsed back: unknown fields and wrong types are errors naming
+/// How Bayes by Backprop (stage 1 of 2DGBNN) is trained.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BbbRecipe {
+    /// The paper's "with pre-trained" setting: the Bayesian means start from the deterministic
+    /// net; Adam, one-cycle, means at 1e-3 and `rho` at 1e-2; sigmas initialised as in the
+    /// paper's appendix (Xavier-uniform with gain 0.01 for weights, `|N(0, 0.001^2)|` for biases).
+    Pretrained,
+    /// The PyTorch reference of issue 9 (`benches/peers/torch_reference_bbb.py`): from scratch;
+    /// SGD with momentum 0.9 and a one-cycle schedule to 0.1, the same rate for means and `rho`;
+    /// every `rho` initialised to -6 (sigma = softplus(-6) = 0.00247); prior N(0, 0.1^2).
+    Reference,
+}
+
+impl BbbRecipe {
+    /// Sets the BBB stage of `setup` (its epochs and seed are kept).
+    pub fn apply(self, setup: &mut Setup) {
+        let (epochs, seed) = (setup.bbb.epochs, setup.bbb.seed);
+        match self {
+            BbbRecipe::Pretrained => {
+                setup.bbb = TrainConfig::bayes_by_backprop(epochs);
+                setup.bbb_from_deterministic = true;
+                setup.bayes.weight_sigma = SigmaInit::paper_weight();
+                setup.bayes.bias_sigma = SigmaInit::paper_bias();
+            }
+            BbbRecipe::Reference => {
+                setup.bbb = TrainConfig {
+                    lr: 0.1,
+                    lr_rho: 0.1,
+                    optimizer: OptimizerKind::Sgd {
+                        momentum: 0.9,
+                        nesterov: false,
+                    },
+                    // PyTorch's OneCycleLR default warm-up share.
+                    schedule: LrSchedule::OneCycle { pct_start: 0.3 },
+                    ..TrainConfig::bayes_by_backprop(epochs)
+                };
+                setup.bbb_from_deterministic = false;
+                let sigma = SigmaInit::Constant {
+                    sigma: softplus(REFERENCE_RHO),
+                };
+                setup.bayes.weight_sigma = sigma;
+                setup.bayes.bias_sigma = sigma;
+            }
+        }
+        setup.bbb.seed = seed;
+    }
+}
+
+/// The reference recipe's initial `rho` (sigma = softplus(-6) = 0.00247).
+pub const REFERENCE_RHO: f64 = -6.0;
+
+/// `setup` with the fields of the JSON file at `path` merged in (objects field by field; an
+/// object that shares no key with the preset's, another enum variant, replaces it), then parsed
+/// back: unknown fields and wrong types are errors naming
 /// the file.
 pub fn patch(setup: &Setup, path: &Path) -> Result<Setup, crate::Error> {
     let text = std::fs::read_to_string(path).map_err(|e| crate::Error::io(path, e))?;
@@ -78,9 +134,13 @@ pub fn patch(setup: &Setup, path: &Path) -> Result<Setup, crate::Error> {
     serde_json::from_value(value).map_err(|e| crate::Error::parse(path, e))
 }
 
+/// Objects merge field by field; an object that shares no key with the preset's replaces it
+/// (another variant of an enum, e.g. `{"sgd": {...}}` for `{"adam": {...}}`).
 fn merge(base: &mut serde_json::Value, patch: serde_json::Value) {
     match (base, patch) {
-        (serde_json::Value::Object(b), serde_json::Value::Object(p)) => {
+        (serde_json::Value::Object(b), serde_json::Value::Object(p))
+            if p.keys().any(|k| b.contains_key(k)) =>
+        {
             for (k, v) in p {
                 match b.get_mut(&k) {
                     Some(slot) => merge(slot, v),

@@ -53,9 +53,12 @@ struct Models {
     _dir: tempfile::TempDir,
     bayes: PathBuf,
     det: PathBuf,
+    /// `bayes` compressed.
+    swb: PathBuf,
 }
 
-/// A Bayesian and a deterministic MLP, trained once for the whole binary.
+/// A Bayesian and a deterministic MLP, and the Bayesian one compressed, made once for the
+/// whole binary.
 fn models() -> &'static Models {
     static MODELS: OnceLock<Models> = OnceLock::new();
     MODELS.get_or_init(|| {
@@ -82,10 +85,27 @@ fn models() -> &'static Models {
                 s(out),
             ]);
         }
+        let swb = dir.path().join("m.swb");
+        ok(&[
+            "compress",
+            "--model",
+            s(&bayes),
+            "--dataset",
+            "fashion-mnist",
+            "--out",
+            s(&swb),
+            "--subset",
+            "200",
+            "--k",
+            "4",
+            "--epochs",
+            "1",
+        ]);
         Models {
             _dir: dir,
             bayes,
             det,
+            swb,
         }
     })
 }
@@ -307,22 +327,7 @@ fn errors_name_the_problem_once() {
     let m = models();
     let tmp = tempfile::tempdir().unwrap();
     let swb = tmp.path().join("m.swb");
-    ok(&[
-        "compress",
-        "--model",
-        s(&m.bayes),
-        "--dataset",
-        "fashion-mnist",
-        "--out",
-        s(&swb),
-        "--subset",
-        "200",
-        "--k",
-        "4",
-        "--epochs",
-        "1",
-    ]);
-    let good = std::fs::read(&swb).unwrap();
+    let good = std::fs::read(&m.swb).unwrap();
     let mut flipped = good.clone();
     flipped[40] ^= 0x10;
     std::fs::write(&swb, &flipped).unwrap();
@@ -360,6 +365,33 @@ fn errors_name_the_problem_once() {
         ],
         "pass its directory",
     );
+}
+
+/// Finding 8: a `.swb` file named otherwise (`model.bin`, no extension) was taken for a
+/// training directory; a file is read by its contents, whatever its name.
+#[test]
+fn a_swb_file_is_read_whatever_its_name() {
+    let m = models();
+    let tmp = tempfile::tempdir().unwrap();
+    let eval = |model: &Path| {
+        ok(&[
+            "eval",
+            s(model),
+            "--dataset",
+            "fashion-mnist",
+            "--subset",
+            "100",
+            "--samples",
+            "2",
+            "--json",
+        ])
+    };
+    let want = eval(&m.swb);
+    for name in ["model.bin", "model"] {
+        let renamed = tmp.path().join(name);
+        std::fs::copy(&m.swb, &renamed).unwrap();
+        assert_eq!(eval(&renamed), want, "{name}");
+    }
 }
 
 /// Finding 6: `compress` overwrote its own input, overwrote an existing output without asking,

@@ -108,4 +108,37 @@ fn three_methods_on_a_fashion_mnist_subset() {
     );
     assert_eq!(resumed.rows[2].parameters, g.parameters);
     assert!(resumed.rows[2].accuracy > 0.35);
+
+    // Every stage directory of a reproduction loads in `swbnn eval` (and the BBB one is a valid
+    // `swbnn compress --model`).
+    for stage in ["deterministic", "bbb", "2dgbnn"] {
+        let dir = out.path().join("stages").join(stage);
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_swbnn"))
+            .args(["--json", "eval"])
+            .arg(&dir)
+            .args([
+                "--dataset",
+                "fashion-mnist",
+                "--subset",
+                "200",
+                "--samples",
+                "2",
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "swbnn eval {}: {}",
+            dir.display(),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+        let acc = json["evaluation"]["summary"]["accuracy"].as_f64().unwrap();
+        assert!(acc > 0.3, "{stage}: accuracy {acc}");
+        assert_eq!(
+            json["weights"].as_array().unwrap().is_empty(),
+            stage == "deterministic",
+            "{stage}: weight statistics for Bayesian models only"
+        );
+    }
 }

@@ -19,6 +19,9 @@ use crate::format::{
 };
 use crate::{SharingPlan, SwshareError, TableError, WeightFate, WeightTable, WeightTableBuilder};
 
+// The layers pad every ellipse blend to their own width; it must be the method's.
+const _: () = assert!(bnn_layers::MAX_BLEND == crate::MAX_BLEND);
+
 /// Errors at the burn edges.
 #[derive(Debug, thiserror::Error)]
 pub enum EdgeError {

@@ -9,8 +9,8 @@ use crate::gmm_stage::fit_gmm;
 use crate::merge::merge_gaussians;
 use crate::outliers::detect_outliers;
 use crate::plan::SharingPlan;
-use crate::refine::reduce_small_clusters;
 use crate::report::CompressionReport;
+use crate::small_clusters::reduce_small_clusters;
 use crate::table::WeightTable;
 
 /// Runs stages 1 and 2 on `table`: outliers, GMM fit, cluster-size reduction, ellipse

@@ -1,4 +1,4 @@
-//! Crops, flips and resizing.
+//! Crops, flips, shifts, rotations and resizing.
 
 use super::{Image, Transform};
 use crate::error::{DataError, Result};
@@ -100,6 +100,71 @@ impl Transform for RandomCrop {
         let left = rng.below((pw - self.width + 1) as u64) as usize;
         Ok(self.crop_at(&image, top, left))
     }
+}
+
+/// Shifts the content `dy` pixels down and `dx` pixels right (negative: up, left); the
+/// uncovered border takes `fill`. The output has the input's shape.
+///
+/// This is [`RandomCrop::crop_at`] with constant padding `max(|dy|, |dx|)` and the window
+/// placed at `(padding - dy, padding - dx)`.
+pub fn translate(image: &Image, dy: isize, dx: isize, fill: f32) -> Image {
+    let padding = dy.unsigned_abs().max(dx.unsigned_abs());
+    let window = RandomCrop {
+        height: image.height,
+        width: image.width,
+        padding,
+        mode: PadMode::Constant(fill),
+    };
+    let p = padding as isize;
+    // Both offsets lie in 0..=2p, the padded image's valid window corners.
+    window.crop_at(image, (p - dy) as usize, (p - dx) as usize)
+}
+
+/// Rotates by `degrees` counter-clockwise (as seen on screen, rows running down) about the
+/// image centre `((H - 1) / 2, (W - 1) / 2)`, with bilinear interpolation; sample
+/// positions outside the image read `fill` (torchvision `rotate(..., BILINEAR, fill)`,
+/// scikit-image `warp(order=1, mode="constant", cval=fill)`).
+///
+/// Fails on a non-finite angle.
+pub fn rotate_bilinear(image: &Image, degrees: f32, fill: f32) -> Result<Image> {
+    if !degrees.is_finite() {
+        return Err(DataError::Config(format!(
+            "rotation angle {degrees} is not finite"
+        )));
+    }
+    let (sin, cos) = (degrees as f64).to_radians().sin_cos();
+    let (h, w) = (image.height, image.width);
+    let (cy, cx) = ((h as f64 - 1.0) / 2.0, (w as f64 - 1.0) / 2.0);
+    // For every output pixel, where it comes from (the inverse rotation) as a bilinear
+    // stencil: top-left source pixel (may lie outside) and the fractional offsets.
+    let mut stencil = Vec::with_capacity(h * w);
+    for y in 0..h {
+        let v = y as f64 - cy;
+        for x in 0..w {
+            let u = x as f64 - cx;
+            let sx = u * cos - v * sin + cx;
+            let sy = u * sin + v * cos + cy;
+            let (x0, y0) = (sx.floor(), sy.floor());
+            stencil.push((y0 as isize, x0 as isize, (sy - y0) as f32, (sx - x0) as f32));
+        }
+    }
+    let mut out = Image::zeros(image.channels, h, w);
+    for c in 0..image.channels {
+        let p = |y: isize, x: isize| {
+            if y >= 0 && x >= 0 && (y as usize) < h && (x as usize) < w {
+                image.at(c, y as usize, x as usize)
+            } else {
+                fill
+            }
+        };
+        let plane = &mut out.data[c * h * w..(c + 1) * h * w];
+        for (o, &(y0, x0, ly, lx)) in plane.iter_mut().zip(&stencil) {
+            let top = p(y0, x0) * (1.0 - lx) + p(y0, x0 + 1) * lx;
+            let bottom = p(y0 + 1, x0) * (1.0 - lx) + p(y0 + 1, x0 + 1) * lx;
+            *o = top * (1.0 - ly) + bottom * ly;
+        }
+    }
+    Ok(out)
 }
 
 /// Mirrors the image left–right, always.
@@ -305,6 +370,74 @@ mod tests {
         // numpy.pad(arange(4), 2, mode="reflect") == [2, 1, 0, 1, 2, 3, 2, 1]
         let got: Vec<usize> = (-2..6).map(|i| reflect(i, 4)).collect();
         assert_eq!(got, vec![2, 1, 0, 1, 2, 3, 2, 1]);
+    }
+
+    fn ramp(c: usize, h: usize, w: usize) -> Image {
+        let n = c * h * w;
+        Image {
+            channels: c,
+            height: h,
+            width: w,
+            data: (0..n).map(|k| k as f32 / n as f32).collect(),
+        }
+    }
+
+    #[test]
+    fn translate_moves_content_and_fills_the_border() {
+        let img = ramp(1, 3, 4);
+        let out = translate(&img, 1, -2, 9.0);
+        for y in 0..3 {
+            for x in 0..4 {
+                let (sy, sx) = (y as isize - 1, x as isize + 2);
+                let want = if (0..3).contains(&sy) && (0..4).contains(&sx) {
+                    img.at(0, sy as usize, sx as usize)
+                } else {
+                    9.0
+                };
+                assert_eq!(out.at(0, y, x), want, "({y}, {x})");
+            }
+        }
+        assert_eq!(translate(&img, 0, 0, 9.0), img);
+        // A shift past the image leaves only fill.
+        assert!(translate(&img, 0, 7, 0.5).data.iter().all(|&v| v == 0.5));
+    }
+
+    #[test]
+    fn rotation_by_zero_is_identity_and_by_quarter_turns_permutes() {
+        let img = ramp(2, 5, 5);
+        assert_eq!(rotate_bilinear(&img, 0.0, 0.0).unwrap(), img);
+        // 90° counter-clockwise: out(y, x) = in(x, W - 1 - y).
+        let quarter = rotate_bilinear(&img, 90.0, 0.0).unwrap();
+        for c in 0..2 {
+            for y in 0..5 {
+                for x in 0..5 {
+                    let want = img.at(c, x, 4 - y);
+                    assert!((quarter.at(c, y, x) - want).abs() < 1e-5, "({c}, {y}, {x})");
+                }
+            }
+        }
+        let full = rotate_bilinear(&img, 360.0, 0.0).unwrap();
+        for (a, b) in full.data.iter().zip(&img.data) {
+            assert!((a - b).abs() < 1e-5);
+        }
+        assert!(rotate_bilinear(&img, f32::NAN, 0.0).is_err());
+    }
+
+    #[test]
+    fn rotation_interpolates_and_fills_outside() {
+        // A constant image rotated by 45° keeps its value inside the disc that stays
+        // covered, and blends towards the fill only at the corners.
+        let flat = Image {
+            channels: 1,
+            height: 9,
+            width: 9,
+            data: vec![0.8; 81],
+        };
+        let out = rotate_bilinear(&flat, 45.0, 0.0).unwrap();
+        assert!((out.at(0, 4, 4) - 0.8).abs() < 1e-6);
+        assert!((out.at(0, 4, 0) - 0.8).abs() < 1e-6);
+        assert!(out.at(0, 0, 0) < 0.05, "{}", out.at(0, 0, 0));
+        assert!(out.data.iter().all(|&v| (0.0..=0.8 + 1e-6).contains(&v)));
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! output never depends on which thread processed a sample.
 
 mod color;
+mod filter;
 mod geometry;
 mod normalize;
 
@@ -12,9 +13,10 @@ pub use color::{
     ColorJitter, adjust_brightness, adjust_contrast, adjust_hue, adjust_saturation, hsv_to_rgb,
     rgb_to_hsv,
 };
+pub use filter::gaussian_blur;
 pub use geometry::{
     CenterCrop, HorizontalFlip, PadMode, RandomCrop, RandomHorizontalFlip, RandomResizedCrop,
-    resize_bilinear,
+    resize_bilinear, rotate_bilinear, translate,
 };
 pub use normalize::{NormStats, Normalize};
 

@@ -4,9 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::fate::{OutlierCause, WeightFate};
 
-/// Most codebook components one ellipse weight may blend (the paper's ellipses span 2 to 5
-/// components; 1 is allowed for a degenerate blend).
-pub const MAX_ELLIPSE_COMPONENTS: usize = 5;
+use crate::plan::MAX_BLEND;
 
 /// One shareable Bayesian weight tensor: its path in the model and its shape.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -20,7 +18,7 @@ pub struct LayerShape {
 /// The distribution of one ellipse weight: an alpha-blend of several codebook entries.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EllipseEntry {
-    /// Codebook indices, 1 to [`MAX_ELLIPSE_COMPONENTS`] of them, each `< K`.
+    /// Codebook indices, 1 to [`MAX_BLEND`] of them, each `< K`.
     pub components: Vec<u32>,
     /// Blend weight of each component (same length as `components`).
     pub alphas: Vec<f32>,
@@ -172,9 +170,9 @@ impl SharedModelData {
             ));
         }
         for (j, e) in self.ellipses.iter().enumerate() {
-            if e.components.is_empty() || e.components.len() > MAX_ELLIPSE_COMPONENTS {
+            if e.components.is_empty() || e.components.len() > MAX_BLEND {
                 return Err(format!(
-                    "ellipse {j} has {} components (allowed 1..={MAX_ELLIPSE_COMPONENTS})",
+                    "ellipse {j} has {} components (allowed 1..={MAX_BLEND})",
                     e.components.len()
                 ));
             }
