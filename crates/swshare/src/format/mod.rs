@@ -74,9 +74,7 @@ pub use index::IndexWidth;
 pub use io::{
     load, load_full_bnn, remove_stale_temps, save, save_full_bnn, temp_path, write_atomic,
 };
-pub use model::{
-    EllipseEntry, FullBnnData, LayerShape, MAX_ELLIPSE_COMPONENTS, NamedTensor, SharedModelData,
-};
+pub use model::{EllipseEntry, FullBnnData, LayerShape, NamedTensor, SharedModelData};
 
 /// Optional encodings beyond the paper's plain layout (both off by default).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
