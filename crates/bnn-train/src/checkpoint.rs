@@ -290,12 +290,13 @@ impl Checkpointer {
         };
         let state: CheckpointState =
             serde_json::from_slice(&bytes).map_err(|e| ck_err(&path, e))?;
-        if state.history.len() != state.epoch + 1 {
+        // Checked: an epoch of usize::MAX in a damaged file must be an error, not an overflow.
+        if state.epoch.checked_add(1) != Some(state.history.len()) {
             return Err(ck_err(
                 &path,
                 format!(
-                    "records epoch {} but {} epochs of history",
-                    state.epoch + 1,
+                    "records epoch {} (0-based) but {} epochs of history",
+                    state.epoch,
                     state.history.len()
                 ),
             ));

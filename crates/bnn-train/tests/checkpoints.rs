@@ -299,3 +299,20 @@ fn leftovers_of_killed_runs_are_cleaned() {
     .unwrap_err();
     assert!(err.to_string().contains("damaged"), "{err}");
 }
+
+/// Found by `cargo xtask fuzz checkpoint`: a `state.json` whose epoch is `usize::MAX` overflowed
+/// `epoch + 1` (a panic with overflow checks, a wrap to epoch 0 without).
+#[test]
+fn an_absurd_epoch_in_state_json_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let ck = Checkpointer::new(dir.path()).unwrap();
+    for epoch in [u64::MAX.to_string(), "3".into()] {
+        std::fs::write(
+            dir.path().join("state.json"),
+            format!(r#"{{"epoch": {epoch}, "history": []}}"#),
+        )
+        .unwrap();
+        let err = ck.state().unwrap_err().to_string();
+        assert!(err.contains("epochs of history"), "{epoch}: {err}");
+    }
+}
