@@ -1,12 +1,13 @@
 //! `cargo xtask`: reproduce the paper's tables and run the benchmarks.
 
 mod bench;
+mod fuzz;
 
 // Training allocates and frees many tensor buffers of a few megabytes per step; glibc's malloc
 // returns them to the kernel and page-faults them back in (7 % of a Bayesian MLP step in perf);
-// mimalloc keeps them (docs/benchmarks.md).
+// mimalloc keeps them (docs/benchmarks.md). The fuzzer counts heap bytes through it.
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: fuzz::CountingAlloc = fuzz::CountingAlloc;
 
 /// mimalloc's `mi_option_purge_delay` (the index in its option enum, mimalloc 2 and 3).
 const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
@@ -92,6 +93,22 @@ enum Command {
         /// objects merged), e.g. `{"compress": {"retrain": {"lr": 1e-3}}}`.
         #[arg(long)]
         setup: Option<PathBuf>,
+    },
+    /// Mutation fuzzing of the readers of untrusted files; one JSON line per target. Fails
+    /// on any panic or an execution beyond the heap bound.
+    Fuzz {
+        /// swb, idx, cifar, svhn-mat, npy, checkpoint or all.
+        #[arg(value_enum)]
+        target: fuzz::Target,
+        /// Executions per target.
+        #[arg(long, default_value_t = 100_000)]
+        iterations: u64,
+        /// Seed of the mutations (the same seed repeats the run).
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Where inputs that panic or pass the heap bound are saved.
+        #[arg(long, default_value = "target/fuzz")]
+        save_dir: PathBuf,
     },
     /// Benchmarks that print one JSON line per measurement.
     Bench {
@@ -251,6 +268,27 @@ fn main() -> Result<()> {
             );
             let report = swbnn::report::write_report(&out, &device)?;
             eprintln!("wrote {}", report.display());
+        }
+        Command::Fuzz {
+            target,
+            iterations,
+            seed,
+            save_dir,
+        } => {
+            let reports = fuzz::run(target, iterations, seed, &save_dir)?;
+            for r in &reports {
+                println!("{}", serde_json::to_string(r)?);
+            }
+            let bad: Vec<&str> = reports
+                .iter()
+                .filter(|r| r.panics > 0 || r.over_bound > 0)
+                .map(|r| r.target)
+                .collect();
+            anyhow::ensure!(
+                bad.is_empty(),
+                "panics or heap beyond the bound in {bad:?}; inputs saved under {}",
+                save_dir.display()
+            );
         }
         Command::Bench { which } => bench::run(which)?,
     }

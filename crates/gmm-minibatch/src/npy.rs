@@ -132,7 +132,12 @@ fn parse_f32_at(bytes: &[u8], path: &Path) -> Result<NpyArray, NpyError> {
             path: path.to_path_buf(),
             reason: format!("shape {:?} overflows", header.shape),
         })?;
-    let expected = count as u64 * header.item as u64;
+    let expected = (count as u64)
+        .checked_mul(header.item as u64)
+        .ok_or_else(|| NpyError::BadHeader {
+            path: path.to_path_buf(),
+            reason: format!("shape {:?} overflows", header.shape),
+        })?;
     let got = (bytes.len() - offset) as u64;
     if got != expected {
         return Err(NpyError::Truncated {
@@ -544,5 +549,18 @@ mod tests {
         assert!(matches!(read_points(&p), Err(NpyError::BadMagic { .. })));
         std::fs::write(&p, &b[..20]).unwrap();
         assert!(matches!(read_points(&p), Err(NpyError::BadHeader { .. })));
+    }
+
+    /// A shape whose element count fits but whose byte count does not (found by
+    /// `cargo xtask fuzz npy`): an error, where it used to overflow a multiplication.
+    #[test]
+    fn a_shape_beyond_u64_bytes_is_an_error() {
+        let header = "{'descr': '<f4', 'fortran_order': False, 'shape': (4611686018427387904,), }";
+        let mut b = Vec::new();
+        b.extend_from_slice(MAGIC);
+        b.extend_from_slice(&[1, 0]);
+        b.extend_from_slice(&(header.len() as u16).to_le_bytes());
+        b.extend_from_slice(header.as_bytes());
+        assert!(matches!(parse_f32(&b), Err(NpyError::BadHeader { .. })));
     }
 }

@@ -29,4 +29,7 @@ pub use bnn_layers::BayesOptions;
 pub use error::ModelError;
 pub use kind::{Arch, Kind};
 pub use layers::{Conv, Dense, LayerFactory, ShareFn};
-pub use network::{Body, ModelConfig, Network, share_all_first};
+pub use network::{
+    Body, MAX_CLASSES, MAX_CODEBOOK_LEN, MAX_IMAGE_SIZE, MAX_IN_CHANNELS, MAX_MLP_LAYERS,
+    MAX_MLP_WIDTH, ModelConfig, Network, share_all_first,
+};

@@ -2,6 +2,7 @@
 
 use bnn_layers::{Codebook, ParamCounts, WeightSource, count_params};
 use burn::config::Config;
+use burn::module::{ModuleVisitor, Param};
 use burn::prelude::*;
 
 use crate::layers::{LayerFactory, ShareFn};
@@ -89,6 +90,14 @@ impl Network {
     pub fn counts(&self) -> ParamCounts {
         count_params(self)
     }
+
+    /// Path and shape of every float parameter (and running statistic), in visiting order,
+    /// without reading or initialising any (paths as [`ModelConfig::param_shapes`]).
+    pub fn param_shapes(&self) -> Vec<(String, Vec<usize>)> {
+        let mut shapes = ShapeVisitor::default();
+        self.visit(&mut shapes);
+        shapes.out
+    }
 }
 
 impl ModelConfig {
@@ -112,12 +121,51 @@ impl ModelConfig {
             .with_image_size(image_size)
     }
 
-    fn body(&self, f: &mut LayerFactory<'_>) -> Result<Body, ModelError> {
-        if self.classes == 0 || self.in_channels == 0 || self.image_size == 0 {
-            return Err(ModelError::InvalidConfig(
-                "classes, in_channels and image_size must be positive".into(),
-            ));
+    /// Checks every size against its bound ([`MAX_CLASSES`], [`MAX_IN_CHANNELS`],
+    /// [`MAX_IMAGE_SIZE`], [`MAX_MLP_WIDTH`], [`MAX_MLP_LAYERS`], [`MAX_CODEBOOK_LEN`]), so that
+    /// no shape computation of any architecture can overflow. Every constructor calls it; a
+    /// configuration read from a file passes it before anything is allocated.
+    pub fn validate(&self) -> Result<(), ModelError> {
+        let bound = |what: &str, value: usize, min: usize, max: usize| {
+            if (min..=max).contains(&value) {
+                Ok(())
+            } else {
+                Err(ModelError::InvalidConfig(format!(
+                    "{what} = {value} is out of range: {min} to {max}"
+                )))
+            }
+        };
+        bound("classes", self.classes, 1, MAX_CLASSES)?;
+        bound("in_channels", self.in_channels, 1, MAX_IN_CHANNELS)?;
+        bound("image_size", self.image_size, 1, MAX_IMAGE_SIZE)?;
+        bound("codebook_len", self.codebook_len, 0, MAX_CODEBOOK_LEN)?;
+        if self.arch == Arch::Mlp {
+            bound(
+                "mlp_hidden layers",
+                self.mlp_hidden.len(),
+                0,
+                MAX_MLP_LAYERS,
+            )?;
+            for &w in &self.mlp_hidden {
+                bound("mlp_hidden width", w, 1, MAX_MLP_WIDTH)?;
+            }
         }
+        Ok(())
+    }
+
+    /// Path and shape of every float parameter (and running statistic) of this configuration,
+    /// in visiting order, without allocating the parameters (they stay lazy). The shared kind
+    /// is listed as its Bayesian counterpart, whose weights the plan replaces.
+    pub fn param_shapes(&self, device: &Device) -> Result<Vec<(String, Vec<usize>)>, ModelError> {
+        let kind = match self.kind {
+            Kind::Deterministic => Kind::Deterministic,
+            Kind::Bayesian | Kind::Shared => Kind::Bayesian,
+        };
+        Ok(self.clone().with_kind(kind).init(device)?.param_shapes())
+    }
+
+    fn body(&self, f: &mut LayerFactory<'_>) -> Result<Body, ModelError> {
+        self.validate()?;
         let (c, s, k) = (self.in_channels, self.image_size, self.classes);
         let stem = match self.cifar_stem.unwrap_or(s <= 64) {
             true => Stem::Cifar,
@@ -238,7 +286,102 @@ impl ModelConfig {
     }
 }
 
+/// Most classes a configuration may have (ImageNet-21k has 21,841).
+pub const MAX_CLASSES: usize = 100_000;
+/// Most input channels.
+pub const MAX_IN_CHANNELS: usize = 64;
+/// Largest input side in pixels.
+pub const MAX_IMAGE_SIZE: usize = 4096;
+/// Widest MLP hidden layer.
+pub const MAX_MLP_WIDTH: usize = 1 << 20;
+/// Most MLP hidden layers.
+pub const MAX_MLP_LAYERS: usize = 64;
+/// Most codebook entries (the `.swb` index holds at most 65,534).
+pub const MAX_CODEBOOK_LEN: usize = 65_534;
+
+/// Collects `(path, shape)` of every float parameter without initialising lazy ones; paths as
+/// `bnn_layers`' (enum variant names left out).
+#[derive(Default)]
+struct ShapeVisitor {
+    path: Vec<String>,
+    skipped: Vec<bool>,
+    out: Vec<(String, Vec<usize>)>,
+}
+
+impl ModuleVisitor for ShapeVisitor {
+    fn enter_module(&mut self, name: &str, container_type: &str) {
+        let skip = container_type.starts_with("Enum:");
+        self.skipped.push(skip);
+        if !skip {
+            self.path.push(name.to_string());
+        }
+    }
+
+    fn exit_module(&mut self, _name: &str, _container_type: &str) {
+        if !self.skipped.pop().unwrap_or(false) {
+            self.path.pop();
+        }
+    }
+
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+        self.out
+            .push((self.path.join("."), param.lazy_shape().to_vec()));
+    }
+}
+
 /// A [`ShareFn`] for tests and summaries: every weight of every layer uses codebook entry 0.
 pub fn share_all_first(_path: &str, shape: &[usize]) -> Result<Vec<WeightSource>, ModelError> {
     Ok(vec![WeightSource::Codebook(0); shape.iter().product()])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Sizes read from a file are checked before any shape arithmetic: these used to overflow
+    /// (`c * s * s` for the MLP) or ask for hundreds of gigabytes.
+    #[test]
+    fn absurd_sizes_are_errors_not_panics() {
+        let device = bnn_layers::test_device();
+        let base = ModelConfig::for_input(Arch::Mlp, Kind::Bayesian, 10, 1, 28);
+        for (config, needle) in [
+            (base.clone().with_image_size(1 << 32), "image_size"),
+            (base.clone().with_in_channels(1 << 40), "in_channels"),
+            (
+                ModelConfig::for_input(Arch::Mlp, Kind::Bayesian, 1_000_000_000, 1, 28),
+                "classes",
+            ),
+            (
+                ModelConfig::for_input(Arch::Mlp, Kind::Bayesian, 0, 1, 28),
+                "classes",
+            ),
+            (base.clone().with_mlp_hidden(vec![1 << 30]), "mlp_hidden"),
+            (base.clone().with_codebook_len(1 << 20), "codebook_len"),
+        ] {
+            let err = config.init(&device).unwrap_err().to_string();
+            assert!(err.contains(needle), "{err}");
+            assert!(config.param_shapes(&device).is_err());
+        }
+    }
+
+    /// The shapes come without allocating: an MLP of 2 x 10^11 weights is listed in no time.
+    #[test]
+    fn param_shapes_are_lazy_and_named_like_exports() {
+        let device = bnn_layers::test_device();
+        let big = ModelConfig::for_input(Arch::Mlp, Kind::Shared, 10, 3, 4096)
+            .with_mlp_hidden(vec![4096]);
+        let shapes = big.param_shapes(&device).unwrap();
+        let n: usize = shapes
+            .iter()
+            .map(|(_, s)| s.iter().product::<usize>())
+            .sum();
+        assert!(n > 100_000_000_000, "{n}");
+        let small = ModelConfig::for_input(Arch::Lenet5, Kind::Bayesian, 10, 1, 28);
+        let exported: Vec<(String, Vec<usize>)> =
+            bnn_layers::export_params(&small.init(&device).unwrap())
+                .into_iter()
+                .map(|t| (t.path, t.shape))
+                .collect();
+        assert_eq!(small.param_shapes(&device).unwrap(), exported);
+    }
 }

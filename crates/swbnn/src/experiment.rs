@@ -96,7 +96,10 @@ impl Stage {
     fn new(setup: &Setup, name: &str) -> Result<Self, Error> {
         let dir = stages_dir(&setup.out_dir).join(name);
         Ok(Self {
-            checkpointer: Checkpointer::new(&dir)?,
+            checkpointer: Checkpointer::new(&dir)?.with_run(serde_json::json!({
+                "dataset": setup.dataset.name(),
+                "train_subset": setup.train_subset,
+            })),
             dir,
             resume: setup.resume,
         })
@@ -130,6 +133,8 @@ impl Stage {
         train_config: &TrainConfig,
         progress: &mut dyn Progress,
     ) -> Result<(Network, f64), Error> {
+        // A checkpoint of another setup is refused before config.json is rewritten.
+        self.checkpointer.check(&model, loader, train_config)?;
         self.write_config(config)?;
         let resumed = self.resumed_seconds()?;
         let started = Instant::now();
@@ -519,6 +524,8 @@ pub fn run(setup: &Setup, device: &Device, progress: &mut dyn Progress) -> Resul
     let (bayes, bbb_seconds) = stage.train(bayes, &bayes_config, &loader, &setup.bbb, progress)?;
     let bbb_params = count_params(&bayes).trainable;
     let bbb_row = stage.row(|| {
+        // Seeded, so the numbers do not depend on whether training ran or was resumed.
+        ad.seed(setup.bbb.seed);
         let ev = evaluate(&bayes, &test, ood_loader.as_ref(), setup.samples)?;
         let full = full_bnn_data(&bayes, &bayes_config)?;
         let full_bytes = full_bnn_to_bytes(
@@ -587,6 +594,7 @@ pub fn run(setup: &Setup, device: &Device, progress: &mut dyn Progress) -> Resul
     let report = compressed.report.clone();
     let params = count_params(&compressed.model).trainable;
     let r = stage.row(|| {
+        ad.seed(setup.compress.retrain.seed);
         let ev = evaluate(&compressed.model, &test, ood_loader.as_ref(), setup.samples)?;
         let mut r = row(
             setup.arch,

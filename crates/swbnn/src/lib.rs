@@ -5,6 +5,7 @@
 //! `cargo xtask reproduce`.
 #![warn(missing_docs)]
 
+pub mod args;
 pub mod data;
 pub mod experiment;
 pub mod figures;

@@ -78,7 +78,7 @@ struct Reader<'a> {
 impl Reader<'_> {
     fn next<T: DeserializeOwned>(&mut self, section: &'static str) -> Result<T, FormatError> {
         let (value, used) = bincode::serde::decode_from_slice(&self.payload[self.pos..], config())
-            .map_err(|e| corrupt(section, e.to_string()))?;
+            .map_err(|e| corrupt(section, describe(&e)))?;
         self.pos += used;
         Ok(value)
     }
@@ -93,6 +93,29 @@ impl Reader<'_> {
                 format!("{left} unread bytes after the last section"),
             ))
         }
+    }
+}
+
+/// A decoding error in words, without bincode's internal type names.
+fn describe(e: &bincode::error::DecodeError) -> String {
+    use bincode::error::DecodeError as E;
+    match e {
+        E::UnexpectedEnd { additional } => {
+            format!("the section ends {additional} byte(s) early")
+        }
+        E::LimitExceeded => "a length exceeds the decoder's limit".into(),
+        E::InvalidIntegerType { .. } | E::NonZeroTypeIsZero { .. } => {
+            "an integer is not validly encoded".into()
+        }
+        E::UnexpectedVariant { found, .. } => format!("unknown variant tag {found}"),
+        E::Utf8 { .. } | E::InvalidCharEncoding(_) => "text is not UTF-8".into(),
+        E::InvalidBooleanValue(b) => format!("byte {b} is not a boolean"),
+        E::ArrayLengthMismatch { required, found } => {
+            format!("an array has {found} entries where {required} are required")
+        }
+        E::OutsideUsizeRange(v) => format!("a length of {v} does not fit in memory"),
+        E::Io { additional, .. } => format!("the section ends {additional} byte(s) early"),
+        _ => "undecodable bytes".into(),
     }
 }
 

@@ -78,7 +78,9 @@ pub use checksum::CHECKSUM_LEN;
 pub use error::{FormatError, SwbError};
 pub use header::{FORMAT_VERSION, FileKind, HEADER_LEN, MAGIC, OLDEST_READABLE_VERSION};
 pub use index::IndexWidth;
-pub use io::{load, load_full_bnn, save, save_full_bnn, temp_path, write_atomic};
+pub use io::{
+    load, load_full_bnn, remove_stale_temps, save, save_full_bnn, temp_path, write_atomic,
+};
 pub use model::{EllipseEntry, FullBnnData, LayerShape, NamedTensor, SharedModelData};
 
 /// Optional encodings beyond the paper's plain layout (both off by default).
