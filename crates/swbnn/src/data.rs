@@ -35,16 +35,18 @@ pub fn check_input(
     let (c, h, w) = data.shape();
     let (mc, ms) = (config.in_channels, config.image_size);
     if (c, h, w) != (mc, ms, ms) {
-        return Err(Error::Other(format!(
-            "the {what} has {c}x{h}x{w} images, the model takes {mc}x{ms}x{ms}"
-        )));
+        return Err(Error::DataMismatch {
+            what: what.to_string(),
+            found: format!("{c}x{h}x{w} images"),
+            expected: format!("{mc}x{ms}x{ms}"),
+        });
     }
     if same_classes && data.classes() != config.classes {
-        return Err(Error::Other(format!(
-            "the {what} has {} classes, the model {}",
-            data.classes(),
-            config.classes
-        )));
+        return Err(Error::DataMismatch {
+            what: what.to_string(),
+            found: format!("{} classes", data.classes()),
+            expected: format!("{}", config.classes),
+        });
     }
     Ok(())
 }

@@ -71,6 +71,16 @@ pub enum Error {
     /// A model file's bytes that cannot be encoded or decoded.
     #[error(transparent)]
     Format(#[from] swshare::FormatError),
+    /// A data set that does not fit the model (image shape or number of classes).
+    #[error("the {what} has {found}, the model takes {expected}")]
+    DataMismatch {
+        /// Which data set (e.g. "test set").
+        what: String,
+        /// What the data has.
+        found: String,
+        /// What the model takes.
+        expected: String,
+    },
     /// A request the given inputs cannot satisfy; the message names the file, flag or layer.
     #[error("{0}")]
     Usage(String),
