@@ -5,12 +5,12 @@ use std::time::Instant;
 use anyhow::Result;
 use bnn_data::{Compose, DataLoader, InMemoryDataset, LoaderConfig};
 use bnn_layers::{Codebook, Estimator, WeightSource, device_by_name, set_sampling};
+use bnn_models::{Arch, Kind, ModelConfig, ModelError, Network};
 use bnn_train::{EpochStats, Observer, TrainConfig, train};
 use burn::module::Module;
 use burn::prelude::*;
 use burn::tensor::Distribution;
 use clap::Subcommand;
-use models::{Arch, Kind, ModelConfig, ModelError, Network};
 
 /// The benchmarks.
 #[derive(Subcommand)]

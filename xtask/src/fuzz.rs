@@ -21,10 +21,10 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use bnn_data::{Compose, DataLoader, InMemoryDataset, LoaderConfig};
+use bnn_models::{Arch, Kind, ModelConfig};
 use bnn_train::{Checkpointer, Silent, TrainConfig, load_model, train};
 use burn::prelude::*;
 use clap::ValueEnum;
-use models::{Arch, Kind, ModelConfig};
 use swshare::format::{SaveOptions, SharedModelData};
 use swshare::{OutlierCause, WeightFate};
 

@@ -25,9 +25,9 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use bnn_data::DatasetId;
+use bnn_models::Arch;
 use bnn_train::{EpochStats, Observer, StepInfo};
 use clap::{Parser, Subcommand};
-use models::Arch;
 use swbnn::experiment::{self, Progress, Row};
 
 #[derive(Parser)]

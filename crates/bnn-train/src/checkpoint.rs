@@ -27,11 +27,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use bnn_data::DataLoader;
+use bnn_models::Network;
 use burn::module::Module;
 use burn::optim::{ModuleOptimizer, OptimizerRecord};
 use burn::store::ModuleRecord;
 use burn::tensor::Bytes;
-use models::Network;
 use serde::{Deserialize, Serialize};
 
 use crate::{EpochStats, TrainConfig, TrainError};

@@ -65,5 +65,5 @@ pub enum TrainError {
     },
     /// A model could not be built.
     #[error(transparent)]
-    Model(#[from] models::ModelError),
+    Model(#[from] bnn_models::ModelError),
 }

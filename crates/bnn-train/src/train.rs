@@ -5,13 +5,13 @@ use std::time::Instant;
 
 use bnn_data::DataLoader;
 use bnn_layers::{ElboConfig, KlSchedule, kl_divergence_with};
+use bnn_models::Network;
 use burn::module::{Module, ModuleVisitor, Param, ParamGroup};
 use burn::optim::decay::WeightDecayConfig;
 use burn::optim::lr_scheduler::module_lr_scheduler::{ModuleLearningRate, ModuleLrScheduler};
 use burn::optim::momentum::MomentumConfig;
 use burn::optim::{AdamConfig, GradientsParams, ModuleOptimizer, SgdConfig};
 use burn::prelude::*;
-use models::Network;
 use serde::{Deserialize, Serialize};
 
 use crate::batch::{cross_entropy, to_tensors};

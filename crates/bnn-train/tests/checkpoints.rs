@@ -3,8 +3,8 @@
 
 use bnn_data::{Compose, DataLoader, InMemoryDataset, LoaderConfig};
 use bnn_layers::{NamedTensor, export_params, import_params};
+use bnn_models::{Arch, Kind, ModelConfig, Network};
 use bnn_train::{Checkpointer, Silent, TrainConfig, TrainError, load_model, train};
-use models::{Arch, Kind, ModelConfig, Network};
 
 fn loader_of(n: usize, batch_size: usize) -> DataLoader {
     let pixels: Vec<u8> = (0..n * 16).map(|i| ((i * 37) % 251) as u8).collect();

@@ -3,8 +3,8 @@
 
 use bnn_data::{Compose, DataLoader, InMemoryDataset, LoaderConfig};
 use bnn_metrics::EvalSummary;
+use bnn_models::{Arch, Kind, ModelConfig};
 use bnn_train::{LrSchedule, evaluate, predict};
-use models::{Arch, Kind, ModelConfig};
 
 #[test]
 fn constant_schedule_is_one() {

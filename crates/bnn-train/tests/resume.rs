@@ -4,10 +4,10 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use bnn_data::{Compose, DataLoader, InMemoryDataset, LoaderConfig, RandomHorizontalFlip};
+use bnn_models::{Arch, Kind, ModelConfig, Network};
 use bnn_train::{
     Checkpointer, EpochStats, Observer, Silent, StepInfo, TrainConfig, mean_mu_gradients, train,
 };
-use models::{Arch, Kind, ModelConfig, Network};
 
 fn loader() -> DataLoader {
     let n = 192;

@@ -8,7 +8,7 @@ use bnn_data::{
     RandomCrop, RandomHorizontalFlip, Split, Subset, load_idx_pair, open, open_dir,
 };
 
-use models::ModelConfig;
+use bnn_models::ModelConfig;
 
 use crate::Error;
 

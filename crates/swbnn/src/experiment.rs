@@ -9,13 +9,13 @@ use std::time::Instant;
 use bnn_data::{Corrupted, Corruption, Dataset, DatasetId, NormStats, Split};
 use bnn_layers::{bayes_from_deterministic, count_params, export_posterior};
 use bnn_metrics::WeightStats;
+use bnn_models::{Arch, BayesOptions, Kind, ModelConfig, Network};
 use bnn_train::{
     Checkpointer, Evaluation, Observer, TrainConfig, UncertaintyDiagnostics, evaluate, train,
     write_atomic,
 };
 use burn::module::Module;
 use burn::prelude::*;
-use models::{Arch, BayesOptions, Kind, ModelConfig, Network};
 use serde::{Deserialize, Serialize};
 use swshare::CompressionReport;
 use swshare::burn_edges::full_bnn_data;

@@ -27,7 +27,7 @@ pub enum Error {
     Train(#[from] bnn_train::TrainError),
     /// Building a model.
     #[error(transparent)]
-    Model(#[from] models::ModelError),
+    Model(#[from] bnn_models::ModelError),
     /// Converting layers.
     #[error(transparent)]
     Layer(#[from] bnn_layers::LayerError),

@@ -28,13 +28,13 @@ const DEFAULT_RETRAIN_EPOCHS: usize = 2;
 use anyhow::{Context, Result, bail};
 use bnn_data::{Dataset, DatasetId, Split};
 use bnn_layers::{Estimator, bayes_from_deterministic, device_by_name};
+use bnn_models::{Arch, Kind, ModelConfig, Network};
 use bnn_train::{
     Checkpointer, EpochStats, Observer, StepInfo, TrainConfig, evaluate, load_model, train,
 };
 use burn::prelude::*;
 use clap::{Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
-use models::{Arch, Kind, ModelConfig, Network};
 use swbnn::args;
 use swbnn::data::{check_input, eval_loader, open_ood, open_split, subset, train_loader};
 use swbnn::experiment::{Progress, Row};

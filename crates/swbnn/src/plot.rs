@@ -4,11 +4,11 @@
 use std::path::{Path, PathBuf};
 
 use bnn_data::{Corruption, DatasetId};
+use bnn_models::{Kind, ModelConfig, Network};
 use bnn_plot::{SigmaAxis, Size, WeightsOptions};
 use bnn_train::{evaluate, load_model};
 use burn::prelude::*;
 use clap::{Args, ValueEnum};
-use models::{Kind, ModelConfig, Network};
 use swshare::burn_edges::from_swb;
 
 use crate::Error;

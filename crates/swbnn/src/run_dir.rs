@@ -10,9 +10,9 @@ use std::sync::Arc;
 
 use bnn_data::{Dataset, DatasetId, Split};
 use bnn_layers::export_bayes;
+use bnn_models::{Arch, ModelConfig, Network};
 use bnn_train::{load_model, predict, write_atomic};
 use burn::prelude::*;
-use models::{Arch, ModelConfig, Network};
 use serde::Deserialize;
 use swshare::burn_edges::{from_swb, table_from_tensors};
 use swshare::{SharingPlan, WeightTable};

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use bnn_data::{Corruption, CorruptionKind, DatasetId};
-use models::Arch;
+use bnn_models::Arch;
 use swbnn::experiment::{self, Progress, Setup};
 use swbnn::plot::{Figure, PlotArgs, SigmaScale};
 use swbnn::report::write_report;

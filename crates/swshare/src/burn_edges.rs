@@ -10,8 +10,8 @@ use bnn_layers::{
     BayesTensor, Codebook, LayerError, NamedTensor as LayerTensor, ParamRole, export_params,
     import_params, inverse_softplus, shared_from_bayes, softplus,
 };
+use bnn_models::{Kind, ModelConfig, ModelError, Network};
 use burn::prelude::*;
-use models::{Kind, ModelConfig, ModelError, Network};
 
 use crate::compress::shared_config;
 use crate::format::{

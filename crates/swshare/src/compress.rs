@@ -16,9 +16,9 @@ use std::time::Instant;
 
 use bnn_data::DataLoader;
 use bnn_layers::export_bayes;
+use bnn_models::{Kind, ModelConfig, Network};
 use bnn_train::{Checkpointer, EpochStats, Observer, TrainConfig, TrainError, train};
 use burn::module::Module;
-use models::{Kind, ModelConfig, Network};
 use serde::{Deserialize, Serialize};
 
 use crate::burn_edges::{EdgeError, build_shared_model, table_from_tensors, to_swb};

@@ -8,8 +8,8 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use bnn_layers::test_device;
+use bnn_models::{Arch, Kind, ModelConfig};
 use burn::prelude::*;
-use models::{Arch, Kind, ModelConfig};
 use swshare::burn_edges::{from_swb, uniform_swb};
 use swshare::format::{SaveOptions, SharedModelData, from_bytes, to_bytes};
 

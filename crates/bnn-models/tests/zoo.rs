@@ -2,9 +2,9 @@
 //! and layer paths that agree between the factory and the module tree.
 
 use bnn_layers::{export_bayes, set_sampling, test_device};
+use bnn_models::{Arch, Kind, ModelConfig, share_all_first};
 use burn::module::Module;
 use burn::prelude::*;
-use models::{Arch, Kind, ModelConfig, share_all_first};
 
 fn det_params(arch: Arch, classes: usize, size: usize) -> usize {
     ModelConfig::for_input(arch, Kind::Deterministic, classes, 3, size)

@@ -3,7 +3,7 @@
 //! kinds: deterministic, Bayesian (mean-field) and weight-shared.
 //!
 //! ```
-//! use models::{Arch, Kind, ModelConfig};
+//! use bnn_models::{Arch, Kind, ModelConfig};
 //! use burn::prelude::*;
 //!
 //! let device = bnn_layers::test_device();

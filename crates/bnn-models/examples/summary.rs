@@ -1,9 +1,9 @@
 //! Prints one JSON line with a model's parameter counts, without running (or allocating) it.
 //!
-//! `cargo run --release -p models --example summary -- --arch resnet50 --kind bayesian --classes 1000`
+//! `cargo run --release -p bnn-models --example summary -- --arch resnet50 --kind bayesian --classes 1000`
 
+use bnn_models::{Arch, Kind, ModelConfig};
 use clap::Parser;
-use models::{Arch, Kind, ModelConfig};
 
 #[derive(Parser)]
 struct Args {
