@@ -50,7 +50,7 @@ enum Command {
         /// Architecture (default: the paper's for the data set).
         #[arg(long)]
         arch: Option<Arch>,
-        /// Output directory (default results/<dataset>/).
+        /// Output directory (default `results/DATASET/`).
         #[arg(long)]
         out: Option<PathBuf>,
         /// Data directory.
