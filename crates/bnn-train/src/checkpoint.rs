@@ -87,8 +87,8 @@ pub(crate) struct Run {
     described: Option<serde_json::Value>,
 }
 
-/// Saves and restores training state in a directory; see the [module docs](self) for the
-/// layout and the guarantees.
+/// Saves and restores training state in a directory: one directory per committed epoch
+/// (model, optimiser state) and `state.json`, renamed last, as the commit point.
 #[derive(Debug, Clone)]
 pub struct Checkpointer {
     dir: PathBuf,
@@ -183,7 +183,7 @@ fn guarded<T>(f: impl FnOnce() -> T) -> Result<T, String> {
 
 impl Checkpointer {
     /// A checkpointer writing into `dir` (created if missing). It locks the directory against
-    /// other processes and removes what killed runs left there (see the [module docs](self)).
+    /// other processes and removes what killed runs left there (stale temporary files).
     pub fn new(dir: impl Into<PathBuf>) -> Result<Self, TrainError> {
         let dir = dir.into();
         fs::create_dir_all(&dir).map_err(|e| ck_err(&dir, e))?;

@@ -21,7 +21,7 @@ mod train;
 
 pub use batch::{cross_entropy, to_tensors, to_vec};
 pub use checkpoint::{CheckpointState, Checkpointer, load_model, write_atomic};
-pub use config::{LrSchedule, OptimizerKind, TrainConfig};
+pub use config::{ADAM_EPSILON, LrSchedule, OptimizerKind, TrainConfig};
 pub use error::TrainError;
 pub use evaluate::{Evaluation, Predictions, UncertaintyDiagnostics, evaluate, predict};
 pub use grads::mean_mu_gradients;
