@@ -1,11 +1,15 @@
 //! The `swbnn` command line's library: data loading with the paper's transforms, the
 //! three-method experiment of the paper's tables ([`experiment::run`]) and its presets
-//! ([`presets`]), shared by the `swbnn` binary and `cargo xtask reproduce`.
+//! ([`presets`], [`paper_presets`]), the baselines ([`baselines`]) and the paper's other
+//! tables ([`tables`]), shared by the `swbnn` binary and `cargo xtask reproduce`.
 #![warn(missing_docs)]
 
+pub mod baselines;
 pub mod data;
 pub mod experiment;
+pub mod paper_presets;
 pub mod presets;
+pub mod tables;
 
 use std::path::Path;
 
