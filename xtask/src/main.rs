@@ -67,6 +67,11 @@ enum Command {
         /// table then shows mean ± sd.
         #[arg(long, default_value_t = 1)]
         seeds: usize,
+        /// How Bayes by Backprop is trained: `reference` (the PyTorch reference recipe: from
+        /// scratch, SGD, rho = -6) or `pretrained` (the paper's: from the deterministic net,
+        /// Adam).
+        #[arg(long, value_enum)]
+        recipe: Option<Recipe>,
         /// Also evaluate every method on the 15 corrupted test sets (5 kinds x 3 severities)
         /// and write `corruptions.md` / `corruptions.json`.
         #[arg(long)]
@@ -90,6 +95,22 @@ enum Command {
         #[command(subcommand)]
         which: bench::Which,
     },
+}
+
+/// `--recipe` values.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum Recipe {
+    Reference,
+    Pretrained,
+}
+
+impl Recipe {
+    fn recipe(self) -> swbnn::presets::BbbRecipe {
+        match self {
+            Recipe::Reference => swbnn::presets::BbbRecipe::Reference,
+            Recipe::Pretrained => swbnn::presets::BbbRecipe::Pretrained,
+        }
+    }
 }
 
 struct Log;
@@ -153,6 +174,7 @@ fn main() -> Result<()> {
             backend,
             resume,
             seeds,
+            recipe,
             corruptions,
             setup: patch,
             tables,
@@ -161,6 +183,9 @@ fn main() -> Result<()> {
             anyhow::ensure!(seeds >= 1, "--seeds must be at least 1");
             let out = out.unwrap_or_else(|| repo_root().join("results").join(dataset.name()));
             let mut setup = swbnn::presets::setup(dataset, arch, quick, &repo_root(), out.clone());
+            if let Some(r) = recipe {
+                r.recipe().apply(&mut setup);
+            }
             if let Some(path) = patch {
                 setup = swbnn::presets::patch(&setup, &path)?;
             }

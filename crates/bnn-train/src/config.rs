@@ -121,7 +121,8 @@ pub struct TrainConfig {
     pub kl_weight: f64,
     /// Linear KL warm-up over this many steps (0 = none).
     pub kl_warmup_steps: usize,
-    /// How weight-shared layers count their KL (per weight, or the paper's mixture bound).
+    /// How weight-shared layers count their KL (the paper's mixture bound by default, or per
+    /// weight); models without shared layers ignore it.
     #[serde(default)]
     pub shared_kl: SharedKl,
     /// Seed of the data order, augmentations and weight noise.
@@ -238,7 +239,7 @@ impl TrainConfig {
             prior: Prior::default(),
             kl_weight: 1.0,
             kl_warmup_steps: 0,
-            shared_kl: SharedKl::PerWeight,
+            shared_kl: SharedKl::Mixture,
             seed: 0,
         }
     }
@@ -256,7 +257,7 @@ impl TrainConfig {
             prior: Prior::default(),
             kl_weight: 1.0,
             kl_warmup_steps: 0,
-            shared_kl: SharedKl::PerWeight,
+            shared_kl: SharedKl::Mixture,
             seed: 0,
         }
     }

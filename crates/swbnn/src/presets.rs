@@ -3,8 +3,10 @@
 use std::path::{Path, PathBuf};
 
 use bnn_data::DatasetId;
-use bnn_train::TrainConfig;
+use bnn_layers::{SigmaInit, softplus};
+use bnn_train::{LrSchedule, OptimizerKind, TrainConfig};
 use models::{Arch, BayesOptions};
+use serde::{Deserialize, Serialize};
 use swshare::SwshareConfig;
 use swshare::compress::CompressConfig;
 
@@ -70,6 +72,58 @@ pub fn setup(
         resume: false,
     }
 }
+
+/// How Bayes by Backprop (stage 1 of 2DGBNN) is trained.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BbbRecipe {
+    /// The paper's "with pre-trained" setting: the Bayesian means start from the deterministic
+    /// net; Adam, one-cycle, means at 1e-3 and `rho` at 1e-2; sigmas initialised as in the
+    /// paper's appendix (Xavier-uniform with gain 0.01 for weights, `|N(0, 0.001^2)|` for biases).
+    Pretrained,
+    /// The PyTorch reference of issue 9 (`benches/peers/torch_reference_bbb.py`): from scratch;
+    /// SGD with momentum 0.9 and a one-cycle schedule to 0.1, the same rate for means and `rho`;
+    /// every `rho` initialised to -6 (sigma = softplus(-6) = 0.00247); prior N(0, 0.1^2).
+    Reference,
+}
+
+impl BbbRecipe {
+    /// Sets the BBB stage of `setup` (its epochs and seed are kept).
+    pub fn apply(self, setup: &mut Setup) {
+        let (epochs, seed) = (setup.bbb.epochs, setup.bbb.seed);
+        match self {
+            BbbRecipe::Pretrained => {
+                setup.bbb = TrainConfig::bayes_by_backprop(epochs);
+                setup.bbb_from_deterministic = true;
+                setup.bayes.weight_sigma = SigmaInit::paper_weight();
+                setup.bayes.bias_sigma = SigmaInit::paper_bias();
+            }
+            BbbRecipe::Reference => {
+                setup.bbb = TrainConfig {
+                    lr: 0.1,
+                    lr_rho: 0.1,
+                    optimizer: OptimizerKind::Sgd {
+                        momentum: 0.9,
+                        nesterov: false,
+                    },
+                    // PyTorch's OneCycleLR default warm-up share.
+                    schedule: LrSchedule::OneCycle { pct_start: 0.3 },
+                    ..TrainConfig::bayes_by_backprop(epochs)
+                };
+                setup.bbb_from_deterministic = false;
+                let sigma = SigmaInit::Constant {
+                    sigma: softplus(REFERENCE_RHO),
+                };
+                setup.bayes.weight_sigma = sigma;
+                setup.bayes.bias_sigma = sigma;
+            }
+        }
+        setup.bbb.seed = seed;
+    }
+}
+
+/// The reference recipe's initial `rho` (sigma = softplus(-6) = 0.00247).
+pub const REFERENCE_RHO: f64 = -6.0;
 
 /// `setup` with the fields of the JSON file at `path` merged in (objects field by field; an
 /// object that shares no key with the preset's, another enum variant, replaces it), then parsed
