@@ -341,7 +341,7 @@ mod tests {
             burn::tensor::Distribution::Normal(0.0, 1.0),
             device,
         );
-        net.forward(x).into_data().convert::<f32>().to_vec().unwrap()
+        net.forward(x).into_data().convert::<f32>().try_to_vec::<f32>().unwrap()
     }
 
     #[test]
