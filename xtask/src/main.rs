@@ -232,7 +232,11 @@ fn main() -> Result<()> {
                     if tables.is_empty() {
                         "main".to_string()
                     } else {
-                        tables.iter().map(|t| t.name()).collect::<Vec<_>>().join(",")
+                        tables
+                            .iter()
+                            .map(|t| t.name())
+                            .collect::<Vec<_>>()
+                            .join(",")
                     }
                 );
                 print!("{}", plan(&setup, &tables_config, &tables).markdown());

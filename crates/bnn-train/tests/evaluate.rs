@@ -174,7 +174,13 @@ fn ensemble_averages_member_probabilities() {
         .iter()
         .map(|m| predict(m, &test, 1).unwrap())
         .collect();
-    for (i, p) in pred.predictive.probabilities().as_slice().iter().enumerate() {
+    for (i, p) in pred
+        .predictive
+        .probabilities()
+        .as_slice()
+        .iter()
+        .enumerate()
+    {
         let mean: f32 = singles
             .iter()
             .map(|s| s.predictive.probabilities().as_slice()[i])

@@ -197,7 +197,10 @@ mod tests {
         }
         assert_eq!(gmm_k(DatasetId::Cifar10, Arch::Resnet20), 6000);
         assert_eq!(gmm_k(DatasetId::Cifar10, Arch::Resnet18), 2000);
-        assert_eq!(setup(DatasetId::ImageNet, None, "o".into()).unwrap().arch, Arch::Resnet50);
+        assert_eq!(
+            setup(DatasetId::ImageNet, None, "o".into()).unwrap().arch,
+            Arch::Resnet50
+        );
         assert!(setup(DatasetId::FashionMnist, None, "o".into()).is_none());
         // The schedule decays 6 times by 0.2 over the run, after a 2-epoch warm-up.
         let d = deterministic();

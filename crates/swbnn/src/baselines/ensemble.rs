@@ -85,13 +85,8 @@ pub(crate) fn train_members(
     let ad = device.clone().autodiff();
     let main = crate::tables::load_stage_model(setup, "deterministic", &ad)?;
     let (c, h, _) = data.test.shape();
-    let mut config = ModelConfig::for_input(
-        setup.arch,
-        Kind::Deterministic,
-        data.test.classes(),
-        c,
-        h,
-    );
+    let mut config =
+        ModelConfig::for_input(setup.arch, Kind::Deterministic, data.test.classes(), c, h);
     config.bayes = setup.bayes.clone();
     let mut out = vec![(main.0, 0.0)];
     for i in 1..members {
@@ -121,6 +116,12 @@ mod tests {
         let base = TrainConfig::deterministic(3);
         let c = member_config(&base, 4);
         assert_eq!(c.seed, base.seed + 4);
-        assert_eq!(TrainConfig { seed: base.seed, ..c }, base);
+        assert_eq!(
+            TrainConfig {
+                seed: base.seed,
+                ..c
+            },
+            base
+        );
     }
 }

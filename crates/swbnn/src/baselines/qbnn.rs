@@ -23,9 +23,7 @@ use std::collections::HashMap;
 use bnn_layers::{NamedTensor, export_params, import_params, inverse_softplus, softplus};
 use burn::prelude::*;
 use models::{Body, Kind, ModelConfig, Network};
-use swshare::format::qbnn::{
-    AffineBits, FoldedNorm, QTensor, QValues, QbnnData, SymmetricI8,
-};
+use swshare::format::qbnn::{AffineBits, FoldedNorm, QTensor, QValues, QbnnData, SymmetricI8};
 
 use crate::Error;
 
@@ -159,8 +157,7 @@ pub fn fold_batch_norm(model: &Network) -> Result<(Vec<NamedTensor>, Vec<FoldPai
             // A convolution with a bias takes the whole affine map; the norm keeps beta = 0.
             let b = p.data_mut(&bias)?;
             for (ch, c) in coef.iter().enumerate() {
-                b[ch] = ((f64::from(b[ch]) - f64::from(mean[ch])) * c + f64::from(beta[ch]))
-                    as f32;
+                b[ch] = ((f64::from(b[ch]) - f64::from(mean[ch])) * c + f64::from(beta[ch])) as f32;
             }
             scale_rho(p.data_mut(&format!("{}.bias_rho", pair.conv))?, &coef);
             vec![0.0; coef.len()]
@@ -201,11 +198,7 @@ fn identity_norm_tensors(norm: &FoldedNorm, channels: usize) -> [NamedTensor; 3]
 
 /// Quantises a trained Bayesian model (batch norm folded first) with int8 means and
 /// `sigma_bits`-bit standard deviations: the content of its `.qbnn` file.
-pub fn quantize(
-    bayes: &Network,
-    config: &ModelConfig,
-    sigma_bits: u8,
-) -> Result<QbnnData, Error> {
+pub fn quantize(bayes: &Network, config: &ModelConfig, sigma_bits: u8) -> Result<QbnnData, Error> {
     if config.kind != Kind::Bayesian {
         return Err(Error::Other(format!(
             "qbnn quantises a Bayesian model; this one is {}",
@@ -215,9 +208,7 @@ pub fn quantize(
     let (tensors, pairs) = fold_batch_norm(bayes)?;
     let implied: Vec<String> = pairs
         .iter()
-        .flat_map(|p| {
-            ["gamma", "running_mean", "running_var"].map(|s| format!("{}.{s}", p.norm))
-        })
+        .flat_map(|p| ["gamma", "running_mean", "running_var"].map(|s| format!("{}.{s}", p.norm)))
         .collect();
     let file_error = |e: swshare::FormatError| Error::Other(format!("qbnn: {e}"));
     let mut out = Vec::new();
@@ -323,7 +314,9 @@ mod tests {
         for (k, t) in tensors.iter_mut().enumerate() {
             let wave = |i: usize| ((i * 7 + k * 13) as f32 * 0.37).sin();
             if t.path.ends_with("running_var") {
-                t.data = (0..t.data.len()).map(|i| 2e-3 + 1e-3 * wave(i).abs()).collect();
+                t.data = (0..t.data.len())
+                    .map(|i| 2e-3 + 1e-3 * wave(i).abs())
+                    .collect();
             } else if t.path.ends_with("running_mean") || t.path.ends_with(".beta") {
                 t.data = (0..t.data.len()).map(|i| 0.1 * wave(i)).collect();
             } else if t.path.ends_with(".gamma") {
@@ -341,7 +334,11 @@ mod tests {
             burn::tensor::Distribution::Normal(0.0, 1.0),
             device,
         );
-        net.forward(x).into_data().convert::<f32>().try_to_vec::<f32>().unwrap()
+        net.forward(x)
+            .into_data()
+            .convert::<f32>()
+            .try_to_vec::<f32>()
+            .unwrap()
     }
 
     #[test]
@@ -353,7 +350,9 @@ mod tests {
         assert_eq!(pairs.len(), 1 + 18 + 2);
         let (tensors, _) = fold_batch_norm(&net).unwrap();
         let config = ModelConfig::for_input(Arch::Resnet20, Kind::Bayesian, 10, 3, 16);
-        let folded = import_params(config.init(&device).unwrap(), &tensors).unwrap().0;
+        let folded = import_params(config.init(&device).unwrap(), &tensors)
+            .unwrap()
+            .0;
         device.seed(9);
         let a = mean_logits(&net, &device);
         device.seed(9);
@@ -370,8 +369,16 @@ mod tests {
         assert_eq!(p.len(), 1 + 16 * 3 + 4);
         let names: Vec<_> = export_params(&r50).into_iter().map(|t| t.path).collect();
         for pair in &p {
-            assert!(names.contains(&format!("{}.weight_mu", pair.conv)), "{}", pair.conv);
-            assert!(names.contains(&format!("{}.gamma", pair.norm)), "{}", pair.norm);
+            assert!(
+                names.contains(&format!("{}.weight_mu", pair.conv)),
+                "{}",
+                pair.conv
+            );
+            assert!(
+                names.contains(&format!("{}.gamma", pair.norm)),
+                "{}",
+                pair.norm
+            );
         }
         let mlp = ModelConfig::for_input(Arch::Mlp, Kind::Bayesian, 10, 3, 16)
             .init(&device)
@@ -385,9 +392,8 @@ mod tests {
         let net = model(Arch::Resnet20, &device);
         let before = export_params(&net);
         let (after, _) = fold_batch_norm(&net).unwrap();
-        let get = |ts: &[NamedTensor], p: &str| {
-            ts.iter().find(|t| t.path == p).unwrap().data.clone()
-        };
+        let get =
+            |ts: &[NamedTensor], p: &str| ts.iter().find(|t| t.path == p).unwrap().data.clone();
         let gamma = get(&before, "body.bn1.gamma");
         let var = get(&before, "body.bn1.running_var");
         let rho0 = get(&before, "body.conv1.weight_rho");
@@ -421,7 +427,11 @@ mod tests {
         let b = mean_logits(&q, &device);
         // int8 means move the logits a little, not wholesale.
         let scale = a.iter().map(|x| x.abs()).fold(0f32, f32::max);
-        let err = a.iter().zip(&b).map(|(x, y)| (x - y).abs()).fold(0f32, f32::max);
+        let err = a
+            .iter()
+            .zip(&b)
+            .map(|(x, y)| (x - y).abs())
+            .fold(0f32, f32::max);
         assert!(err < 0.1 * scale, "max error {err} of logits up to {scale}");
         assert!(err > 0.0, "quantisation changed nothing");
         // A weight costs one byte for its mean and one for its 8-bit sigma; everything else
@@ -432,9 +442,18 @@ mod tests {
             .filter(|t| !t.path.contains(".weight_"))
             .map(|t| t.data.len() * 4)
             .sum();
-        assert!(bytes.len() <= 2 * weights + other + 4096, "{} bytes", bytes.len());
+        assert!(
+            bytes.len() <= 2 * weights + other + 4096,
+            "{} bytes",
+            bytes.len()
+        );
         let q4 = swshare::format::qbnn::to_bytes(&quantize(&net, &config, 4).unwrap()).unwrap();
-        assert!(q4.len() + weights / 2 - 64 <= bytes.len(), "{} vs {}", q4.len(), bytes.len());
+        assert!(
+            q4.len() + weights / 2 - 64 <= bytes.len(),
+            "{} vs {}",
+            q4.len(),
+            bytes.len()
+        );
         // A file for another architecture is an error naming the mismatch, not a panic.
         let mut other = back.clone();
         other.arch = serde_json::to_string(&ModelConfig::for_input(

@@ -42,7 +42,9 @@ pub use variants::{Variant, variants};
 use crate::Error;
 use crate::baselines::{ensemble, qbnn};
 use crate::data::{ExperimentData, train_loader};
-use crate::experiment::{self, Outcome, Progress, Row, Setup, Stage, row, stages_dir, weight_stats};
+use crate::experiment::{
+    self, Outcome, Progress, Row, Setup, Stage, row, stages_dir, weight_stats,
+};
 
 /// One table of the report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -423,7 +425,11 @@ pub fn run(
     experiment::write_tables(&setup.out_dir, &main)?;
     let [det_row, bbb_row, gbnn_row] = match &main.rows[..] {
         [a, b, c] => [a, b, c],
-        _ => return Err(Error::Other("the main experiment gave no three rows".into())),
+        _ => {
+            return Err(Error::Other(
+                "the main experiment gave no three rows".into(),
+            ));
+        }
     };
     let labelled = |table, label: &str, row: &Row| TableRow {
         table,
@@ -465,31 +471,21 @@ pub fn run(
                 rows.push(labelled(table, "bbb (f32)", bbb_row));
                 for &bits in &cfg.sigma_bits {
                     progress.stage(&format!("qbnn-sigma{bits}"));
-                    let r = qbnn_row(
-                        setup,
-                        bits,
-                        bayes,
-                        bayes_config,
-                        data,
-                        device,
-                        bbb_params,
-                    )?;
+                    let r = qbnn_row(setup, bits, bayes, bayes_config, data, device, bbb_params)?;
                     progress.row(&r);
-                    rows.push(labelled(table, &format!("qbnn int8 mu, sigma {bits} bit"), &r));
+                    rows.push(labelled(
+                        table,
+                        &format!("qbnn int8 mu, sigma {bits} bit"),
+                        &r,
+                    ));
                 }
                 rows.push(labelled(table, "2dgbnn", gbnn_row));
             }
             TableId::Ensemble => {
                 progress.stage("ensemble");
                 let data = data.as_ref().expect("opened");
-                let r = ensemble::run(
-                    setup,
-                    data,
-                    det_row,
-                    cfg.ensemble_members,
-                    device,
-                    progress,
-                )?;
+                let r =
+                    ensemble::run(setup, data, det_row, cfg.ensemble_members, device, progress)?;
                 progress.row(&r);
                 rows.push(labelled(table, "deterministic", det_row));
                 rows.push(labelled(

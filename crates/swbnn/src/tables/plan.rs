@@ -96,16 +96,15 @@ pub fn plan(setup: &Setup, cfg: &TablesConfig, tables: &[TableId]) -> Plan {
     let eval = |passes: usize| (passes * (test + ood)) as u64;
     let corrupt = |passes: usize| (passes * test * setup.corruptions.len()) as u64;
     let s = setup.samples;
-    let trained = |stage: &str, work: &str, tc: &bnn_train::TrainConfig, eval_images: u64| {
-        PlannedStage {
+    let trained =
+        |stage: &str, work: &str, tc: &bnn_train::TrainConfig, eval_images: u64| PlannedStage {
             stage: stage.into(),
             work: work.into(),
             epochs: tc.epochs,
             batch_size: tc.batch_size,
             train_images: (tc.epochs * train) as u64,
             eval_images,
-        }
-    };
+        };
     let evaluated = |stage: String, work: String, eval_images: u64| PlannedStage {
         stage,
         work,

@@ -124,7 +124,11 @@ fn int(v: f64) -> String {
 
 /// A Markdown table from a header and rows of cells.
 fn table(header: &[&str], rows: &[Vec<String>]) -> String {
-    let mut s = format!("| {} |\n|{}\n", header.join(" | "), "---|".repeat(header.len()));
+    let mut s = format!(
+        "| {} |\n|{}\n",
+        header.join(" | "),
+        "---|".repeat(header.len())
+    );
     for r in rows {
         s.push_str(&format!("| {} |\n", r.join(" | ")));
     }
@@ -149,7 +153,9 @@ fn metric_cells(s: &TableSummary, ood: bool) -> Vec<String> {
     ];
     if ood {
         c.push(match (&s.ood_auroc, &s.ood_auroc_entropy) {
-            (Some(a), Some(b)) => format!("{} / {}", pm(a, s.seeds, 1.0, 3), pm(b, s.seeds, 1.0, 3)),
+            (Some(a), Some(b)) => {
+                format!("{} / {}", pm(a, s.seeds, 1.0, 3), pm(b, s.seeds, 1.0, 3))
+            }
             // An OOD column exists only when every row has both scores (`has_ood`).
             _ => "not measured".into(),
         });
@@ -271,7 +277,13 @@ pub fn markdown(
                     &rows,
                     &["Method"],
                     &|s| vec![s.label.clone()],
-                    &["Parameters", "Parameters vs BBB", "Model bytes", "Bytes vs BBB file", "Train s"],
+                    &[
+                        "Parameters",
+                        "Parameters vs BBB",
+                        "Model bytes",
+                        "Bytes vs BBB file",
+                        "Train s",
+                    ],
                     &|s| {
                         vec![
                             int(s.parameters),
@@ -333,7 +345,13 @@ pub fn markdown(
                     &rows,
                     &["Model"],
                     &|s| vec![s.label.clone()],
-                    &["Mutual information (test)", "Parameters", "Parameters vs BBB", "Model bytes", "Train s"],
+                    &[
+                        "Mutual information (test)",
+                        "Parameters",
+                        "Parameters vs BBB",
+                        "Model bytes",
+                        "Train s",
+                    ],
                     &|s| {
                         vec![
                             s.mutual_information
@@ -350,7 +368,9 @@ pub fn markdown(
             }
             TableId::Ablation | TableId::GmmK | TableId::TauW | TableId::Merge => {
                 let (title, first_col) = match t {
-                    TableId::Ablation => ("Ablation: outliers and ellipse weights", "Configuration"),
+                    TableId::Ablation => {
+                        ("Ablation: outliers and ellipse weights", "Configuration")
+                    }
                     TableId::GmmK => ("Choice of the GMM size K", "GMM K"),
                     TableId::TauW => ("tau_w sweep", "tau_w"),
                     _ => ("Merging of close Gaussians", "Merging"),
@@ -393,10 +413,18 @@ fn quant_reading(rows: &[&TableSummary]) -> String {
                 "\nThe paper's claim (2DGBNN's file smaller than the int8 QBNN's with 4-bit sigma, \
                  at equal or better ECE and OOD AUROC): file {} ({} vs {} bytes), ECE {} ({:.4} vs \
                  {:.4}){}.\n\n",
-                if smaller { "smaller: holds" } else { "not smaller: does not hold" },
+                if smaller {
+                    "smaller: holds"
+                } else {
+                    "not smaller: does not hold"
+                },
                 int(g.model_bytes),
                 int(q.model_bytes),
-                if ece { "equal or better: holds" } else { "worse: does not hold" },
+                if ece {
+                    "equal or better: holds"
+                } else {
+                    "worse: does not hold"
+                },
                 g.ece.mean,
                 q.ece.mean,
                 match ood {
@@ -432,7 +460,10 @@ fn timing_section(outcomes: &[TablesOutcome], backend: &str) -> String {
                 passes: r0.passes,
                 images: r0.images,
                 images_per_s: m(&|r| r.images_per_s),
-                images_per_s_min: all.iter().map(|r| r.images_per_s_min).fold(f64::INFINITY, f64::min),
+                images_per_s_min: all
+                    .iter()
+                    .map(|r| r.images_per_s_min)
+                    .fold(f64::INFINITY, f64::min),
                 images_per_s_max: all.iter().map(|r| r.images_per_s_max).fold(0.0, f64::max),
             }
         })
@@ -440,7 +471,10 @@ fn timing_section(outcomes: &[TablesOutcome], backend: &str) -> String {
     let Some(r0) = rows.first() else {
         return String::new();
     };
-    let bbb = rows.iter().find(|r| r.method == "bbb").map(|r| r.images_per_s);
+    let bbb = rows
+        .iter()
+        .find(|r| r.method == "bbb")
+        .map(|r| r.images_per_s);
     let mut s = format!(
         "## Timing ({backend} backend)\n\nTraining: mean seconds and images/s per epoch of each \
          method's own stage (the ensemble: every member's epochs; 2DGBNN: the retraining epochs, \
@@ -521,7 +555,10 @@ mod tests {
         assert_eq!(int(1234567.4), "1,234,567");
         assert_eq!(int(999.0), "999");
         assert_eq!(int(-4321.0), "-4,321");
-        let m = MeanSd { mean: 0.5, sd: 0.01 };
+        let m = MeanSd {
+            mean: 0.5,
+            sd: 0.01,
+        };
         assert_eq!(pm(&m, 1, 100.0, 2), "50.00");
         assert_eq!(pm(&m, 3, 100.0, 2), "50.00 ± 1.00");
         assert_eq!(

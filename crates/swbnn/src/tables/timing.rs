@@ -157,7 +157,13 @@ pub(crate) fn measure(
         });
         Ok(())
     };
-    single("deterministic", &det, 1, history(setup, "deterministic")?, 0.0)?;
+    single(
+        "deterministic",
+        &det,
+        1,
+        history(setup, "deterministic")?,
+        0.0,
+    )?;
     single("bbb", &bbb, samples, history(setup, "bbb")?, 0.0)?;
     let gbnn_train: f64 = history(setup, "2dgbnn")?.iter().map(|e| e.seconds).sum();
     let gbnn_row = main

@@ -47,7 +47,11 @@ pub fn variants(setup: &Setup, cfg: &TablesConfig, table: TableId) -> Vec<Varian
     };
     match table {
         TableId::Ablation => vec![
-            v("2dgbnn (outliers and ellipses)".into(), "2dgbnn".into(), &|_| {}),
+            v(
+                "2dgbnn (outliers and ellipses)".into(),
+                "2dgbnn".into(),
+                &|_| {},
+            ),
             v(
                 "without ellipses".into(),
                 "ablation-no-ellipses".into(),
@@ -138,7 +142,10 @@ mod tests {
             v.compress.validate().unwrap();
         }
         let t = variants(&s, &cfg, TableId::TauW);
-        let taus: Vec<f64> = t.iter().map(|v| v.compress.sharing.outliers.tau_w).collect();
+        let taus: Vec<f64> = t
+            .iter()
+            .map(|v| v.compress.sharing.outliers.tau_w)
+            .collect();
         assert_eq!(taus, [0.1, 0.2, 0.4, 0.6]);
         // The preset's tau_w is 0.2: that row is the main configuration.
         assert_eq!(t[1].compress, s.compress);
@@ -155,6 +162,10 @@ mod tests {
             .filter(|v| v.compress != s.compress)
             .map(|v| v.stage.clone())
             .collect();
-        assert_eq!(stages.len(), 3 + 3 + 1 + 3, "one stage per distinct configuration");
+        assert_eq!(
+            stages.len(),
+            3 + 3 + 1 + 3,
+            "one stage per distinct configuration"
+        );
     }
 }

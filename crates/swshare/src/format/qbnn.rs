@@ -161,7 +161,10 @@ impl AffineBits {
         let (lo, step) = if values.is_empty() {
             (0.0, 0.0)
         } else {
-            (lo, ((f64::from(hi) - f64::from(lo)) / f64::from(levels)) as f32)
+            (
+                lo,
+                ((f64::from(hi) - f64::from(lo)) / f64::from(levels)) as f32,
+            )
         };
         let mut packed = vec![0u8; packed_len(values.len(), bits)];
         for (i, &x) in values.iter().enumerate() {
@@ -485,8 +488,8 @@ pub fn from_bytes(bytes: &[u8]) -> Result<QbnnData, FormatError> {
     }
     checksum::verify(bytes)?;
     let body = &bytes[QBNN_HEADER_LEN..bytes.len() - CHECKSUM_LEN];
-    let (payload, used): (Payload, usize) = bincode::serde::decode_from_slice(body, config())
-        .map_err(|e| corrupt(e.to_string()))?;
+    let (payload, used): (Payload, usize) =
+        bincode::serde::decode_from_slice(body, config()).map_err(|e| corrupt(e.to_string()))?;
     if used != body.len() {
         return Err(corrupt(format!(
             "{} unread bytes after the payload",
@@ -581,8 +584,8 @@ mod tests {
         // to even (0), 1.5 steps to 2, and the extremes (+-127.5 steps) to 127 (128 clamped)
         // and -128.
         let s = 1.0 / 128.0;
-        let q = SymmetricI8::quantize(&[127.5 * s, -127.5 * s, 0.5 * s, 1.5 * s, 30.0 * s])
-            .unwrap();
+        let q =
+            SymmetricI8::quantize(&[127.5 * s, -127.5 * s, 0.5 * s, 1.5 * s, 30.0 * s]).unwrap();
         assert_eq!(q.scale, s);
         assert_eq!(q.codes, [127, -128, 0, 2, 30]);
         // All zeros: bayesian-torch's default scale.
@@ -596,14 +599,19 @@ mod tests {
 
     #[test]
     fn affine_codes_round_trip_within_half_a_step() {
-        let values: Vec<f32> = (0..1000).map(|i| 1e-3 + (i as f32 * 0.7).sin().abs() * 0.05).collect();
+        let values: Vec<f32> = (0..1000)
+            .map(|i| 1e-3 + (i as f32 * 0.7).sin().abs() * 0.05)
+            .collect();
         for bits in 1..=8u8 {
             let q = AffineBits::quantize(&values, bits).unwrap();
             assert_eq!(q.packed.len(), (1000 * bits as usize).div_ceil(8));
             let back = q.dequantize();
             let lo = values.iter().copied().fold(f32::INFINITY, f32::min);
             for (a, b) in values.iter().zip(&back) {
-                assert!((a - b).abs() <= q.error_bound() * 1.0001 + 1e-7, "{bits}: {a} {b}");
+                assert!(
+                    (a - b).abs() <= q.error_bound() * 1.0001 + 1e-7,
+                    "{bits}: {a} {b}"
+                );
                 // Never below the smallest sigma: a quantised sigma stays positive.
                 assert!(*b >= lo * 0.9999);
             }
@@ -667,14 +675,20 @@ mod tests {
     #[test]
     fn damaged_files_are_clear_errors() {
         let bytes = to_bytes(&sample()).unwrap();
-        assert!(matches!(from_bytes(b"SWBNN\0\x01xx"), Err(FormatError::BadMagic { .. })));
+        assert!(matches!(
+            from_bytes(b"SWBNN\0\x01xx"),
+            Err(FormatError::BadMagic { .. })
+        ));
         assert!(matches!(
             from_bytes(&bytes[..bytes.len() - 1]),
             Err(FormatError::Truncated { .. })
         ));
         let mut longer = bytes.clone();
         longer.push(0);
-        assert!(matches!(from_bytes(&longer), Err(FormatError::TrailingBytes { extra: 1 })));
+        assert!(matches!(
+            from_bytes(&longer),
+            Err(FormatError::TrailingBytes { extra: 1 })
+        ));
         let mut flipped = bytes.clone();
         flipped[QBNN_HEADER_LEN + 3] ^= 0x10;
         assert!(matches!(
