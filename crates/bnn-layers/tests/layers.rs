@@ -327,7 +327,7 @@ fn shared_kl_per_weight_and_mixture_match_the_closed_form() {
     let k1 = kl(-0.3, sp(-0.5));
     let k_out = kl(0.2, sp(-2.0));
     // The ellipse weight: moment-matched blend of entries 0 and 1.
-    let m = 0.75 * 0.5 + 0.25 * -0.3;
+    let m: f64 = 0.75 * 0.5 + 0.25 * -0.3;
     let v = 0.75 * (sp(-1.0).powi(2) + (0.5 - m).powi(2))
         + 0.25 * (sp(-0.5).powi(2) + (-0.3f64 - m).powi(2));
     let k_ell = kl(m, v.sqrt());

@@ -177,9 +177,10 @@ impl Default for TablesConfig {
 impl TablesConfig {
     /// The default sweeps for `setup`, with the K values around its GMM size.
     pub fn for_setup(setup: &Setup) -> Self {
-        let mut c = Self::default();
-        c.gmm_k = Self::default_k(setup.compress.sharing.gmm.k);
-        c
+        Self {
+            gmm_k: Self::default_k(setup.compress.sharing.gmm.k),
+            ..Self::default()
+        }
     }
 
     /// A quarter, half, one and three times `k` (at least 2 each, without repeats).
@@ -547,7 +548,7 @@ pub fn run(
         rows,
         timing,
     };
-    write_report(setup, cfg, context, &[outcome.clone()])?;
+    write_report(setup, cfg, context, std::slice::from_ref(&outcome))?;
     Ok(outcome)
 }
 
@@ -630,8 +631,10 @@ mod tests {
         c.validate().unwrap();
         c.sigma_bits.push(9);
         assert!(c.validate().unwrap_err().to_string().contains("sigma_bits"));
-        let mut c = TablesConfig::default();
-        c.ensemble_members = 1;
+        let c = TablesConfig {
+            ensemble_members: 1,
+            ..TablesConfig::default()
+        };
         assert!(c.validate().is_err());
         let c: Result<TablesConfig, _> = serde_json::from_str(r#"{"tau": [0.1]}"#);
         assert!(c.is_err(), "unknown fields are errors");
