@@ -11,6 +11,12 @@ use swbnn::experiment::{Progress, Setup};
 use swbnn::tables::{self, ReportContext, TableId, TablesConfig, TimingConfig};
 
 struct Quiet;
+
+/// Held by each run: burn's device RNG is shared by the process, so two runs on parallel test
+/// threads would draw each other's weight noise, and a resumed 2DGBNN stage would rebuild
+/// stages 1-2 differently from the run that wrote its checkpoint (a real run is alone in its
+/// process).
+static ONE_RUN_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 impl bnn_train::Observer for Quiet {}
 impl Progress for Quiet {}
 
@@ -122,6 +128,7 @@ fn context() -> ReportContext {
 
 #[test]
 fn cifar10_preset_makes_every_table_and_resumes() {
+    let _alone = ONE_RUN_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let data = tempfile::tempdir().unwrap();
     write_cifar10(data.path(), 4);
     let out = tempfile::tempdir().unwrap();
@@ -216,6 +223,7 @@ fn cifar10_preset_makes_every_table_and_resumes() {
 
 #[test]
 fn imagenet_preset_runs_on_an_image_folder() {
+    let _alone = ONE_RUN_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let data = tempfile::tempdir().unwrap();
     write_imagenet(data.path(), 2);
     let out = tempfile::tempdir().unwrap();
