@@ -29,15 +29,16 @@ def main():
         model = (resnet20 if a.arch == "resnet20" else mlp)(kind == "bayesian").eval()
         with torch.no_grad():
             model(x)  # warm-up
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             for _ in range(a.batches):
                 for _ in range(a.samples):
                     model(x)
-            s = time.perf_counter() - t
+            s, cpu = time.perf_counter() - t, time.process_time() - c
         n = a.batch * a.batches
         print(json.dumps({"bench": "mc-inference", "peer": "pytorch", "arch": a.arch, "batch": a.batch,
                           "samples": a.samples, "kind": kind, "estimator": "reparam" if kind == "bayesian" else None,
-                          "threads": a.threads, "images_per_s": n / s, "passes_per_s": n * a.samples / s}))
+                          "threads": a.threads, "images_per_s": n / s, "passes_per_s": n * a.samples / s,
+                          "cpu_images_per_s": n / cpu}))
 
 
 if __name__ == "__main__":

@@ -5,12 +5,12 @@ use std::time::Instant;
 use anyhow::Result;
 use bnn_data::{Compose, DataLoader, InMemoryDataset, LoaderConfig};
 use bnn_layers::{Codebook, Estimator, WeightSource, device_by_name, set_sampling};
-use bnn_train::{Silent, TrainConfig, train};
+use bnn_models::{Arch, Kind, ModelConfig, ModelError, Network};
+use bnn_train::{EpochStats, Observer, TrainConfig, train};
 use burn::module::Module;
 use burn::prelude::*;
 use burn::tensor::Distribution;
 use clap::Subcommand;
-use models::{Arch, Kind, ModelConfig, ModelError, Network};
 
 /// The benchmarks.
 #[derive(Subcommand)]
@@ -51,6 +51,47 @@ pub enum Which {
 }
 
 const K: usize = 2000;
+
+/// CPU time of every thread of this process so far, in seconds (`/proc/self/task/*/schedstat`;
+/// 0 where that is not available). Beside wall-clock images/s, images per CPU-second compare
+/// runs on a machine shared with other work, where a process gets only part of the cores.
+fn cpu_seconds() -> f64 {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return 0.0;
+    };
+    let ns: u64 = tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+        .filter_map(|s| {
+            s.split_whitespace()
+                .next()
+                .and_then(|v| v.parse::<u64>().ok())
+        })
+        .sum();
+    ns as f64 * 1e-9
+}
+
+/// Records the process CPU time at the end of every epoch.
+#[derive(Default)]
+struct CpuClock {
+    marks: Vec<f64>,
+}
+
+impl Observer for CpuClock {
+    fn on_epoch(&mut self, _stats: &EpochStats) {
+        self.marks.push(cpu_seconds());
+    }
+}
+
+impl CpuClock {
+    /// CPU seconds of the last epoch.
+    fn last_epoch(&self) -> f64 {
+        match self.marks.as_slice() {
+            [.., a, b] => b - a,
+            _ => f64::NAN,
+        }
+    }
+}
 
 fn parse_estimator(name: &str) -> Result<Estimator, String> {
     Estimator::from_name(name).ok_or_else(|| format!("unknown estimator {name:?}"))
@@ -155,13 +196,16 @@ pub fn run(which: Which) -> Result<()> {
                 // Adam for every kind, as the PyTorch peer: the ratio then measures the
                 // Bayesian layers, not the optimiser.
                 let tc = TrainConfig::bayes_by_backprop(2);
-                let (_, history) = train(model, &loader, &tc, None, &mut Silent)?;
+                let mut clock = CpuClock::default();
+                let (_, history) = train(model, &loader, &tc, None, &mut clock)?;
                 let measured = history.last().map(|h| h.images_per_s).unwrap_or(0.0);
+                let cpu_measured = n as f64 / clock.last_epoch();
                 println!(
                     "{}",
                     serde_json::json!({
                         "bench": "train-step", "arch": arch.name(), "batch": batch, "backend": backend,
                         "kind": kind.name(), "estimator": est.map(|e| e.name()), "images_per_s": measured,
+                        "cpu_images_per_s": cpu_measured,
                     })
                 );
             }
@@ -184,13 +228,14 @@ pub fn run(which: Which) -> Result<()> {
                 let model = set_sampling(model, kind != Kind::Deterministic);
                 // Warm-up pass (lazy initialisation, kernel selection).
                 let _ = model.forward(x.clone()).into_data();
-                let started = Instant::now();
+                let (started, cpu_started) = (Instant::now(), cpu_seconds());
                 for _ in 0..batches {
                     for _ in 0..samples {
                         let _ = model.forward(x.clone()).into_data();
                     }
                 }
                 let s = started.elapsed().as_secs_f64();
+                let cpu = cpu_seconds() - cpu_started;
                 println!(
                     "{}",
                     serde_json::json!({
@@ -198,6 +243,7 @@ pub fn run(which: Which) -> Result<()> {
                         "backend": backend, "kind": kind.name(), "estimator": est.map(|e| e.name()),
                         "images_per_s": (batch * batches) as f64 / s,
                         "passes_per_s": (batch * batches * samples) as f64 / s,
+                        "cpu_images_per_s": (batch * batches) as f64 / cpu,
                     })
                 );
             }

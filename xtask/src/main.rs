@@ -1,20 +1,33 @@
 //! `cargo xtask`: reproduce the paper's tables and run the benchmarks.
 
 mod bench;
+mod fuzz;
 
 // Training allocates and frees many tensor buffers of a few megabytes per step; glibc's malloc
 // returns them to the kernel and page-faults them back in (7 % of a Bayesian MLP step in perf);
-// mimalloc keeps them (docs/benchmarks.md).
+// mimalloc keeps them (docs/benchmarks.md). The fuzzer counts heap bytes through it.
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: fuzz::CountingAlloc = fuzz::CountingAlloc;
+
+/// mimalloc's `mi_option_purge_delay` (the index in its option enum, mimalloc 2 and 3).
+const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+
+/// Keeps freed memory committed instead of returning it to the kernel 10 ms after a free:
+/// every training step frees and reallocates the same buffers, and each return cost fresh
+/// (huge-)page faults and zeroing on the next step, 15 % of a ResNet-20 step (perf,
+/// `docs/benchmarks.md`).
+fn keep_freed_memory() {
+    // SAFETY: sets a process-wide allocator option; called once at the start of main.
+    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1) };
+}
 
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use bnn_data::DatasetId;
+use bnn_models::Arch;
 use bnn_train::{EpochStats, Observer, StepInfo};
 use clap::{Parser, Subcommand};
-use models::Arch;
 use swbnn::experiment::{self, Progress, Row};
 use swbnn::tables::{self, ReportContext, TableId, TablesConfig, plan::plan};
 
@@ -27,7 +40,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Deterministic -> Bayes by Backprop -> 2DGBNN on a data set; writes table.md and table.json.
+    /// Deterministic -> Bayes by Backprop -> 2DGBNN on a data set; writes table.md, table.json,
+    /// the figures (figures/) and report.md.
     Reproduce {
         /// mnist, fashion-mnist, cifar10, cifar100 or imagenet.
         dataset: DatasetId,
@@ -37,7 +51,7 @@ enum Command {
         /// Architecture (default: the paper's for the data set).
         #[arg(long)]
         arch: Option<Arch>,
-        /// Output directory (default results/<dataset>/).
+        /// Output directory (default `results/DATASET/`).
         #[arg(long)]
         out: Option<PathBuf>,
         /// Data directory.
@@ -73,7 +87,7 @@ enum Command {
         #[arg(long, value_enum)]
         recipe: Option<Recipe>,
         /// Also evaluate every method on the 15 corrupted test sets (5 kinds x 3 severities)
-        /// and write `corruptions.md` / `corruptions.json`.
+        /// and write `corruptions.md` / `corruptions.json` and the corruptions figure.
         #[arg(long)]
         corruptions: bool,
         /// A JSON file whose fields replace the preset's (any field of `setup.json`, nested
@@ -89,6 +103,22 @@ enum Command {
         /// reading any data.
         #[arg(long)]
         dry_run: bool,
+    },
+    /// Mutation fuzzing of the readers of untrusted files; one JSON line per target. Fails
+    /// on any panic or an execution beyond the heap bound.
+    Fuzz {
+        /// swb, idx, cifar, svhn-mat, npy, checkpoint or all.
+        #[arg(value_enum)]
+        target: fuzz::Target,
+        /// Executions per target.
+        #[arg(long, default_value_t = 100_000)]
+        iterations: u64,
+        /// Seed of the mutations (the same seed repeats the run).
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Where inputs that panic or pass the heap bound are saved.
+        #[arg(long, default_value = "target/fuzz")]
+        save_dir: PathBuf,
     },
     /// Benchmarks that print one JSON line per measurement.
     Bench {
@@ -160,6 +190,7 @@ fn repo_root() -> PathBuf {
 }
 
 fn main() -> Result<()> {
+    keep_freed_memory();
     match Cli::parse().command {
         Command::Reproduce {
             dataset,
@@ -292,7 +323,33 @@ fn main() -> Result<()> {
                     .context("the experiment failed")?;
                 println!("{}", experiment::markdown_seeds(&summaries));
             }
-            eprintln!("wrote {}/table.md and table.json", out.display());
+            eprintln!(
+                "wrote {}/table.md and table.json; drawing the figures",
+                out.display()
+            );
+            let report = swbnn::report::write_report(&out, &device)?;
+            eprintln!("wrote {}", report.display());
+        }
+        Command::Fuzz {
+            target,
+            iterations,
+            seed,
+            save_dir,
+        } => {
+            let reports = fuzz::run(target, iterations, seed, &save_dir)?;
+            for r in &reports {
+                println!("{}", serde_json::to_string(r)?);
+            }
+            let bad: Vec<&str> = reports
+                .iter()
+                .filter(|r| r.panics > 0 || r.over_bound > 0)
+                .map(|r| r.target)
+                .collect();
+            anyhow::ensure!(
+                bad.is_empty(),
+                "panics or heap beyond the bound in {bad:?}; inputs saved under {}",
+                save_dir.display()
+            );
         }
         Command::Bench { which } => bench::run(which)?,
     }

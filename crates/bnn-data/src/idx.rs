@@ -26,22 +26,13 @@ pub struct IdxArray {
     pub data: Vec<u8>,
 }
 
-/// Reads a whole file, transparently gunzipping it when it starts with the gzip magic.
-pub(crate) fn read_maybe_gz(path: &Path) -> Result<Vec<u8>> {
-    let raw = std::fs::read(path).map_err(|e| DataError::io(path, e))?;
-    if raw.len() >= 2 && raw[0] == 0x1f && raw[1] == 0x8b {
-        let mut out = Vec::with_capacity(raw.len() * 4);
-        flate2::read::MultiGzDecoder::new(&raw[..])
-            .read_to_end(&mut out)
-            .map_err(|e| DataError::format(path, format!("corrupt or truncated gzip data: {e}")))?;
-        Ok(out)
-    } else {
-        Ok(raw)
-    }
-}
+/// Largest IDX array this reader accepts, in data bytes (2 GiB; MNIST's training images take
+/// 47 MB). A header that declares more is refused before anything is inflated.
+pub const MAX_IDX_BYTES: usize = 1 << 31;
 
-/// Parses IDX bytes; `path` is only used in error messages.
-pub fn parse_idx(bytes: &[u8], path: &Path) -> Result<IdxArray> {
+/// The header of an IDX file: magic, dimensions, header length and data length. `bytes` may
+/// be just a prefix of the file: only the header is read.
+fn parse_header(bytes: &[u8], path: &Path) -> Result<(u32, Vec<usize>, usize, usize)> {
     if bytes.len() < 4 {
         return Err(DataError::format(
             path,
@@ -87,21 +78,23 @@ pub fn parse_idx(bytes: &[u8], path: &Path) -> Result<IdxArray> {
     let expected = dims
         .iter()
         .try_fold(1usize, |acc, &d| acc.checked_mul(d))
-        .ok_or_else(|| DataError::format(path, format!("IDX dimensions {dims:?} overflow")))?;
-    let have = bytes.len() - header;
-    if have != expected {
-        let what = if have < expected {
-            "truncated"
-        } else {
-            "has trailing bytes"
-        };
-        return Err(DataError::format(
-            path,
-            format!(
-                "IDX file {what}: dimensions {dims:?} need {expected} data bytes, found {have}"
-            ),
-        ));
-    }
+        .filter(|&n| n <= MAX_IDX_BYTES)
+        .ok_or_else(|| {
+            DataError::format(
+                path,
+                format!(
+                    "IDX dimensions {dims:?} declare more than {MAX_IDX_BYTES} bytes \
+                     (the largest array this reader accepts)"
+                ),
+            )
+        })?;
+    Ok((magic, dims, header, expected))
+}
+
+/// Parses IDX bytes; `path` is only used in error messages.
+pub fn parse_idx(bytes: &[u8], path: &Path) -> Result<IdxArray> {
+    let (magic, dims, header, expected) = parse_header(bytes, path)?;
+    check_length(bytes.len() - header, expected, &dims, path)?;
     Ok(IdxArray {
         magic,
         dims,
@@ -109,11 +102,61 @@ pub fn parse_idx(bytes: &[u8], path: &Path) -> Result<IdxArray> {
     })
 }
 
-/// Reads an IDX file (gzip or raw).
+fn check_length(have: usize, expected: usize, dims: &[usize], path: &Path) -> Result<()> {
+    if have == expected {
+        return Ok(());
+    }
+    let what = if have < expected {
+        "truncated"
+    } else {
+        "has trailing bytes"
+    };
+    Err(DataError::format(
+        path,
+        format!("IDX file {what}: dimensions {dims:?} need {expected} data bytes, found {have}"),
+    ))
+}
+
+/// Inflates a gzip IDX file no further than its header's counts allow (plus one byte, to tell
+/// trailing data), so a small file cannot expand to gigabytes before its error.
+fn inflate_idx(raw: &[u8], path: &Path) -> Result<IdxArray> {
+    let gz_err =
+        |e: std::io::Error| DataError::format(path, format!("corrupt or truncated gzip data: {e}"));
+    let mut reader = flate2::read::MultiGzDecoder::new(raw);
+    let mut head = Vec::with_capacity(4 + 4 * 255);
+    (&mut reader)
+        .take(4)
+        .read_to_end(&mut head)
+        .map_err(gz_err)?;
+    if head.len() == 4 {
+        let dims = u64::from(head[3]) * 4;
+        (&mut reader)
+            .take(dims)
+            .read_to_end(&mut head)
+            .map_err(gz_err)?;
+    }
+    let (magic, dims, header, expected) = parse_header(&head, path)?;
+    // Grows with what actually arrives, so a lying header costs no more than the data.
+    let mut data = Vec::with_capacity(expected.min(raw.len().saturating_mul(4)));
+    reader
+        .take(expected as u64 + 1)
+        .read_to_end(&mut data)
+        .map_err(gz_err)?;
+    debug_assert_eq!(head.len(), header);
+    check_length(data.len(), expected, &dims, path)?;
+    Ok(IdxArray { magic, dims, data })
+}
+
+/// Reads an IDX file (gzip or raw). A gzip file is inflated only up to the size its header
+/// declares.
 pub fn read_idx(path: impl AsRef<Path>) -> Result<IdxArray> {
     let path = path.as_ref();
-    let bytes = read_maybe_gz(path)?;
-    parse_idx(&bytes, path)
+    let raw = std::fs::read(path).map_err(|e| DataError::io(path, e))?;
+    if raw.len() >= 2 && raw[0] == 0x1f && raw[1] == 0x8b {
+        inflate_idx(&raw, path)
+    } else {
+        parse_idx(&raw, path)
+    }
 }
 
 /// Loads an image file (magic 2051) and a label file (magic 2049) into a data set of
@@ -241,6 +284,37 @@ mod tests {
         assert!(parse_idx(&bytes, Path::new("x")).is_err());
         assert!(parse_idx(&[0, 0, 8], Path::new("x")).is_err());
         assert!(parse_idx(&[0, 0, 8, 3, 0, 0], Path::new("x")).is_err());
+    }
+
+    /// A header that declares more than the cap is refused before anything is inflated; one
+    /// with trailing data is refused with the file's name (the memory bound is checked in
+    /// `tests/gzip_bomb.rs`, under a counting allocator).
+    #[test]
+    fn oversized_and_trailing_gzip_data_are_refused() {
+        use std::io::Write;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t10k-images-idx3-ubyte.gz");
+        let gz = |bytes: &[u8]| {
+            let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+            gz.write_all(bytes).unwrap();
+            gz.finish().unwrap()
+        };
+        let mut bytes = header(IDX_IMAGES_MAGIC, &[2, 1, 3]);
+        bytes.extend_from_slice(&[1, 2, 3, 4, 5, 6]);
+        std::fs::write(&path, gz(&bytes)).unwrap();
+        assert_eq!(read_idx(&path).unwrap().data, vec![1, 2, 3, 4, 5, 6]);
+        bytes.push(7);
+        std::fs::write(&path, gz(&bytes)).unwrap();
+        let err = read_idx(&path).unwrap_err().to_string();
+        assert!(
+            err.contains("trailing bytes") && err.contains("t10k-images"),
+            "{err}"
+        );
+        std::fs::write(&path, gz(&header(IDX_IMAGES_MAGIC, &[60000, 65536, 65536]))).unwrap();
+        let err = read_idx(&path).unwrap_err().to_string();
+        assert!(err.contains("declare more than"), "{err}");
+        std::fs::write(&path, &gz(&bytes)[..20]).unwrap();
+        assert!(read_idx(&path).is_err());
     }
 
     #[test]

@@ -15,13 +15,16 @@ use crate::svhn::load_svhn;
 /// Name of the environment variable naming a data folder.
 pub const DATA_ENV: &str = "SWBNN_DATA";
 
-/// Where data sets are looked for, in this order:
+/// Where data sets are looked for.
 ///
-/// 1. `explicit` (a `--data DIR` argument): `DIR/<name>` or `DIR` itself;
-/// 2. `env_dir` (`$SWBNN_DATA`): `$SWBNN_DATA/<name>` or `$SWBNN_DATA` itself;
-/// 3. `cache_dir/<name>` (`$XDG_CACHE_HOME/swbnn` or `~/.cache/swbnn`);
-/// 4. `system_dir/<name>` (`/usr/share/datasets`, where Debian's `dataset-*` packages install);
-/// 5. a verified download into `cache_dir/<name>`, when `download` is on.
+/// An `explicit` folder (a `--data DIR` argument) is the only place searched when it is given:
+/// `DIR/<name>` or `DIR` itself; a missing folder, a file, or a folder without the data set is
+/// an error, never a fall-back to another copy. Otherwise, in this order:
+///
+/// 1. `env_dir` (`$SWBNN_DATA`): `$SWBNN_DATA/<name>` or `$SWBNN_DATA` itself;
+/// 2. `cache_dir/<name>` (`$XDG_CACHE_HOME/swbnn` or `~/.cache/swbnn`);
+/// 3. `system_dir/<name>` (`/usr/share/datasets`, where Debian's `dataset-*` packages install);
+/// 4. a verified download into `cache_dir/<name>`, when `download` is on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Locator {
     /// The folder given on the command line, if any.
@@ -74,11 +77,15 @@ impl Locator {
         }
     }
 
-    /// The folders searched for `id`, in order.
+    /// The folders searched for `id`, in order (only the explicit folder's two when one is
+    /// given).
     pub fn candidates(&self, id: DatasetId) -> Vec<PathBuf> {
         let name = id.name();
+        if let Some(d) = &self.explicit {
+            return vec![d.join(name), d.clone()];
+        }
         let mut out = Vec::new();
-        for d in [&self.explicit, &self.env_dir].into_iter().flatten() {
+        if let Some(d) = &self.env_dir {
             out.push(d.join(name));
             out.push(d.clone());
         }
@@ -104,6 +111,9 @@ impl Locator {
         let candidates = self.candidates(id);
         if let Some(found) = candidates.iter().find(|d| id.is_present(d, split)) {
             return Ok(found.clone());
+        }
+        if let Some(dir) = &self.explicit {
+            return Err(explicit_error(id, split, dir));
         }
         let mut download_note = None;
         match (&self.cache_dir, self.download, remote.is_empty()) {
@@ -181,6 +191,26 @@ impl Locator {
                 .join("\n"),
         }
     }
+}
+
+/// Why an explicit data folder does not hold `split` of `id`.
+fn explicit_error(id: DatasetId, split: Split, dir: &Path) -> DataError {
+    let name = id.name();
+    let reason = match std::fs::metadata(dir) {
+        Err(e) => format!("the data folder given with --data cannot be read: {e}"),
+        Ok(m) if !m.is_dir() => "the data folder given with --data is a file, not a folder".into(),
+        Ok(_) => format!(
+            "the data folder given with --data holds no {name} {} split (looked in {} and {}); \
+             it is used alone, without falling back to another copy",
+            match split {
+                Split::Train => "training",
+                Split::Test => "test",
+            },
+            dir.join(name).display(),
+            dir.display()
+        ),
+    };
+    DataError::format(dir, reason)
 }
 
 /// Loads `split` of `id` from `dir` (ImageNet: with `FolderConfig::train()` for the

@@ -248,6 +248,42 @@ impl Parser<'_> {
         }))
     }
 
+    /// Inflates a compressed element no further than the one element its first tag declares
+    /// (padded to 8 bytes), so a small file cannot expand to gigabytes before its error.
+    fn inflate(&self, data: &[u8], at: usize) -> Result<Vec<u8>> {
+        let corrupt =
+            |e: std::io::Error| self.err(format!("corrupt compressed element at byte {at}: {e}"));
+        let mut reader = flate2::read::ZlibDecoder::new(data);
+        let mut inflated = Vec::with_capacity(8);
+        (&mut reader)
+            .take(8)
+            .read_to_end(&mut inflated)
+            .map_err(corrupt)?;
+        if inflated.len() < 8 {
+            return Err(self.err(format!(
+                "compressed element at byte {at} holds no complete element tag"
+            )));
+        }
+        let first = self.endian.u32(&inflated);
+        let declared = if first >> 16 != 0 {
+            0
+        } else {
+            (self.endian.u32(&inflated[4..]) as usize).div_ceil(8) * 8
+        };
+        // Grows with what actually arrives; one byte past the element tells trailing data.
+        reader
+            .take(declared as u64 + 1)
+            .read_to_end(&mut inflated)
+            .map_err(corrupt)?;
+        if inflated.len() > 8 + declared {
+            return Err(self.err(format!(
+                "compressed element at byte {at} holds more than the {declared} bytes its \
+                 element declares"
+            )));
+        }
+        Ok(inflated)
+    }
+
     fn elements(&self, buf: &[u8], out: &mut Vec<MatArray>, depth: usize) -> Result<()> {
         let mut at = 0;
         while at < buf.len() {
@@ -255,12 +291,7 @@ impl Parser<'_> {
             match el.ty {
                 MI_MATRIX => out.extend(self.matrix(el.data)?),
                 MI_COMPRESSED if depth == 0 => {
-                    let mut inflated = Vec::new();
-                    flate2::read::ZlibDecoder::new(el.data)
-                        .read_to_end(&mut inflated)
-                        .map_err(|e| {
-                            self.err(format!("corrupt compressed element at byte {at}: {e}"))
-                        })?;
+                    let inflated = self.inflate(el.data, at)?;
                     self.elements(&inflated, out, depth + 1)?;
                 }
                 t => {

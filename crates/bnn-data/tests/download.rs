@@ -182,7 +182,31 @@ fn search_order_and_not_found_message() {
         system_dir: system.path().to_path_buf(),
         download: false,
     };
+    // An explicit folder is searched alone: without the data it is an error, even though the
+    // system folder has a copy (it used to fall back to that copy silently).
     let sys = put(system.path());
+    let msg = locator
+        .locate(DatasetId::Svhn, Split::Test)
+        .unwrap_err()
+        .to_string();
+    assert!(msg.contains("--data") && msg.contains("svhn"), "{msg}");
+    for bad in [
+        explicit.path().join("missing"),
+        explicit.path().join("a-file"),
+    ] {
+        std::fs::write(explicit.path().join("a-file"), b"x").unwrap();
+        let strict = Locator {
+            explicit: Some(bad.clone()),
+            ..locator.clone()
+        };
+        let msg = strict
+            .locate(DatasetId::Svhn, Split::Test)
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains(&bad.display().to_string()), "{msg}");
+        std::fs::remove_file(explicit.path().join("a-file")).unwrap();
+    }
+    let explicit_dir = locator.explicit.take();
     assert_eq!(locator.locate(DatasetId::Svhn, Split::Test).unwrap(), sys);
     let cached = put(cache.path());
     assert_eq!(
@@ -194,6 +218,7 @@ fn search_order_and_not_found_message() {
         locator.locate(DatasetId::Svhn, Split::Test).unwrap(),
         from_env
     );
+    locator.explicit = explicit_dir;
     let from_arg = put(explicit.path());
     assert_eq!(
         locator.locate(DatasetId::Svhn, Split::Test).unwrap(),

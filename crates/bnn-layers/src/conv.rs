@@ -8,7 +8,7 @@ use burn::tensor::ops::ConvOptions;
 
 use crate::forward::sigma_of_rho;
 use crate::forward::{GaussTensor, bias_gauss, conv2d_forward};
-use crate::{Estimator, SigmaInit};
+use crate::{BayesOptions, Estimator};
 
 /// Configuration of a [`BayesConv2d`] layer.
 #[derive(Config, Debug)]
@@ -32,19 +32,9 @@ pub struct BayesConv2dConfig {
     /// Whether the layer has a (Bayesian) bias.
     #[config(default = false)]
     pub bias: bool,
-    /// The forward estimator.
-    #[config(default = "Estimator::Reparameterization")]
-    pub estimator: Estimator,
-    /// Initialisation of the weight sigmas (paper: Xavier-uniform, gain 0.01).
-    #[config(default = "SigmaInit::XavierUniform { gain: 0.01 }")]
-    pub weight_sigma: SigmaInit,
-    /// Initialisation of the bias sigmas (paper: `|N(0, 0.001^2)|`).
-    #[config(default = "SigmaInit::AbsNormal { std: 0.001 }")]
-    pub bias_sigma: SigmaInit,
-    /// Whether to hold the centres of an empirical prior ([`crate::Prior::Empirical`]), filled by
-    /// [`crate::bayes_from_deterministic`].
-    #[config(default = false)]
-    pub empirical_prior: bool,
+    /// Estimator, sigma initialisation and empirical prior.
+    #[config(default = "BayesOptions::new()")]
+    pub options: BayesOptions,
 }
 
 /// A 2-D convolution whose weights are independent Gaussians `N(mu, softplus(rho)^2)`.
@@ -124,12 +114,19 @@ impl BayesConv2dConfig {
             fan_out_only: false,
         };
         let weight_mu = init.init_with(shape, Some(fan_in), Some(fan_out), device);
-        let weight_rho = self.weight_sigma.rho_param(shape, fan_in, fan_out, device);
+        let weight_rho = self
+            .options
+            .weight_sigma
+            .rho_param(shape, fan_in, fan_out, device);
         let (bias_mu, bias_rho) = if self.bias {
             let c = self.channels[1];
             (
                 Some(init.init_with([c], Some(fan_in), Some(fan_out), device)),
-                Some(self.bias_sigma.rho_param([c], fan_in, fan_out, device)),
+                Some(
+                    self.options
+                        .bias_sigma
+                        .rho_param([c], fan_in, fan_out, device),
+                ),
             )
         } else {
             (None, None)
@@ -139,19 +136,19 @@ impl BayesConv2dConfig {
             weight_rho,
             bias_mu,
             bias_rho,
-            weight_prior_mu: self.empirical_prior.then(|| {
+            weight_prior_mu: self.options.empirical_prior.then(|| {
                 Initializer::Zeros
                     .init(shape, device)
                     .set_require_grad(false)
             }),
-            bias_prior_mu: (self.empirical_prior && self.bias).then(|| {
+            bias_prior_mu: (self.options.empirical_prior && self.bias).then(|| {
                 Initializer::Zeros
                     .init([self.channels[1]], device)
                     .set_require_grad(false)
             }),
             sampling: Param::from_bool(true),
             geometry: self.geometry(),
-            estimator: self.estimator,
+            estimator: self.options.estimator,
         }
     }
 }

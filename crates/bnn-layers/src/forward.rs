@@ -6,10 +6,11 @@
 
 use burn::prelude::*;
 use burn::tensor::Distribution;
-use burn::tensor::module::{conv2d, linear};
+use burn::tensor::module::linear;
 use burn::tensor::ops::ConvOptions;
 
 use crate::Estimator;
+use crate::flexops::conv2d;
 use crate::noise::standard_normal;
 
 /// Added under square roots of variances so their gradient stays finite at zero.
@@ -34,16 +35,17 @@ impl<const D: usize> GaussTensor<D> {
 
 /// `sigma = softplus(rho) = ln(1 + e^rho)`.
 ///
-/// On flex it is computed as `-log_sigmoid(-rho)`: flex implements `log_sigmoid` as one fused
-/// operation with `ln_1p` and a fused backward, while burn's softplus is composed of seven
-/// element-wise operations, each with its own backward. On the MLP's 318k weights, computed
-/// twice per step (forward and KL), that difference is a large part of a Bayesian step on CPU.
+/// On flex it is [`crate::flexops::softplus()`], one vectorised operation with a fused backward
+/// (`-log_sigmoid(-rho)` when the kernels are switched off), while burn's softplus is composed of
+/// seven element-wise operations, each with its own backward. On the MLP's 318k weights,
+/// computed twice per step (forward and KL), that difference is a large part of a Bayesian step
+/// on CPU.
 /// Other backends use burn's `softplus`, except below `rho = -15`, where `e^rho` is used
 /// (relative error `e^rho / 2 < 1.6e-7`). Without that branch wgpu rounded `sigma` to 0 for the
 /// smallest initial sigmas, and the KL was infinite at the first step (measured on lavapipe).
 pub fn sigma_of_rho<const D: usize>(rho: Tensor<D>) -> Tensor<D> {
     if crate::noise::is_flex(&rho.device()) {
-        burn::tensor::activation::log_sigmoid(rho.neg()).neg()
+        crate::flexops::softplus(rho)
     } else {
         let tiny = rho.clone().lower_elem(TINY_RHO);
         // Clamped so the unused branch stays finite: its gradient is masked to 0, and
@@ -127,7 +129,8 @@ pub fn linear_forward<const D: usize>(
     }
 }
 
-/// 2-D convolution forward; `weight` is `[c_out, c_in / groups, kh, kw]`.
+/// 2-D convolution forward; `weight` is `[c_out, c_in / groups, kh, kw]`. The convolutions run
+/// through [`crate::flexops::conv2d`].
 pub fn conv2d_forward(
     input: Tensor<4>,
     weight: GaussTensor<4>,

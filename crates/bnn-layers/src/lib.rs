@@ -39,10 +39,12 @@ mod device;
 mod elbo;
 mod error;
 mod estimator;
+pub mod flexops;
 pub mod forward;
 mod init;
 mod linear;
 pub mod noise;
+mod options;
 mod prior;
 mod shared;
 mod visit;
@@ -58,6 +60,7 @@ pub use error::LayerError;
 pub use estimator::Estimator;
 pub use init::{SigmaInit, inverse_softplus, softplus};
 pub use linear::{BayesLinear, BayesLinearConfig};
+pub use options::BayesOptions;
 pub use prior::{Prior, SharedKl, kl_gaussian_each, kl_gaussian_sum};
 pub use shared::{
     Codebook, CodebookConfig, CodebookView, MAX_BLEND, SharedConv2d, SharedLinear, SharedWeight,

@@ -7,7 +7,7 @@ use burn::prelude::*;
 
 use crate::forward::sigma_of_rho;
 use crate::forward::{GaussTensor, bias_gauss, linear_forward};
-use crate::{Estimator, SigmaInit};
+use crate::{BayesOptions, Estimator};
 
 /// Configuration of a [`BayesLinear`] layer.
 #[derive(Config, Debug)]
@@ -19,19 +19,9 @@ pub struct BayesLinearConfig {
     /// Whether the layer has a (Bayesian) bias.
     #[config(default = true)]
     pub bias: bool,
-    /// The forward estimator.
-    #[config(default = "Estimator::Reparameterization")]
-    pub estimator: Estimator,
-    /// Initialisation of the weight sigmas (paper: Xavier-uniform, gain 0.01).
-    #[config(default = "SigmaInit::XavierUniform { gain: 0.01 }")]
-    pub weight_sigma: SigmaInit,
-    /// Initialisation of the bias sigmas (paper: `|N(0, 0.001^2)|`).
-    #[config(default = "SigmaInit::AbsNormal { std: 0.001 }")]
-    pub bias_sigma: SigmaInit,
-    /// Whether to hold the centres of an empirical prior ([`crate::Prior::Empirical`]), filled by
-    /// [`crate::bayes_from_deterministic`].
-    #[config(default = false)]
-    pub empirical_prior: bool,
+    /// Estimator, sigma initialisation and empirical prior.
+    #[config(default = "BayesOptions::new()")]
+    pub options: BayesOptions,
 }
 
 /// A dense layer whose weights are independent Gaussians `N(mu, softplus(rho)^2)`.
@@ -68,11 +58,14 @@ impl BayesLinearConfig {
         };
         let (fi, fo) = (self.d_input, self.d_output);
         let weight_mu = init.init_with([fi, fo], Some(fi), Some(fo), device);
-        let weight_rho = self.weight_sigma.rho_param([fi, fo], fi, fo, device);
+        let weight_rho = self
+            .options
+            .weight_sigma
+            .rho_param([fi, fo], fi, fo, device);
         let (bias_mu, bias_rho) = if self.bias {
             (
                 Some(init.init_with([fo], Some(fi), Some(fo), device)),
-                Some(self.bias_sigma.rho_param([fo], fi, fo, device)),
+                Some(self.options.bias_sigma.rho_param([fo], fi, fo, device)),
             )
         } else {
             (None, None)
@@ -82,18 +75,18 @@ impl BayesLinearConfig {
             weight_rho,
             bias_mu,
             bias_rho,
-            weight_prior_mu: self.empirical_prior.then(|| {
+            weight_prior_mu: self.options.empirical_prior.then(|| {
                 Initializer::Zeros
                     .init([fi, fo], device)
                     .set_require_grad(false)
             }),
-            bias_prior_mu: (self.empirical_prior && self.bias).then(|| {
+            bias_prior_mu: (self.options.empirical_prior && self.bias).then(|| {
                 Initializer::Zeros
                     .init([fo], device)
                     .set_require_grad(false)
             }),
             sampling: Param::from_bool(true),
-            estimator: self.estimator,
+            estimator: self.options.estimator,
         }
     }
 }

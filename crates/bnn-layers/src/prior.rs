@@ -58,8 +58,8 @@ pub enum SharedKl {
     Mixture,
 }
 
-// Written out: `#[derive(Default)]` with `#[default]` does not compile beside burn's
-// `#[derive(Config)]`, which copies the variants' attributes into its own generated items.
+// Not `#[derive(Default)]`: burn's `Config` derive does not accept the `#[default]` helper
+// attribute on a variant ("cannot find attribute `default`").
 #[allow(clippy::derivable_impls)]
 impl Default for SharedKl {
     fn default() -> Self {

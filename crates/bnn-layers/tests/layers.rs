@@ -2,8 +2,9 @@
 //! finite-difference gradients of the shared codebook, conversions.
 
 use bnn_layers::{
-    BayesConv2dConfig, BayesLinearConfig, Codebook, Estimator, Prior, SharedKl, SharedLinear,
-    WeightSource, export_bayes, kl_divergence, kl_divergence_with, set_sampling, test_device,
+    BayesConv2dConfig, BayesLinearConfig, BayesOptions, Codebook, Estimator, Prior, SharedKl,
+    SharedLinear, WeightSource, export_bayes, kl_divergence, kl_divergence_with, set_sampling,
+    test_device,
 };
 use burn::module::Module;
 use burn::prelude::*;
@@ -32,8 +33,11 @@ fn every_estimator_is_stochastic_and_mean_mode_is_not() {
         Estimator::Flipout,
     ] {
         let layer = BayesLinearConfig::new(6, 4)
-            .with_estimator(e)
-            .with_weight_sigma(bnn_layers::SigmaInit::Constant { sigma: 0.1 })
+            .with_options(
+                BayesOptions::new()
+                    .with_estimator(e)
+                    .with_weight_sigma(bnn_layers::SigmaInit::Constant { sigma: 0.1 }),
+            )
             .init(&device);
         let a = layer.forward(x.clone());
         let b = layer.forward(x.clone());
@@ -63,8 +67,11 @@ fn sampled_outputs_average_to_the_mean_output() {
     ] {
         let conv = BayesConv2dConfig::new([2, 3], [3, 3])
             .with_padding([1, 1])
-            .with_estimator(e)
-            .with_weight_sigma(bnn_layers::SigmaInit::Constant { sigma: 0.05 })
+            .with_options(
+                BayesOptions::new()
+                    .with_estimator(e)
+                    .with_weight_sigma(bnn_layers::SigmaInit::Constant { sigma: 0.05 }),
+            )
             .init(&device);
         let mean = set_sampling(conv.clone(), false).forward(x.clone());
         let mut acc = mean.zeros_like();
@@ -254,7 +261,7 @@ fn conversion_round_trip_by_path() {
     };
     let bayes = Bayes {
         fc: BayesLinearConfig::new(4, 3)
-            .with_empirical_prior(true)
+            .with_options(BayesOptions::new().with_empirical_prior(true))
             .init(&device),
     };
     let (bayes, copied) = bnn_layers::bayes_from_deterministic(&det, bayes).unwrap();

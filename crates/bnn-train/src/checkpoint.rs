@@ -1,15 +1,46 @@
-//! Per-epoch checkpoints: the model's record (burnpack) and the training history, written
-//! atomically so a crash never leaves a half-written file.
+//! Per-epoch checkpoints, committed atomically, from which training resumes exactly.
+//!
+//! A checkpoint directory holds:
+//!
+//! - `checkpoints/epoch-<k>/`: `model.bpk` (the model's record) and `optimizer.bpk` (the
+//!   optimiser's moments and step counts), written under a temporary name, synced, then renamed
+//!   whole;
+//! - `state.json`, the commit: the last completed epoch, the history, the epoch directory and
+//!   the CRC-32 of its files, and what the run was (training settings, data size, parameter
+//!   shapes, the caller's description). It is renamed over the old one last, so a checkpoint is
+//!   always one complete epoch directory; a kill at any point leaves the previous one;
+//! - `model.bpk`: the committed model, published after the commit (a copy renamed into place)
+//!   for `swbnn eval` and the other readers of a model directory.
+//!
+//! The random state needs no saving: the data order is a function of `(seed, epoch)` and the
+//! device generator is re-seeded from `(seed, epoch)` at the start of every epoch (see
+//! [`train`](crate::train)). A resumed run is therefore bit-identical to an uninterrupted one
+//! on the same backend and thread count.
+//!
+//! Opening a directory takes a lock (two processes never train into one directory) and
+//! removes what killed runs left: `*.tmp-<pid>` files and directories, and epoch directories
+//! no commit names.
 
+use std::fs::{self, File};
+use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
+use bnn_data::DataLoader;
+use bnn_models::Network;
 use burn::module::Module;
+use burn::optim::{ModuleOptimizer, OptimizerRecord};
 use burn::store::ModuleRecord;
 use burn::tensor::Bytes;
-use models::Network;
 use serde::{Deserialize, Serialize};
 
-use crate::{EpochStats, TrainError};
+use crate::{EpochStats, TrainConfig, TrainError};
+
+const STATE: &str = "state.json";
+const MODEL: &str = "model.bpk";
+const OPTIMIZER: &str = "optimizer.bpk";
+const CHECKPOINTS: &str = "checkpoints";
+const LOCK: &str = ".lock";
 
 /// What a checkpoint records besides the weights.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -18,14 +49,51 @@ pub struct CheckpointState {
     pub epoch: usize,
     /// Statistics of every completed epoch.
     pub history: Vec<EpochStats>,
+    /// The committed files and the run they belong to (absent in checkpoints of older
+    /// versions, which held no optimiser state).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    commit: Option<Commit>,
 }
 
-/// Saves and restores training state in a directory (`model.bpk`, `state.json`).
-///
-/// The optimiser's moments are not saved: a resumed run restarts them (documented limitation).
+impl CheckpointState {
+    /// Whether resuming from this checkpoint continues the run exactly (optimiser state
+    /// included). Checkpoints written before optimiser states were saved resume with fresh
+    /// optimiser moments.
+    pub fn is_exact(&self) -> bool {
+        self.commit.is_some()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Commit {
+    /// The epoch directory, relative to the checkpoint directory.
+    files: String,
+    model_crc32: u32,
+    optimizer_crc32: u32,
+    run: Run,
+}
+
+/// What a checkpoint must share with a run that resumes it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Run {
+    /// Every training setting; `epochs` may differ (a run may be extended).
+    config: TrainConfig,
+    /// Training examples and batches per epoch.
+    examples: usize,
+    batches: usize,
+    /// Path and shape of every parameter: the architecture and kind.
+    parameters: Vec<(String, Vec<usize>)>,
+    /// The caller's description ([`Checkpointer::with_run`]).
+    described: Option<serde_json::Value>,
+}
+
+/// Saves and restores training state in a directory; see the [module docs](self) for the
+/// layout and the guarantees.
 #[derive(Debug, Clone)]
 pub struct Checkpointer {
     dir: PathBuf,
+    run: Option<serde_json::Value>,
+    _lock: Option<Arc<File>>,
 }
 
 fn ck_err(path: &Path, reason: impl ToString) -> TrainError {
@@ -35,97 +103,524 @@ fn ck_err(path: &Path, reason: impl ToString) -> TrainError {
     }
 }
 
+fn temp_name(name: &str) -> String {
+    format!(".{name}.tmp-{}", std::process::id())
+}
+
 /// Writes `bytes` to `path` through a temporary file in the same directory and a rename.
+/// Temporary files of `path` that killed writers left (their process gone, where `/proc`
+/// tells) are removed first.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), TrainError> {
-    use std::io::Write;
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
+    let dir = parent(path);
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
-    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-    let result = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
+    remove_stale_temps(dir, name);
+    let tmp = dir.join(temp_name(name));
+    let result = write_synced(&tmp, bytes).and_then(|()| fs::rename(&tmp, path));
     if let Err(e) = result {
-        let _ = std::fs::remove_file(&tmp);
+        let _ = fs::remove_file(&tmp);
         return Err(ck_err(path, e));
+    }
+    sync_dir(dir);
+    Ok(())
+}
+
+/// Removes `.<name>.tmp-<pid>` files in `dir` whose process is gone (Linux; best effort).
+fn remove_stale_temps(dir: &Path, name: &str) {
+    let prefix = format!(".{name}.tmp-");
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let file = entry.file_name().to_string_lossy().into_owned();
+        let gone = file
+            .strip_prefix(&prefix)
+            .and_then(|pid| pid.parse::<u32>().ok())
+            .is_some_and(|pid| {
+                pid != std::process::id()
+                    && Path::new("/proc/self").exists()
+                    && !Path::new("/proc").join(pid.to_string()).exists()
+            });
+        if gone {
+            let _ = fs::remove_file(entry.path());
+        }
+    }
+}
+
+fn parent(path: &Path) -> &Path {
+    path.parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
+}
+
+fn write_synced(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let mut f = File::create(path)?;
+    f.write_all(bytes)?;
+    f.sync_all()
+}
+
+/// Flushes a directory's entries (best effort: not every platform opens directories).
+fn sync_dir(dir: &Path) {
+    if let Ok(d) = File::open(dir) {
+        let _ = d.sync_all();
+    }
+}
+
+fn crc32(bytes: &[u8]) -> u32 {
+    let mut h = crc32fast::Hasher::new();
+    h.update(bytes);
+    h.finalize()
+}
+
+/// Runs a decoder of another crate, turning a panic on malformed bytes into an error.
+fn guarded<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|p| {
+        p.downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| p.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "the decoder panicked".into())
+    })
+}
+
+impl Checkpointer {
+    /// A checkpointer writing into `dir` (created if missing). It locks the directory against
+    /// other processes and removes what killed runs left there (see the [module docs](self)).
+    pub fn new(dir: impl Into<PathBuf>) -> Result<Self, TrainError> {
+        let dir = dir.into();
+        fs::create_dir_all(&dir).map_err(|e| ck_err(&dir, e))?;
+        let lock_path = dir.join(LOCK);
+        let lock = File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(|e| ck_err(&lock_path, e))?;
+        let lock = match lock.try_lock() {
+            Ok(()) => Some(Arc::new(lock)),
+            Err(fs::TryLockError::WouldBlock) => {
+                return Err(ck_err(
+                    &dir,
+                    "another process is training in this directory",
+                ));
+            }
+            // A file system without locks: go on unlocked.
+            Err(fs::TryLockError::Error(_)) => None,
+        };
+        let ck = Self {
+            dir,
+            run: None,
+            _lock: lock,
+        };
+        ck.clean()?;
+        Ok(ck)
+    }
+
+    /// Describes the run beyond the model and the training settings (e.g. the data set's
+    /// name): resuming a checkpoint saved with another description is refused.
+    pub fn with_run(mut self, run: serde_json::Value) -> Self {
+        self.run = Some(run);
+        self
+    }
+
+    /// The published model file (the last committed epoch's model).
+    pub fn model_path(&self) -> PathBuf {
+        self.dir.join(MODEL)
+    }
+
+    fn state_path(&self) -> PathBuf {
+        self.dir.join(STATE)
+    }
+
+    /// Removes temporary files of killed runs, epoch directories no commit names, and
+    /// republishes the committed model if a kill came between the commit and its publication.
+    fn clean(&self) -> Result<(), TrainError> {
+        let state = self.state().ok().flatten();
+        // Epoch directories are only removed when the commit names one that is there: a
+        // damaged state file never costs the checkpoint it should have named.
+        let committed = state
+            .as_ref()
+            .and_then(|s| s.commit.as_ref())
+            .map(|c| self.dir.join(&c.files))
+            .filter(|d| d.join(MODEL).is_file());
+        for dir in [self.dir.clone(), self.dir.join(CHECKPOINTS)] {
+            let Ok(entries) = fs::read_dir(&dir) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                let path = entry.path();
+                let name = entry.file_name().to_string_lossy().into_owned();
+                let stale_epoch = dir.ends_with(CHECKPOINTS)
+                    && name.starts_with("epoch-")
+                    && committed.as_ref().is_some_and(|c| c != &path);
+                if name.contains(".tmp-") || stale_epoch {
+                    let removed = if path.is_dir() {
+                        fs::remove_dir_all(&path)
+                    } else {
+                        fs::remove_file(&path)
+                    };
+                    removed.map_err(|e| ck_err(&path, e))?;
+                }
+            }
+        }
+        if let (Some(files), Some(commit)) =
+            (committed, state.as_ref().and_then(|s| s.commit.as_ref()))
+        {
+            let crc_of = |p: &Path| fs::read(p).ok().map(|b| crc32(&b));
+            let want = Some(commit.model_crc32);
+            if crc_of(&self.model_path()) != want && crc_of(&files.join(MODEL)) == want {
+                self.publish(&files.join(MODEL))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Makes `model` the published `model.bpk`: a copy (not a link, so a tool that writes the
+    /// published file in place cannot damage the checkpoint) renamed into place.
+    fn publish(&self, model: &Path) -> Result<(), TrainError> {
+        let bytes = fs::read(model).map_err(|e| ck_err(model, e))?;
+        write_atomic(&self.model_path(), &bytes)
+    }
+
+    /// The last committed checkpoint's state (epoch and history), if any.
+    pub fn state(&self) -> Result<Option<CheckpointState>, TrainError> {
+        let path = self.state_path();
+        let bytes = match fs::read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(ck_err(&path, e)),
+        };
+        let state: CheckpointState =
+            serde_json::from_slice(&bytes).map_err(|e| ck_err(&path, e))?;
+        // Checked: an epoch of usize::MAX in a damaged file must be an error, not an overflow.
+        if state.epoch.checked_add(1) != Some(state.history.len()) {
+            return Err(ck_err(
+                &path,
+                format!(
+                    "records epoch {} (0-based) but {} epochs of history",
+                    state.epoch,
+                    state.history.len()
+                ),
+            ));
+        }
+        if let Some(c) = &state.commit {
+            let rel = Path::new(&c.files);
+            let inside = rel
+                .components()
+                .all(|p| matches!(p, std::path::Component::Normal(_)));
+            if !inside || !rel.starts_with(CHECKPOINTS) {
+                return Err(ck_err(
+                    &path,
+                    format!("names {:?}, outside its checkpoints", c.files),
+                ));
+            }
+        }
+        Ok(Some(state))
+    }
+
+    /// Whether training `model` on `data` with `config` may resume from this directory:
+    /// `Ok(None)` when there is no checkpoint, `Ok(Some(state))` when there is one of the same
+    /// run, and [`TrainError::ResumeMismatch`] naming the first difference (architecture or
+    /// kind, any training setting but `epochs`, the number of examples, the description given
+    /// with [`with_run`](Self::with_run)) otherwise. Reads only; call it before writing
+    /// anything else into the directory.
+    pub fn check(
+        &self,
+        model: &Network,
+        data: &DataLoader,
+        config: &TrainConfig,
+    ) -> Result<Option<CheckpointState>, TrainError> {
+        self.check_run(&self.run_of(model, data, config))
+    }
+
+    pub(crate) fn run_of(&self, model: &Network, data: &DataLoader, config: &TrainConfig) -> Run {
+        Run {
+            config: config.clone(),
+            examples: data.dataset().len(),
+            batches: data.num_batches(),
+            parameters: model.param_shapes(),
+            described: self.run.clone(),
+        }
+    }
+
+    fn check_run(&self, run: &Run) -> Result<Option<CheckpointState>, TrainError> {
+        let Some(state) = self.state()? else {
+            return Ok(None);
+        };
+        let mismatch = |what: String| TrainError::ResumeMismatch {
+            dir: self.dir.display().to_string(),
+            what,
+        };
+        let Some(commit) = &state.commit else {
+            // An older checkpoint: only the architecture can be checked, when loading.
+            return Ok(Some(state));
+        };
+        let saved = &commit.run;
+        if saved.parameters != run.parameters {
+            let first = saved
+                .parameters
+                .iter()
+                .zip(&run.parameters)
+                .find(|(a, b)| a != b)
+                .map(|(a, b)| format!("{} {:?} there, {} {:?} here", a.0, a.1, b.0, b.1))
+                .unwrap_or_else(|| {
+                    format!(
+                        "{} parameter tensors there, {} here",
+                        saved.parameters.len(),
+                        run.parameters.len()
+                    )
+                });
+            return Err(mismatch(format!(
+                "the architecture or kind differs ({first})"
+            )));
+        }
+        if saved.described != run.described {
+            let show = |v: &Option<serde_json::Value>| {
+                v.as_ref().map_or("nothing".into(), |v| v.to_string())
+            };
+            return Err(mismatch(format!(
+                "it was started for {}, this run is for {}",
+                show(&saved.described),
+                show(&run.described)
+            )));
+        }
+        if saved.examples != run.examples || saved.batches != run.batches {
+            return Err(mismatch(format!(
+                "it was trained on {} examples in {} batches, this run has {} in {}",
+                saved.examples, saved.batches, run.examples, run.batches
+            )));
+        }
+        let settings = |c: &TrainConfig| {
+            let mut v = serde_json::to_value(c).unwrap_or_default();
+            if let Some(o) = v.as_object_mut() {
+                o.remove("epochs");
+            }
+            v
+        };
+        let (a, b) = (settings(&saved.config), settings(&run.config));
+        if a != b {
+            let first = a
+                .as_object()
+                .zip(b.as_object())
+                .and_then(|(a, b)| {
+                    a.iter()
+                        .find(|(k, v)| b.get(*k) != Some(*v))
+                        .map(|(k, v)| format!("{k} = {v} there, {} here", b[k]))
+                })
+                .unwrap_or_default();
+            return Err(mismatch(format!("a training setting differs: {first}")));
+        }
+        Ok(Some(state))
+    }
+
+    /// Saves the model and the optimiser after `epoch` and commits them (see the module docs).
+    /// Returns the model's record bytes.
+    pub(crate) fn save(
+        &self,
+        model: &Network,
+        optim: &ModuleOptimizer,
+        run: &Run,
+        epoch: usize,
+        history: &[EpochStats],
+    ) -> Result<Vec<u8>, TrainError> {
+        let root = self.dir.join(CHECKPOINTS);
+        fs::create_dir_all(&root).map_err(|e| ck_err(&root, e))?;
+        let name = format!("epoch-{}", epoch + 1);
+        let tmp = root.join(temp_name(&name));
+        let model_bytes = model
+            .clone()
+            .into_record()
+            .into_bytes()
+            .map_err(|e| ck_err(&tmp.join(MODEL), format!("{e:?}")))?;
+        let optim_bytes = optim
+            .into_bytes()
+            .map_err(|e| ck_err(&tmp.join(OPTIMIZER), format!("{e:?}")))?;
+        let written = (|| {
+            if tmp.exists() {
+                fs::remove_dir_all(&tmp)?;
+            }
+            fs::create_dir(&tmp)?;
+            write_synced(&tmp.join(MODEL), &model_bytes)?;
+            write_synced(&tmp.join(OPTIMIZER), &optim_bytes)?;
+            sync_dir(&tmp);
+            let target = root.join(&name);
+            // An epoch directory of this name is one no commit names (a resumed run starts
+            // after the committed epoch): a leftover of a killed run.
+            if target.exists() {
+                fs::remove_dir_all(&target)?;
+            }
+            fs::rename(&tmp, &target)?;
+            sync_dir(&root);
+            Ok(target)
+        })();
+        let target = written.map_err(|e: std::io::Error| {
+            let _ = fs::remove_dir_all(&tmp);
+            ck_err(&tmp, e)
+        })?;
+        let state = CheckpointState {
+            epoch,
+            history: history.to_vec(),
+            commit: Some(Commit {
+                files: format!("{CHECKPOINTS}/{name}"),
+                model_crc32: crc32(&model_bytes),
+                optimizer_crc32: crc32(&optim_bytes),
+                run: run.clone(),
+            }),
+        };
+        let json = serde_json::to_vec_pretty(&state).map_err(|e| ck_err(&self.state_path(), e))?;
+        write_atomic(&self.state_path(), &json)?;
+        write_atomic(&self.model_path(), &model_bytes)?;
+        // Older epochs are superseded by the commit.
+        if let Ok(entries) = fs::read_dir(&root) {
+            for entry in entries.flatten() {
+                if entry.path() != target
+                    && entry.file_name().to_string_lossy().starts_with("epoch-")
+                {
+                    let _ = fs::remove_dir_all(entry.path());
+                }
+            }
+        }
+        Ok(model_bytes.to_vec())
+    }
+
+    /// `model` with the parameters of `record` (bytes [`save`](Self::save) returned): what a
+    /// resumed run would load. Training returns this rather than the model in memory, whose
+    /// tensors may be laid out otherwise, so that later stages (a gradient pass, a GMM) see
+    /// the same bits whether training ran in this process or was resumed.
+    pub(crate) fn reload(&self, model: Network, record: Vec<u8>) -> Result<Network, TrainError> {
+        decode_model(&self.model_path(), record, model)
+    }
+
+    /// Loads the committed checkpoint into `model` and `optim` (built with the run's
+    /// configuration) after checking that it belongs to `run`.
+    pub(crate) fn resume(
+        &self,
+        model: Network,
+        optim: ModuleOptimizer,
+        run: &Run,
+    ) -> Result<Option<(Network, ModuleOptimizer, CheckpointState)>, TrainError> {
+        let Some(state) = self.check_run(run)? else {
+            return Ok(None);
+        };
+        let Some(commit) = &state.commit else {
+            let model = load_model(&self.model_path(), model)?;
+            return Ok(Some((model, optim, state)));
+        };
+        let files = self.dir.join(&commit.files);
+        let read = |name: &str, crc: u32| {
+            let path = files.join(name);
+            let bytes = fs::read(&path).map_err(|e| ck_err(&path, e))?;
+            if crc32(&bytes) != crc {
+                return Err(ck_err(
+                    &path,
+                    format!(
+                        "does not match the checksum {STATE} records: the checkpoint is damaged"
+                    ),
+                ));
+            }
+            Ok((path, bytes))
+        };
+        let (path, bytes) = read(MODEL, commit.model_crc32)?;
+        let model = decode_model(&path, bytes, model)?;
+        let (path, bytes) = read(OPTIMIZER, commit.optimizer_crc32)?;
+        check_optimizer_record(&bytes, &model)
+            .map_err(|e| ck_err(&path, format!("corrupt optimiser state: {e}")))?;
+        let record = OptimizerRecord::from_bytes(Bytes::from_bytes_vec(bytes))
+            .map_err(|e| ck_err(&path, format!("corrupt optimiser state: {e:?}")))?;
+        let optim = guarded(|| optim.load_record(record))
+            .map_err(|e| ck_err(&path, format!("corrupt optimiser state: {e}")))?;
+        Ok(Some((model, optim, state)))
+    }
+}
+
+/// Every parameter's id with its shape.
+struct ParamIds(std::collections::HashMap<u64, Vec<usize>>);
+
+impl burn::module::ModuleVisitor for ParamIds {
+    fn visit_float<const D: usize>(
+        &mut self,
+        param: &burn::module::Param<burn::prelude::Tensor<D>>,
+    ) {
+        self.0.insert(param.id.val(), param.lazy_shape().to_vec());
+    }
+}
+
+/// Checks an optimiser record against the model it belongs to before burn reads it (burn's
+/// loader panics on some malformed records): every state tensor is an `f32` of its parameter's
+/// shape, named after and carrying the id of a parameter of `model`, and every scalar and path
+/// belongs to one, with the parameter's rank where it records one.
+fn check_optimizer_record(bytes: &[u8], model: &Network) -> Result<(), String> {
+    let mut ids = ParamIds(Default::default());
+    model.visit(&mut ids);
+    let ids = ids.0;
+    let reader = burn_pack::Reader::from_bytes(Bytes::from_bytes_vec(bytes.to_vec()))
+        .map_err(|e| format!("{e:?}"))?;
+    let owner = |key: &str| -> Result<(u64, &Vec<usize>), String> {
+        let id = key
+            .split('.')
+            .next()
+            .and_then(|id| id.parse::<u64>().ok())
+            .ok_or_else(|| format!("entry {key:?} names no parameter"))?;
+        let shape = ids
+            .get(&id)
+            .ok_or_else(|| format!("entry {key:?} is for parameter {id}, which the model lacks"))?;
+        Ok((id, shape))
+    };
+    for (key, value) in reader.scalars() {
+        let (_, shape) = owner(key)?;
+        if key.ends_with(".__rank") && u64::try_from(*value).ok() != Some(shape.len() as u64) {
+            return Err(format!(
+                "{key} is {value:?}, the parameter has rank {}",
+                shape.len()
+            ));
+        }
+    }
+    for key in reader.metadata().keys() {
+        owner(&format!("{key}."))?;
+    }
+    for t in reader.into_tensors().map_err(|e| format!("{e:?}"))? {
+        let (id, shape) = owner(&t.name)?;
+        if t.param_id != Some(id) {
+            return Err(format!("tensor {} carries id {:?}", t.name, t.param_id));
+        }
+        if t.dtype != burn_pack::DType::F32 || t.shape.as_slice() != shape.as_slice() {
+            return Err(format!(
+                "tensor {} is {:?} {:?}, the parameter is f32 {shape:?}",
+                t.name, t.dtype, t.shape
+            ));
+        }
     }
     Ok(())
 }
 
-impl Checkpointer {
-    /// A checkpointer writing into `dir` (created if missing).
-    pub fn new(dir: impl Into<PathBuf>) -> Result<Self, TrainError> {
-        let dir = dir.into();
-        std::fs::create_dir_all(&dir).map_err(|e| ck_err(&dir, e))?;
-        Ok(Self { dir })
-    }
-
-    /// The model file.
-    pub fn model_path(&self) -> PathBuf {
-        self.dir.join("model.bpk")
-    }
-
-    fn state_path(&self) -> PathBuf {
-        self.dir.join("state.json")
-    }
-
-    /// Saves the model and the history after `epoch`.
-    pub fn save(
-        &self,
-        model: &Network,
-        epoch: usize,
-        history: &[EpochStats],
-    ) -> Result<(), TrainError> {
-        let path = self.model_path();
-        let bytes = model
-            .clone()
-            .into_record()
-            .into_bytes()
-            .map_err(|e| ck_err(&path, format!("{e:?}")))?;
-        write_atomic(&path, &bytes)?;
-        let state = CheckpointState {
-            epoch,
-            history: history.to_vec(),
-        };
-        let json = serde_json::to_vec_pretty(&state).map_err(|e| ck_err(&self.state_path(), e))?;
-        // The state is written last: a state file always names a complete model file.
-        write_atomic(&self.state_path(), &json)
-    }
-
-    /// The last checkpoint's state (epoch and history), if any.
-    pub fn state(&self) -> Result<Option<CheckpointState>, TrainError> {
-        let state_path = self.state_path();
-        if !state_path.exists() {
-            return Ok(None);
-        }
-        let state = serde_json::from_slice(
-            &std::fs::read(&state_path).map_err(|e| ck_err(&state_path, e))?,
-        )
-        .map_err(|e| ck_err(&state_path, e))?;
-        Ok(Some(state))
-    }
-
-    /// Loads the last checkpoint into `model` (built with the same configuration), if any.
-    pub fn resume(&self, model: Network) -> Result<Option<(Network, CheckpointState)>, TrainError> {
-        let Some(state) = self.state()? else {
-            return Ok(None);
-        };
-        let model = load_model(&self.model_path(), model)?;
-        Ok(Some((model, state)))
-    }
+fn decode_model(path: &Path, bytes: Vec<u8>, model: Network) -> Result<Network, TrainError> {
+    let record = guarded(|| ModuleRecord::from_bytes(Bytes::from_bytes_vec(bytes)))
+        .map_err(|e| ck_err(path, format!("corrupt model file: {e}")))?
+        .map_err(|e| ck_err(path, format!("corrupt model file: {e:?}")))?;
+    guarded(|| model.try_load_record(record))
+        .map_err(|e| ck_err(path, format!("corrupt model file: {e}")))?
+        .map_err(|e| ck_err(path, format!("does not match the model: {e:?}")))
 }
 
-/// Loads a model record file written by [`Checkpointer::save`] into `model`.
+/// Loads a model record file (a checkpoint's `model.bpk`) into `model`.
+///
+/// The file must hold at least the bytes `model`'s parameters take as `f32`, which is checked
+/// before anything is read into memory: a short or foreign file is an error, not a huge
+/// allocation.
 pub fn load_model(path: &Path, model: Network) -> Result<Network, TrainError> {
-    let bytes = std::fs::read(path).map_err(|e| ck_err(path, e))?;
-    let record = ModuleRecord::from_bytes(Bytes::from_bytes_vec(bytes))
-        .map_err(|e| ck_err(path, format!("corrupt model file: {e:?}")))?;
-    model
-        .try_load_record(record)
-        .map_err(|e| ck_err(path, format!("does not match the model: {e:?}")))
+    let need: u64 = model
+        .param_shapes()
+        .iter()
+        .map(|(_, s)| s.iter().map(|&d| d as u64).product::<u64>())
+        .sum::<u64>()
+        .saturating_mul(4);
+    let len = fs::metadata(path).map_err(|e| ck_err(path, e))?.len();
+    if len < need {
+        return Err(ck_err(
+            path,
+            format!(
+                "holds {len} bytes, fewer than the {need} its architecture's parameters need (see config.json beside it)"
+            ),
+        ));
+    }
+    let bytes = fs::read(path).map_err(|e| ck_err(path, e))?;
+    decode_model(path, bytes, model)
 }

@@ -5,7 +5,7 @@
 pub enum TrainError {
     /// The loss became NaN or infinite; training stopped.
     #[error(
-        "the loss became {value} at epoch {epoch}, step {step}; training stopped (the last good checkpoint is kept)"
+        "the loss became {value} at epoch {epoch}, step {step}; training stopped (the checkpoint of the previous epoch is kept)"
     )]
     NonFiniteLoss {
         /// Epoch of the bad step.
@@ -14,6 +14,27 @@ pub enum TrainError {
         step: usize,
         /// The loss value.
         value: f32,
+    },
+    /// A parameter became NaN or infinite during an epoch; training stopped before the
+    /// epoch's checkpoint, so the last checkpoint on disk holds only finite values.
+    #[error(
+        "parameter {path} holds a non-finite value after epoch {epoch}; training stopped and the checkpoint of the previous epoch is kept"
+    )]
+    NonFiniteParameters {
+        /// The epoch (0-based) after which the parameter was checked.
+        epoch: usize,
+        /// The parameter's path.
+        path: String,
+    },
+    /// A checkpoint belongs to another run; nothing was changed.
+    #[error(
+        "cannot resume the checkpoint in {dir}: {what}; nothing was changed (train into another directory, or remove this one to start over)"
+    )]
+    ResumeMismatch {
+        /// The checkpoint directory.
+        dir: String,
+        /// The first difference.
+        what: String,
     },
     /// Data loading failed.
     #[error(transparent)]
@@ -44,5 +65,5 @@ pub enum TrainError {
     },
     /// A model could not be built.
     #[error(transparent)]
-    Model(#[from] models::ModelError),
+    Model(#[from] bnn_models::ModelError),
 }

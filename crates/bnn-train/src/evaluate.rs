@@ -4,8 +4,8 @@
 use bnn_data::DataLoader;
 use bnn_layers::set_sampling;
 use bnn_metrics::{EvalSummary, McPredictive, OodScore, OodSummary, Predictive, mean_confidence};
+use bnn_models::Network;
 use burn::module::Module;
-use models::Network;
 use serde::{Deserialize, Serialize};
 
 use crate::TrainError;

@@ -2,8 +2,8 @@
 
 use bnn_data::DataLoader;
 use bnn_layers::{BayesTensor, ElboConfig, Prior, export_bayes, kl_divergence};
+use bnn_models::Network;
 use burn::module::Module;
-use models::Network;
 
 use crate::TrainError;
 use crate::batch::{cross_entropy, to_tensors};

@@ -2,7 +2,8 @@
 //!
 //! - [`train`]: cross-entropy for deterministic models, the negative ELBO per example for
 //!   Bayesian and weight-shared ones, separate learning rates for means and `rho`, per-epoch
-//!   [`Checkpointer`] with resume, and a stop with a clear error on a non-finite loss.
+//!   [`Checkpointer`] commits (model and optimiser state, atomically) with exact resume, and a
+//!   stop with a clear error on a non-finite loss or parameter, before it is checkpointed.
 //! - [`predict`] / [`evaluate`]: Monte-Carlo predictive (30 samples by default in the CLI),
 //!   accuracy, NLL, ECE (15 bins), and OOD detection against a second data set.
 //! - [`mean_mu_gradients`]: averaged `d loss / d mu` for the gradient-outlier criterion.

@@ -5,13 +5,13 @@ use std::time::Instant;
 
 use bnn_data::DataLoader;
 use bnn_layers::{ElboConfig, KlSchedule, kl_divergence_with};
+use bnn_models::Network;
 use burn::module::{Module, ModuleVisitor, Param, ParamGroup};
 use burn::optim::decay::WeightDecayConfig;
 use burn::optim::lr_scheduler::module_lr_scheduler::{ModuleLearningRate, ModuleLrScheduler};
 use burn::optim::momentum::MomentumConfig;
 use burn::optim::{AdamConfig, GradientsParams, ModuleOptimizer, SgdConfig};
 use burn::prelude::*;
-use models::Network;
 use serde::{Deserialize, Serialize};
 
 use crate::batch::{cross_entropy, to_tensors};
@@ -138,13 +138,69 @@ fn step_rates(lr: f64, lr_rho: f64, rho: &ParamGroup) -> ModuleLearningRate {
         .step()
 }
 
+/// The first float parameter of `model` holding a NaN or an infinity, by path.
+struct NonFinite {
+    path: Vec<String>,
+    found: Option<String>,
+}
+
+impl ModuleVisitor for NonFinite {
+    fn enter_module(&mut self, name: &str, _container_type: &str) {
+        self.path.push(name.to_string());
+    }
+
+    fn exit_module(&mut self, _name: &str, _container_type: &str) {
+        self.path.pop();
+    }
+
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+        // `0 * x` is NaN exactly where `x` is NaN or infinite, so the sum is finite iff all are.
+        if self.found.is_none()
+            && !param
+                .val()
+                .detach()
+                .mul_scalar(0.0)
+                .sum()
+                .into_scalar::<f32>()
+                .is_finite()
+        {
+            self.found = Some(self.path.join("."));
+        }
+    }
+}
+
+fn first_non_finite(model: &Network) -> Option<String> {
+    let mut v = NonFinite {
+        path: Vec::new(),
+        found: None,
+    };
+    model.visit(&mut v);
+    v.found
+}
+
+/// The device generator's seed for `epoch`: a function of the run's seed and the epoch alone,
+/// so a resumed run draws the same noise as an uninterrupted one.
+fn epoch_seed(seed: u64, epoch: usize) -> u64 {
+    bnn_data::derive_seed(seed, epoch as u64, u64::MAX)
+}
+
 /// Trains `model` (on an autodiff device) for `config.epochs` epochs over `loader`.
 ///
 /// Deterministic models minimise the cross-entropy; models with Bayesian parameters minimise
-/// the negative ELBO per example, `NLL + kl_weight * KL / N_train` ([`ElboConfig`]). With a
-/// `checkpointer`, the model is saved after every epoch and training resumes after the last
-/// saved epoch. A non-finite loss stops training with [`TrainError::NonFiniteLoss`]; the last
-/// good checkpoint stays on disk.
+/// the negative ELBO per example, `NLL + kl_weight * KL / N_train` ([`ElboConfig`]).
+///
+/// The device's generator is re-seeded from `(config.seed, epoch)` at the start of every
+/// epoch, and the loader's order depends on `(seed, epoch)` only, so training is a function of
+/// its inputs. With a `checkpointer`, the model and the optimiser state are committed after
+/// every epoch, and a checkpoint in its directory is resumed exactly: the result is
+/// bit-identical to an uninterrupted run on the same backend and thread count (asking for more
+/// epochs than the checkpoint's run extends it). The model returned is then the committed one,
+/// as a resumed run would load it. A checkpoint of another run is refused with
+/// [`TrainError::ResumeMismatch`] (see [`Checkpointer::check`]).
+///
+/// A non-finite loss stops training with [`TrainError::NonFiniteLoss`], a non-finite
+/// parameter at the end of an epoch with [`TrainError::NonFiniteParameters`]; either way no
+/// checkpoint with a non-finite value is written and the previous one stays on disk.
 pub fn train(
     mut model: Network,
     loader: &DataLoader,
@@ -173,19 +229,30 @@ pub fn train(
             KlSchedule::Constant
         });
     let steps_per_epoch = loader.num_batches();
-    let total_steps = steps_per_epoch * config.epochs;
+    let total_steps =
+        steps_per_epoch
+            .checked_mul(config.epochs)
+            .ok_or(TrainError::InvalidSetting {
+                field: "epochs",
+                value: config.epochs as f64,
+                expected: "epochs times batches per epoch within usize",
+            })?;
     let mut history = Vec::new();
     let mut start_epoch = 0;
-    if let Some(ck) = checkpointer
-        && let Some((m, state)) = ck.resume(model.clone())?
+    let run = checkpointer.map(|ck| ck.run_of(&model, loader, config));
+    if let (Some(ck), Some(run)) = (checkpointer, &run)
+        && let Some((m, o, state)) = ck.resume(model.clone(), optim.clone(), run)?
     {
         model = m;
+        optim = o;
         start_epoch = state.epoch + 1;
         history = state.history;
     }
 
     let device = model.devices().first().cloned().unwrap_or_default();
+    let mut saved = None;
     for epoch in start_epoch..config.epochs {
+        device.seed(epoch_seed(config.seed, epoch));
         let started = Instant::now();
         let (mut loss_sum, mut nll_sum, mut correct, mut seen) = (0.0f64, 0.0f64, 0usize, 0usize);
         let mut last_kl: Option<Tensor<1>> = None;
@@ -241,11 +308,17 @@ pub fn train(
             images_per_s: seen as f64 / seconds.max(1e-9),
             seconds,
         };
+        if let Some(path) = first_non_finite(&model) {
+            return Err(TrainError::NonFiniteParameters { epoch, path });
+        }
         observer.on_epoch(&stats);
         history.push(stats);
-        if let Some(ck) = checkpointer {
-            ck.save(&model, epoch, &history)?;
+        if let (Some(ck), Some(run)) = (checkpointer, &run) {
+            saved = Some(ck.save(&model, &optim, run, epoch, &history)?);
         }
+    }
+    if let (Some(ck), Some(record)) = (checkpointer, saved) {
+        model = ck.reload(model, record)?;
     }
     Ok((model, history))
 }

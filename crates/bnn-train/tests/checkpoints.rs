@@ -1,16 +1,17 @@
-//! Checkpoints: resume after the last saved epoch; a non-finite loss stops training with a
-//! clear error and leaves the last good checkpoint loadable.
+//! Checkpoints: resume after the last committed epoch, refuse another run's checkpoint without
+//! touching it, never commit a non-finite value, clean what killed runs left.
 
 use bnn_data::{Compose, DataLoader, InMemoryDataset, LoaderConfig};
+use bnn_layers::{NamedTensor, export_params, import_params};
+use bnn_models::{Arch, Kind, ModelConfig, Network};
 use bnn_train::{Checkpointer, Silent, TrainConfig, TrainError, load_model, train};
-use models::{Arch, Kind, ModelConfig};
 
-fn loader() -> DataLoader {
-    let pixels: Vec<u8> = (0..256 * 16).map(|i| ((i * 37) % 251) as u8).collect();
-    let labels: Vec<u32> = (0..256).map(|i| i % 4).collect();
+fn loader_of(n: usize, batch_size: usize) -> DataLoader {
+    let pixels: Vec<u8> = (0..n * 16).map(|i| ((i * 37) % 251) as u8).collect();
+    let labels: Vec<u32> = (0..n as u32).map(|i| i % 4).collect();
     let data = InMemoryDataset::new(pixels, labels, (1, 4, 4), 4).unwrap();
     let config = LoaderConfig {
-        batch_size: 64,
+        batch_size,
         shuffle: true,
         drop_last: false,
         seed: 0,
@@ -20,45 +21,84 @@ fn loader() -> DataLoader {
     DataLoader::new(data, Compose::new(), config).unwrap()
 }
 
+fn loader() -> DataLoader {
+    loader_of(256, 64)
+}
+
+fn mlp(hidden: usize) -> ModelConfig {
+    ModelConfig::for_input(Arch::Mlp, Kind::Bayesian, 4, 1, 4).with_mlp_hidden(vec![hidden])
+}
+
+fn tc(epochs: usize) -> TrainConfig {
+    let mut tc = TrainConfig::bayes_by_backprop(epochs);
+    tc.batch_size = 64;
+    tc
+}
+
+/// Every file under `dir` with its bytes, sorted.
+fn snapshot(dir: &std::path::Path) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.push((p.display().to_string(), std::fs::read(&p).unwrap()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
 #[test]
 fn resumes_after_the_last_epoch_and_stops_on_nan() {
     let device = bnn_layers::test_device().autodiff();
-    let config =
-        ModelConfig::for_input(Arch::Mlp, Kind::Bayesian, 4, 1, 4).with_mlp_hidden(vec![8]);
+    let config = mlp(8);
     let dir = tempfile::tempdir().unwrap();
     let ck = Checkpointer::new(dir.path()).unwrap();
-    let mut tc = TrainConfig::bayes_by_backprop(1);
-    tc.batch_size = 64;
     let (_, first) = train(
         config.init(&device).unwrap(),
         &loader(),
-        &tc,
+        &tc(1),
         Some(&ck),
         &mut Silent,
     )
     .unwrap();
     assert_eq!(first.len(), 1);
+    assert!(ck.state().unwrap().unwrap().is_exact());
 
     // Asking for two epochs resumes after the saved one: one more epoch runs.
-    tc.epochs = 2;
     let (_, both) = train(
         config.init(&device).unwrap(),
         &loader(),
-        &tc,
+        &tc(2),
         Some(&ck),
         &mut Silent,
     )
     .unwrap();
     assert_eq!(both.len(), 2);
     assert_eq!(both[0], first[0]);
+    assert!(load_model(&ck.model_path(), config.init(&device).unwrap()).is_ok());
+    // Only the committed epoch's files remain.
+    let epochs: Vec<_> = std::fs::read_dir(dir.path().join("checkpoints"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(epochs, ["epoch-2"]);
 
-    // A NaN in the loss stops with an error naming the step; the checkpoint still loads.
-    tc.epochs = 3;
-    tc.kl_weight = 1e300; // finite, so valid, but KL * 1e300 overflows the f32 loss
+    // A NaN in the loss stops with an error naming the step.
+    let dir = tempfile::tempdir().unwrap();
+    let ck = Checkpointer::new(dir.path()).unwrap();
+    let mut nan = tc(1);
+    nan.kl_weight = 1e300; // finite, so valid, but KL * 1e300 overflows the f32 loss
     let err = train(
         config.init(&device).unwrap(),
         &loader(),
-        &tc,
+        &nan,
         Some(&ck),
         &mut Silent,
     )
@@ -67,16 +107,212 @@ fn resumes_after_the_last_epoch_and_stops_on_nan() {
         matches!(
             err,
             TrainError::NonFiniteLoss {
-                epoch: 2,
+                epoch: 0,
                 step: 0,
                 ..
             }
         ),
         "{err}"
     );
-    assert!(load_model(&ck.model_path(), config.init(&device).unwrap()).is_ok());
+    assert!(ck.state().unwrap().is_none());
 
-    // A corrupt model file is an error, not a panic.
-    std::fs::write(ck.model_path(), b"not a model").unwrap();
-    assert!(load_model(&ck.model_path(), config.init(&device).unwrap()).is_err());
+    // A corrupt or short model file is an error, not a panic.
+    std::fs::write(dir.path().join("model.bpk"), b"not a model").unwrap();
+    let err = load_model(&ck.model_path(), config.init(&device).unwrap()).unwrap_err();
+    assert!(err.to_string().contains("fewer than"), "{err}");
+}
+
+/// Finding 4 of issue 15: a `rho` of -89 gives sigma = 2e-39, whose log's gradient overflows
+/// f32; Adam turns it into NaN in the last (here: only) update of the epoch, after the loss
+/// check. That NaN model used to be committed while the message said the last good checkpoint
+/// was kept.
+#[test]
+fn a_non_finite_parameter_is_never_checkpointed() {
+    let device = bnn_layers::test_device().autodiff();
+    let config = mlp(8);
+    let model = config.init(&device).unwrap();
+    let rho: Vec<NamedTensor> = export_params(&model)
+        .into_iter()
+        .filter(|t| t.path.ends_with("weight_rho"))
+        .take(1)
+        .map(|mut t| {
+            t.data[0] = -89.0;
+            t
+        })
+        .collect();
+    let bad_path = rho[0].path.clone();
+    let (model, set): (Network, usize) = import_params(model, &rho).unwrap();
+    assert_eq!(set, 1);
+    let dir = tempfile::tempdir().unwrap();
+    let ck = Checkpointer::new(dir.path()).unwrap();
+    let mut one_step = tc(2);
+    one_step.batch_size = 256;
+    let err = train(
+        model,
+        &loader_of(256, 256),
+        &one_step,
+        Some(&ck),
+        &mut Silent,
+    )
+    .unwrap_err();
+    match &err {
+        TrainError::NonFiniteParameters { epoch: 0, path } => {
+            assert!(
+                bad_path.ends_with(path.rsplit('.').next().unwrap()),
+                "{path}"
+            )
+        }
+        other => panic!("expected NonFiniteParameters, got {other}"),
+    }
+    assert!(ck.state().unwrap().is_none(), "nothing is committed");
+    assert!(!ck.model_path().exists());
+}
+
+/// A checkpoint of another run (architecture, kind, seed, data size, a training setting, the
+/// caller's description) is refused with the difference named, and nothing on disk changes.
+#[test]
+fn another_runs_checkpoint_is_refused_untouched() {
+    let device = bnn_layers::test_device().autodiff();
+    let dir = tempfile::tempdir().unwrap();
+    let described = serde_json::json!({"dataset": "fashion-mnist"});
+    {
+        let ck = Checkpointer::new(dir.path())
+            .unwrap()
+            .with_run(described.clone());
+        train(
+            mlp(8).init(&device).unwrap(),
+            &loader(),
+            &tc(1),
+            Some(&ck),
+            &mut Silent,
+        )
+        .unwrap();
+    }
+    let before = snapshot(dir.path());
+    let mut seed = tc(2);
+    seed.seed = 1;
+    let mut lr = tc(2);
+    lr.lr = 0.5;
+    let cases: Vec<(
+        &str,
+        ModelConfig,
+        DataLoader,
+        TrainConfig,
+        serde_json::Value,
+    )> = vec![
+        ("architecture", mlp(16), loader(), tc(2), described.clone()),
+        (
+            "architecture or kind",
+            mlp(8).with_kind(Kind::Deterministic),
+            loader(),
+            tc(2),
+            described.clone(),
+        ),
+        ("seed", mlp(8), loader(), seed, described.clone()),
+        ("lr", mlp(8), loader(), lr, described.clone()),
+        (
+            "examples",
+            mlp(8),
+            loader_of(128, 64),
+            tc(2),
+            described.clone(),
+        ),
+        (
+            "mnist",
+            mlp(8),
+            loader(),
+            tc(2),
+            serde_json::json!({"dataset": "mnist"}),
+        ),
+    ];
+    for (needle, config, data, train_config, run) in cases {
+        let ck = Checkpointer::new(dir.path()).unwrap().with_run(run);
+        let model = config.init(&device).unwrap();
+        let err = ck.check(&model, &data, &train_config).unwrap_err();
+        assert!(matches!(err, TrainError::ResumeMismatch { .. }), "{err}");
+        assert!(err.to_string().contains(needle), "{needle}: {err}");
+        let err = train(model, &data, &train_config, Some(&ck), &mut Silent).unwrap_err();
+        assert!(matches!(err, TrainError::ResumeMismatch { .. }), "{err}");
+        drop(ck);
+        assert!(
+            snapshot(dir.path()) == before,
+            "{needle}: the directory changed"
+        );
+    }
+}
+
+/// What a killed run leaves is cleaned up when the directory is opened again: temporary files,
+/// an uncommitted epoch directory, a published model one epoch behind its commit. A second
+/// checkpointer on a directory in use is refused.
+#[test]
+fn leftovers_of_killed_runs_are_cleaned() {
+    let device = bnn_layers::test_device().autodiff();
+    let dir = tempfile::tempdir().unwrap();
+    let ck = Checkpointer::new(dir.path()).unwrap();
+    let err = Checkpointer::new(dir.path()).unwrap_err();
+    assert!(err.to_string().contains("another process"), "{err}");
+    train(
+        mlp(8).init(&device).unwrap(),
+        &loader(),
+        &tc(1),
+        Some(&ck),
+        &mut Silent,
+    )
+    .unwrap();
+    let committed = std::fs::read(ck.model_path()).unwrap();
+    drop(ck);
+
+    let d = dir.path();
+    std::fs::write(d.join(".model.bpk.tmp-4000000"), b"partial").unwrap();
+    std::fs::write(d.join(".state.json.tmp-4000000"), b"{").unwrap();
+    std::fs::create_dir(d.join("checkpoints/.epoch-2.tmp-4000000")).unwrap();
+    std::fs::create_dir(d.join("checkpoints/epoch-2")).unwrap();
+    // A kill between the commit and the publication of the model.
+    std::fs::write(d.join("model.bpk"), b"an older model").unwrap();
+
+    let ck = Checkpointer::new(d).unwrap();
+    let mut left: Vec<String> = snapshot(d)
+        .into_iter()
+        .map(|(p, _)| p.trim_start_matches(&d.display().to_string()).to_string())
+        .collect();
+    left.sort();
+    assert_eq!(
+        left,
+        [
+            "/.lock",
+            "/checkpoints/epoch-1/model.bpk",
+            "/checkpoints/epoch-1/optimizer.bpk",
+            "/model.bpk",
+            "/state.json"
+        ]
+    );
+    assert_eq!(std::fs::read(ck.model_path()).unwrap(), committed);
+    // A damaged committed file is named, not loaded.
+    std::fs::write(d.join("checkpoints/epoch-1/optimizer.bpk"), b"garbage").unwrap();
+    let err = train(
+        mlp(8).init(&device).unwrap(),
+        &loader(),
+        &tc(2),
+        Some(&ck),
+        &mut Silent,
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("damaged"), "{err}");
+}
+
+/// Found by `cargo xtask fuzz checkpoint`: a `state.json` whose epoch is `usize::MAX` overflowed
+/// `epoch + 1` (a panic with overflow checks, a wrap to epoch 0 without).
+#[test]
+fn an_absurd_epoch_in_state_json_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let ck = Checkpointer::new(dir.path()).unwrap();
+    for epoch in [u64::MAX.to_string(), "3".into()] {
+        std::fs::write(
+            dir.path().join("state.json"),
+            format!(r#"{{"epoch": {epoch}, "history": []}}"#),
+        )
+        .unwrap();
+        let err = ck.state().unwrap_err().to_string();
+        assert!(err.contains("epochs of history"), "{epoch}: {err}");
+    }
 }

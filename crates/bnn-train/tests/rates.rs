@@ -3,8 +3,8 @@
 
 use bnn_data::{Compose, DataLoader, InMemoryDataset, LoaderConfig};
 use bnn_layers::export_bayes;
+use bnn_models::{Arch, Kind, ModelConfig, Network};
 use bnn_train::{Checkpointer, LrSchedule, Silent, TrainConfig, train};
-use models::{Arch, Kind, ModelConfig, Network};
 
 /// 64 examples in one batch: one optimiser step per epoch.
 fn loader() -> DataLoader {

@@ -55,6 +55,70 @@ impl Standardizer {
     }
 }
 
+/// Smallest and largest coordinate per axis of (finite) points.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Extremes {
+    pub min: [f32; 2],
+    pub max: [f32; 2],
+}
+
+impl Extremes {
+    const EMPTY: Self = Self {
+        min: [f32::INFINITY; 2],
+        max: [f32::NEG_INFINITY; 2],
+    };
+
+    fn add(&mut self, p: [f32; 2]) {
+        self.min = [self.min[0].min(p[0]), self.min[1].min(p[1])];
+        self.max = [self.max[0].max(p[0]), self.max[1].max(p[1])];
+    }
+
+    fn merge(&mut self, o: &Self) {
+        self.add(o.min);
+        self.add(o.max);
+    }
+}
+
+/// Checks that all coordinates are finite (the error names the first bad index) and returns
+/// their extremes.
+pub(crate) fn check_finite(points: &[[f32; 2]]) -> Result<Extremes, GmmError> {
+    if points.len() > u32::MAX as usize {
+        return Err(GmmError::TooManyPoints(points.len()));
+    }
+    let parts: Vec<Result<Extremes, GmmError>> = points
+        .par_chunks(CHUNK)
+        .enumerate()
+        .map(|(c, ch)| {
+            let mut e = Extremes::EMPTY;
+            let mut finite = true;
+            for p in ch {
+                // `min`/`max` skip NaN, so finiteness is checked on its own.
+                finite &= p[0].is_finite() & p[1].is_finite();
+                e.add(*p);
+            }
+            let bad = (!finite)
+                .then(|| {
+                    ch.iter().enumerate().find_map(|(j, p)| {
+                        (0..2)
+                            .find(|&a| !p[a].is_finite())
+                            .map(|a| (c * CHUNK + j, a, p[a]))
+                    })
+                })
+                .flatten();
+            match bad {
+                Some((index, axis, value)) => Err(GmmError::NonFinitePoint { index, axis, value }),
+                None => Ok(e),
+            }
+        })
+        .collect();
+    // In chunk order, so that the error names the first bad index.
+    let mut ext = Extremes::EMPTY;
+    for part in parts {
+        ext.merge(&part?);
+    }
+    Ok(ext)
+}
+
 /// Weighted summary of validated input.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Summary {
@@ -62,6 +126,7 @@ pub(crate) struct Summary {
     pub total_w: f64,
     pub mean: [f64; 2],
     pub var: [f64; 2],
+    pub ext: Extremes,
 }
 
 #[derive(Clone, Copy)]
@@ -185,6 +250,10 @@ pub(crate) fn summarize(points: &[[f32; 2]], weights: Option<&[f32]>) -> Result<
         total_w: t.sw,
         mean,
         var,
+        ext: Extremes {
+            min: [t.min[0] as f32, t.min[1] as f32],
+            max: [t.max[0] as f32, t.max[1] as f32],
+        },
     })
 }
 
@@ -228,5 +297,43 @@ mod tests {
             })
         ));
         assert!(matches!(summarize(&[], None), Err(GmmError::EmptyInput)));
+    }
+
+    /// Extremes equal the direct ones (and the summary's, weight-0 points included); the
+    /// error names the first bad point even when later chunks hold bad points too.
+    #[test]
+    fn extremes_and_first_bad_point() {
+        let n = 3 * CHUNK + 7;
+        let mut pts: Vec<[f32; 2]> = (0..n)
+            .map(|i| [(i as f32 * 0.37).sin() * 3.0, (i % 1013) as f32 - 500.0])
+            .collect();
+        pts[2 * CHUNK + 3] = [-7.5, 0.0];
+        let e = check_finite(&pts).unwrap();
+        let fold =
+            |f: fn(f32, f32) -> f32, a: usize, init: f32| pts.iter().map(|p| p[a]).fold(init, f);
+        assert_eq!(
+            e.min,
+            [
+                fold(f32::min, 0, f32::INFINITY),
+                fold(f32::min, 1, f32::INFINITY)
+            ]
+        );
+        assert_eq!(
+            e.max,
+            [
+                fold(f32::max, 0, f32::NEG_INFINITY),
+                fold(f32::max, 1, f32::NEG_INFINITY)
+            ]
+        );
+        assert_eq!(e.min[0], -7.5);
+        let mut w = vec![1.0f32; n];
+        w[2 * CHUNK + 3] = 0.0;
+        assert_eq!(summarize(&pts, Some(&w)).unwrap().ext, e);
+        pts[2 * CHUNK + 1][0] = f32::INFINITY;
+        pts[CHUNK + 5][1] = f32::NAN;
+        assert!(matches!(
+            check_finite(&pts),
+            Err(GmmError::NonFinitePoint { index, axis: 1, .. }) if index == CHUNK + 5
+        ));
     }
 }

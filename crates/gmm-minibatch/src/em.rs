@@ -13,7 +13,7 @@ use crate::grid::Geom;
 use crate::lanes::Packed;
 use crate::math::{Comp, fast_exp};
 use crate::mixture::Stat;
-use crate::prune::{Leaf, traverse};
+use crate::prune::{Leaf, Pruner, traverse};
 
 /// Leaves of the EM traversal are `2^EM_LEAF_S` cells wide (cells are then evaluated against
 /// the leaf's list: pruning every single cell would cost as much as evaluating it).
@@ -29,13 +29,10 @@ pub(crate) struct LeafLists {
 
 /// Builds the pruned candidate lists for the current components.
 pub(crate) fn leaf_lists(geom: &Geom, codes: &[u32], comps: &[Comp], eps: f64) -> Vec<LeafLists> {
-    let leaf_s = EM_LEAF_S.min(geom.bits);
+    let pruner = Pruner::em(geom, comps, eps, EM_LEAF_S.min(geom.bits));
     traverse(
-        geom,
+        &pruner,
         codes,
-        comps,
-        eps,
-        leaf_s,
         &|i| i,
         &|| LeafLists {
             offs: vec![0],

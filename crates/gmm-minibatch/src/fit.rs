@@ -5,13 +5,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::cells::{CellStat, cell_stats};
 use crate::config::GmmConfig;
-use crate::data::{Standardizer, summarize};
+use crate::data::{Standardizer, check_finite, summarize};
 use crate::em::{e_pass, leaf_lists};
-use crate::grid::{Geom, bucket};
+use crate::grid::Geom;
 use crate::math::Comp;
 use crate::mixture::{Mix, Stat, fix_empty};
 use crate::rng::mix64;
-use crate::score::{Want, check_finite, score};
+use crate::score::{Want, score};
 use crate::seed::seed;
 use crate::{GmmError, TopK};
 
@@ -99,6 +99,12 @@ impl GmmFit {
         if components.is_empty() {
             return Err(GmmError::InvalidMixture("no components".into()));
         }
+        if components.len() > u32::MAX as usize / 2 {
+            return Err(GmmError::InvalidMixture(format!(
+                "{} components (at most 2^31 - 1)",
+                components.len()
+            )));
+        }
         if components.len() != weights.len() {
             return Err(GmmError::InvalidMixture(format!(
                 "{} components but {} weights",
@@ -178,12 +184,13 @@ impl GmmFit {
     }
 
     fn run(&self, points: &[[f32; 2]], want: Want) -> Result<crate::score::Scored, GmmError> {
-        check_finite(points)?;
+        let ext = check_finite(points)?;
         if points.is_empty() {
             return Ok(Default::default());
         }
         Ok(score(
             points,
+            ext,
             &self.standardizer,
             &self.comps(),
             self.score_prune_tolerance,
@@ -191,17 +198,20 @@ impl GmmFit {
         ))
     }
 
-    /// Hard assignment: index of the component with the largest weighted density per point.
+    /// Hard assignment: index of the component with the largest weighted density per point
+    /// (the lowest index on ties). Evaluates each point only against the components that can
+    /// be the largest in its grid cell, so it is much cheaper than the log-likelihood.
     pub fn assign(&self, points: &[[f32; 2]]) -> Result<Vec<u32>, GmmError> {
-        Ok(self
-            .run(
-                points,
-                Want {
-                    assign: true,
-                    ..Default::default()
-                },
-            )?
-            .assign)
+        let ext = check_finite(points)?;
+        if points.is_empty() {
+            return Ok(Vec::new());
+        }
+        Ok(crate::assign::assign(
+            points,
+            ext,
+            &self.standardizer,
+            &self.comps(),
+        ))
     }
 
     /// Hard assignment and mean log-likelihood (data units) in one pass.
@@ -296,10 +306,11 @@ fn prepare(
 ) -> Result<Prepared, GmmError> {
     cfg.validate()?;
     let s = summarize(points, weights)?;
+    crate::trace(|| "fit: summarized".into());
     let std = Standardizer::from_moments(s.mean, s.var);
-    let geom = Geom::new(points, &std, cfg.grid_bits());
-    let b = bucket(points, weights, &std, &geom);
-    let (codes, cells) = cell_stats(&std, &b);
+    let geom = Geom::new(points, &std, cfg.grid_bits(), s.ext);
+    crate::trace(|| "fit: grid".into());
+    let (codes, cells) = cell_stats(points, weights, &std, &geom);
     Ok(Prepared {
         std,
         geom,

@@ -8,8 +8,11 @@
 //!    the data's units (`ln p_data = ln p_std - ln(scale_mu * scale_sigma)`).
 //! 2. **Histogram cells with exact moments.** The points are bucketed on a `2^b x 2^b` grid
 //!    (default 1024 per axis over the 1e-4..1-1e-4 quantile range; outliers go to the border
-//!    cells) by a stable parallel counting sort in Morton order, and every occupied cell keeps
-//!    its exact weight, mean and covariance. Millions of points become ~10^5 weighted blobs.
+//!    cells) in Morton order: the cells are cut into groups of ~10^5 points, each group's
+//!    points are gathered (stably, a part of the groups at a time) and counting-sorted
+//!    locally, and every occupied cell keeps its exact weight, mean and covariance. Millions
+//!    of points become ~10^5 weighted blobs; the extra memory is 2 bytes per point plus one
+//!    part (at most 2^25 points), not sorted copies of the input.
 //! 3. **k-means++ seeding** (D^2-weighted) on a weight-proportional sample of the cells; the
 //!    initial covariances are the seeds' Voronoi moments, lightly regularised.
 //! 4. **Mini-batch (stepwise) EM** over random batches of cells (`minibatch_epochs`,
@@ -24,10 +27,13 @@
 //!    only the components whose density bound over the node's rectangle is not provably
 //!    negligible, so a cell is evaluated against tens of components instead of K.
 //!
-//! Scoring ([`GmmFit::assign`], [`GmmFit::top_k`], [`GmmFit::log_likelihood`],
-//! [`GmmFit::mean_log_likelihood`]) evaluates every point exactly, against the pruned list
-//! of its (fine) scoring cell, in parallel; memory is `O(N + K * cells_touched)`, never
-//! `O(N K)`.
+//! Scoring ([`GmmFit::top_k`], [`GmmFit::log_likelihood`], [`GmmFit::mean_log_likelihood`],
+//! [`GmmFit::assign_and_mean_log_likelihood`]) evaluates every point exactly, against the
+//! pruned list of its (fine) scoring cell, group by group in parallel. The hard assignment
+//! ([`GmmFit::assign`]) needs only the components that can be the *largest* in a cell (about
+//! one per cell on weight clouds): it builds one list per occupied cell and visits the
+//! points in input order, evaluating only cells with several candidates. Memory is
+//! `O(N + cells)`, never `O(N K)`.
 //!
 //! # Pruning
 //!
@@ -40,10 +46,16 @@
 //! is provably below 1e-9 nats per point). During EM the same rule is used with
 //! `em_prune_tolerance` (default 1e-5), which only perturbs responsibilities by < 1e-5.
 //!
+//! For the hard assignment a component is dropped when its upper bound is below `LB` (less
+//! a 1e-7 relative margin for rounding): the component achieving `LB` is then larger at
+//! every point of `R`, so the dropped one is never the arg max and the assignment equals the
+//! brute-force one (lowest index on exact ties).
+//!
 //! # Determinism
 //!
 //! All float reductions use a fixed decomposition that does not depend on rayon's
-//! scheduling; the same input, config and seed give bit-identical results.
+//! scheduling or the thread count (groups and cuts depend only on the data; every cell is
+//! summed in input order); the same input, config and seed give bit-identical results.
 //!
 //! # Example
 //!
@@ -64,6 +76,7 @@
 // `!(x > 0.0)` is used on purpose: it is also true for NaN.
 #![allow(clippy::neg_cmp_op_on_partial_ord)]
 
+mod assign;
 mod cells;
 mod config;
 mod data;
@@ -71,6 +84,7 @@ mod em;
 mod error;
 mod fit;
 mod grid;
+mod groups;
 mod lanes;
 mod math;
 mod mixture;

@@ -132,7 +132,12 @@ fn parse_f32_at(bytes: &[u8], path: &Path) -> Result<NpyArray, NpyError> {
             path: path.to_path_buf(),
             reason: format!("shape {:?} overflows", header.shape),
         })?;
-    let expected = count as u64 * header.item as u64;
+    let expected = (count as u64)
+        .checked_mul(header.item as u64)
+        .ok_or_else(|| NpyError::BadHeader {
+            path: path.to_path_buf(),
+            reason: format!("shape {:?} overflows", header.shape),
+        })?;
     let got = (bytes.len() - offset) as u64;
     if got != expected {
         return Err(NpyError::Truncated {
@@ -162,38 +167,47 @@ fn parse_f32_at(bytes: &[u8], path: &Path) -> Result<NpyArray, NpyError> {
     })
 }
 
-fn parse_header(bytes: &[u8], path: &Path) -> Result<(Header, usize), NpyError> {
-    let p = || path.to_path_buf();
+/// Start and length of the header text, from the first 10 or 12 bytes.
+fn preamble(bytes: &[u8], path: &Path) -> Result<(usize, usize), NpyError> {
     let bad = |reason: &str| NpyError::BadHeader {
         path: path.to_path_buf(),
         reason: reason.to_string(),
     };
     if bytes.len() < 8 || &bytes[..6] != MAGIC {
-        return Err(NpyError::BadMagic { path: p() });
+        return Err(NpyError::BadMagic {
+            path: path.to_path_buf(),
+        });
     }
     let (major, minor) = (bytes[6], bytes[7]);
-    let (len, start) = match major {
+    match major {
         1 => {
             if bytes.len() < 10 {
                 return Err(bad("file ends inside the header length"));
             }
-            (u16::from_le_bytes([bytes[8], bytes[9]]) as usize, 10usize)
+            Ok((10, u16::from_le_bytes([bytes[8], bytes[9]]) as usize))
         }
         2 | 3 => {
             if bytes.len() < 12 {
                 return Err(bad("file ends inside the header length"));
             }
             let l = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
-            (l as usize, 12)
+            Ok((12, l as usize))
         }
-        _ => {
-            return Err(NpyError::UnsupportedVersion {
-                path: p(),
-                major,
-                minor,
-            });
-        }
+        _ => Err(NpyError::UnsupportedVersion {
+            path: path.to_path_buf(),
+            major,
+            minor,
+        }),
+    }
+}
+
+fn parse_header(bytes: &[u8], path: &Path) -> Result<(Header, usize), NpyError> {
+    let p = || path.to_path_buf();
+    let bad = |reason: &str| NpyError::BadHeader {
+        path: path.to_path_buf(),
+        reason: reason.to_string(),
     };
+    let (start, len) = preamble(bytes, path)?;
     let end = start
         .checked_add(len)
         .filter(|&e| e <= bytes.len())
@@ -255,18 +269,85 @@ fn dict_value<'a>(text: &'a str, key: &str) -> Option<&'a str> {
     None
 }
 
-/// Reads an `[N, 2]` array of points (column 0 = mu, column 1 = sigma).
+/// Reads an `[N, 2]` array of points (column 0 = mu, column 1 = sigma). Streams the file
+/// into the result (no second copy of it in memory).
 pub fn read_points(path: impl AsRef<Path>) -> Result<Vec<[f32; 2]>, NpyError> {
     let path = path.as_ref();
-    let arr = read_f32(path)?;
-    if arr.shape.len() != 2 || arr.shape[1] != 2 {
+    let io = |source| NpyError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = std::fs::File::open(path).map_err(io)?;
+    let file_len = file.metadata().map_err(io)?.len();
+    let mut file = std::io::BufReader::with_capacity(1 << 20, file);
+    // Preamble, then the header text.
+    let mut head = vec![0u8; file_len.min(12) as usize];
+    file.read_exact(&mut head).map_err(io)?;
+    let (start, len) = preamble(&head, path)?;
+    let end = start + len;
+    if (end as u64) > file_len {
+        return Err(NpyError::BadHeader {
+            path: path.to_path_buf(),
+            reason: "file ends inside the header".into(),
+        });
+    }
+    let have = head.len();
+    head.resize(end.max(have), 0);
+    if end > have {
+        file.read_exact(&mut head[have..]).map_err(io)?;
+    }
+    let (header, offset) = parse_header(&head, path)?;
+    if header.shape.len() != 2 || header.shape[1] != 2 {
         return Err(NpyError::BadShape {
             path: path.to_path_buf(),
-            shape: arr.shape,
+            shape: header.shape,
             expected: "[N, 2]".into(),
         });
     }
-    Ok(arr.data.chunks_exact(2).map(|c| [c[0], c[1]]).collect())
+    let n = header.shape[0];
+    let expected = (n as u64)
+        .checked_mul(2 * header.item as u64)
+        .ok_or_else(|| NpyError::BadHeader {
+            path: path.to_path_buf(),
+            reason: format!("shape {:?} overflows", header.shape),
+        })?;
+    let got = file_len - offset as u64;
+    if got != expected {
+        return Err(NpyError::Truncated {
+            path: path.to_path_buf(),
+            shape: header.shape,
+            expected,
+            got,
+        });
+    }
+    // Whatever of the data the header read took (none unless the file ends there).
+    let row = 2 * header.item;
+    let mut buf = head.split_off(offset);
+    let mut out = Vec::with_capacity(n);
+    let block = (1 << 20) / row * row;
+    while out.len() < n {
+        let want = ((n - out.len()) * row).min(block);
+        let have = buf.len();
+        buf.resize(want.max(have), 0);
+        file.read_exact(&mut buf[have..]).map_err(io)?;
+        if header.item == 4 {
+            out.extend(buf.chunks_exact(8).map(|b| {
+                [
+                    f32::from_le_bytes([b[0], b[1], b[2], b[3]]),
+                    f32::from_le_bytes([b[4], b[5], b[6], b[7]]),
+                ]
+            }));
+        } else {
+            let f = |b: &[u8]| {
+                let mut a = [0u8; 8];
+                a.copy_from_slice(b);
+                f64::from_le_bytes(a) as f32
+            };
+            out.extend(buf.chunks_exact(16).map(|b| [f(&b[..8]), f(&b[8..])]));
+        }
+        buf.clear();
+    }
+    Ok(out)
 }
 
 /// Encodes a `<f4` C-order array as `.npy` (version 1.0) bytes.
@@ -446,5 +527,40 @@ mod tests {
             read_points(dir.path().join("missing.npy")),
             Err(NpyError::Io { .. })
         ));
+        // Streaming reader: many blocks, truncation, f8 payloads, bad magic.
+        let many: Vec<[f32; 2]> = (0..300_000).map(|i| [i as f32, -(i as f32)]).collect();
+        write_points(&p, &many).unwrap();
+        assert_eq!(read_points(&p).unwrap(), many);
+        let bytes = std::fs::read(&p).unwrap();
+        std::fs::write(&p, &bytes[..bytes.len() - 4]).unwrap();
+        assert!(matches!(read_points(&p), Err(NpyError::Truncated { .. })));
+        let header = "{'descr': '<f8', 'fortran_order': False, 'shape': (2, 2), }\n";
+        let mut b = Vec::new();
+        b.extend_from_slice(MAGIC);
+        b.extend_from_slice(&[2, 0]);
+        b.extend_from_slice(&(header.len() as u32).to_le_bytes());
+        b.extend_from_slice(header.as_bytes());
+        for v in [1.5f64, -2.0, 3.25, 4.0] {
+            b.extend_from_slice(&v.to_le_bytes());
+        }
+        std::fs::write(&p, &b).unwrap();
+        assert_eq!(read_points(&p).unwrap(), vec![[1.5, -2.0], [3.25, 4.0]]);
+        std::fs::write(&p, b"\x93NUMP").unwrap();
+        assert!(matches!(read_points(&p), Err(NpyError::BadMagic { .. })));
+        std::fs::write(&p, &b[..20]).unwrap();
+        assert!(matches!(read_points(&p), Err(NpyError::BadHeader { .. })));
+    }
+
+    /// A shape whose element count fits but whose byte count does not (found by
+    /// `cargo xtask fuzz npy`): an error, where it used to overflow a multiplication.
+    #[test]
+    fn a_shape_beyond_u64_bytes_is_an_error() {
+        let header = "{'descr': '<f4', 'fortran_order': False, 'shape': (4611686018427387904,), }";
+        let mut b = Vec::new();
+        b.extend_from_slice(MAGIC);
+        b.extend_from_slice(&[1, 0]);
+        b.extend_from_slice(&(header.len() as u16).to_le_bytes());
+        b.extend_from_slice(header.as_bytes());
+        assert!(matches!(parse_f32(&b), Err(NpyError::BadHeader { .. })));
     }
 }

@@ -53,8 +53,35 @@ pub(crate) fn quad_bounds(r: &Rect, c: &Comp) -> (f64, f64) {
     (quad_min(r, c), quad_max(r, c))
 }
 
-/// Filters `parent` to the components that are not provably negligible over `r`; returns the
-/// largest upper bound `c_k - q_min/2` of the kept ones (a reference for `exp`).
+/// What a pruned list must keep.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Cut {
+    /// Every component whose weighted density can exceed `e^ln_eps / L` times the mixture's
+    /// somewhere in the node (`L` = parent list length): the dropped ones sum to at most
+    /// `e^ln_eps` times the mixture density at every point (a union bound; used by EM).
+    Density { ln_eps: f64 },
+    /// As [`Cut::Density`] with the dropped bounds summed exactly: the components below
+    /// `e^ln_eps / (2L)` go (at most half the budget), then the smallest of the rest while
+    /// their bounds sum to at most the other half. Keeps fewer components.
+    Sum { ln_eps: f64 },
+    /// Every component that can be the largest somewhere in the node: one whose upper bound
+    /// is below another's lower bound never is.
+    Argmax,
+}
+
+/// Safety margin (nats) of [`Cut::Argmax`] against rounding in the bounds and the kernel.
+const ARGMAX_MARGIN: f64 = 1e-7;
+
+/// Buffers of [`filter`].
+#[derive(Default)]
+pub(crate) struct FilterBufs {
+    ub: Vec<f64>,
+    near: Vec<(f64, u32)>,
+}
+
+/// Filters `parent` to the components that are not provably negligible over `r` (see
+/// [`Cut`]); returns the largest upper bound `c_k - q_min/2` of the kept ones (a reference
+/// for `exp`).
 ///
 /// Cheap first: the upper bound uses `q_min >= lambda_min(P) * dist(mean, R)^2`, and the
 /// lower bound `LB` is only refined by components whose upper bound exceeds it (a max over
@@ -64,10 +91,11 @@ pub(crate) fn filter(
     r: &Rect,
     parent: &[u32],
     comps: &[Comp],
-    ln_eps_level: f64,
+    cut: Cut,
     out: &mut Vec<u32>,
-    ub: &mut Vec<f64>,
+    bufs: &mut FilterBufs,
 ) -> f64 {
+    let ub = &mut bufs.ub;
     ub.clear();
     let mut lb = f64::NEG_INFINITY;
     for &k in parent {
@@ -80,17 +108,51 @@ pub(crate) fn filter(
             lb = lb.max(c.logc - 0.5 * quad_max(r, c));
         }
     }
-    let thr = lb + ln_eps_level - (parent.len().max(1) as f64).ln();
+    let ln_l = (parent.len().max(1) as f64).ln();
+    let thr = match cut {
+        Cut::Density { ln_eps } => lb + ln_eps - ln_l,
+        Cut::Sum { ln_eps } => lb + ln_eps - ln_l - std::f64::consts::LN_2,
+        Cut::Argmax => lb - ARGMAX_MARGIN * (1.0 + lb.abs()),
+    };
+    // Exact upper bounds of the survivors of the cheap test; NaN marks a dropped one.
+    for (&k, u) in parent.iter().zip(ub.iter_mut()) {
+        if *u >= thr {
+            let c = &comps[k as usize];
+            *u = c.logc - 0.5 * quad_min(r, c);
+        }
+        if !(*u >= thr) {
+            *u = f64::NAN;
+        }
+    }
+    if let Cut::Sum { ln_eps } = cut {
+        // Half the budget went to the components below `thr`; drop the smallest of the rest
+        // while their bounds (relative to LB) sum to at most the other half.
+        let half = 0.5 * ln_eps.exp();
+        let top = lb + ln_eps - std::f64::consts::LN_2;
+        let near = &mut bufs.near;
+        near.clear();
+        near.extend(
+            ub.iter()
+                .enumerate()
+                .filter(|(_, u)| **u < top)
+                .map(|(j, &u)| (u, j as u32)),
+        );
+        near.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        let mut spent = 0.0;
+        for &(u, j) in near.iter() {
+            spent += (u - lb).exp();
+            if spent > half {
+                break;
+            }
+            ub[j as usize] = f64::NAN;
+        }
+    }
     out.clear();
     let mut best = f64::NEG_INFINITY;
     for (&k, &u) in parent.iter().zip(ub.iter()) {
-        if u >= thr {
-            let c = &comps[k as usize];
-            let exact = c.logc - 0.5 * quad_min(r, c);
-            if exact >= thr {
-                out.push(k);
-                best = best.max(exact);
-            }
+        if !u.is_nan() {
+            out.push(k);
+            best = best.max(u);
         }
     }
     best
@@ -105,20 +167,45 @@ pub(crate) struct Leaf<'a> {
     pub ref_ub: f64,
 }
 
-/// A task node: first code, level, cells, filtered list, reference bound.
-type Task = (u32, u32, Range<usize>, Vec<u32>, f64);
+/// A node at the task level (or above, if its list emptied) with its filtered list.
+pub(crate) struct Task {
+    code0: u32,
+    s: u32,
+    /// Cells of the code list the tasks were collected from, under this node.
+    cells: Range<usize>,
+    kept: Vec<u32>,
+    ref_ub: f64,
+}
 
-struct Ctx<'a> {
+impl Task {
+    /// One past the node's last cell code.
+    fn end(&self) -> u64 {
+        u64::from(self.code0) + (1u64 << (2 * self.s))
+    }
+}
+
+/// Quadtree pruning of one mixture over one grid.
+pub(crate) struct Pruner<'a> {
     geom: &'a Geom,
-    codes: &'a [u32],
     comps: &'a [Comp],
-    ln_eps: f64,
+    /// Cuts at the leaf level and above it.
+    leaf_cut: Cut,
+    inner_cut: Cut,
     leaf_s: u32,
 }
 
 struct Scratch {
     bufs: Vec<Vec<u32>>,
-    ub: Vec<f64>,
+    filter: FilterBufs,
+}
+
+impl Scratch {
+    fn new(bits: u32) -> Self {
+        Self {
+            bufs: vec![Vec::new(); bits as usize + 1],
+            filter: FilterBufs::default(),
+        }
+    }
 }
 
 /// Lists are re-filtered every `FILTER_STRIDE` quadtree levels (each filtering level
@@ -128,10 +215,131 @@ const FILTER_STRIDE: u32 = 2;
 /// Fixed number of task groups (independent of the thread count, for determinism).
 const GROUPS: usize = 64;
 
-impl Ctx<'_> {
+impl<'a> Pruner<'a> {
+    /// EM's pruning of `comps` over `geom`'s quadtree down to leaves of side `2^leaf_s`
+    /// cells ([`Cut::Density`], the budget `eps` split evenly over the levels).
+    pub(crate) fn em(geom: &'a Geom, comps: &'a [Comp], eps: f64, leaf_s: u32) -> Self {
+        // Filtering levels: the collection levels above the tasks filter every level, the
+        // rest every FILTER_STRIDE levels; count them all (upper bound) for the error budget.
+        let levels = geom.bits - leaf_s + 1;
+        let cut = Cut::Density {
+            ln_eps: (eps / f64::from(levels)).ln(),
+        };
+        Self {
+            geom,
+            comps,
+            leaf_cut: cut,
+            inner_cut: cut,
+            leaf_s,
+        }
+    }
+
+    /// Scoring's pruning down to single cells, omitting at most a relative density `eps`
+    /// at every point ([`Cut::Sum`]): half the budget for the leaves, whose lists are the
+    /// ones evaluated, half shared by the (at most `bits`) filtering levels above them.
+    pub(crate) fn density(geom: &'a Geom, comps: &'a [Comp], eps: f64) -> Self {
+        let inner = f64::from(geom.bits.max(1));
+        Self {
+            geom,
+            comps,
+            leaf_cut: Cut::Sum {
+                ln_eps: (0.5 * eps).ln(),
+            },
+            inner_cut: Cut::Sum {
+                ln_eps: (0.5 * eps / inner).ln(),
+            },
+            leaf_s: 0,
+        }
+    }
+
+    /// Pruning that keeps, for every point, the component of largest weighted density
+    /// (and every component tied with it); leaves are single cells.
+    pub(crate) fn argmax(geom: &'a Geom, comps: &'a [Comp]) -> Self {
+        Self {
+            geom,
+            comps,
+            leaf_cut: Cut::Argmax,
+            inner_cut: Cut::Argmax,
+            leaf_s: 0,
+        }
+    }
+
+    /// The cut of the filter at level `s`.
+    fn cut_at(&self, s: u32) -> Cut {
+        if s == self.leaf_s {
+            self.leaf_cut
+        } else {
+            self.inner_cut
+        }
+    }
+
+    /// Level of the task nodes: side `2^level` cells.
+    pub(crate) fn task_level(&self) -> u32 {
+        self.leaf_s.max(self.geom.bits.saturating_sub(5))
+    }
+
+    /// Filters the lists from the root down to the task level, over the nodes holding
+    /// `codes` (ascending cell codes). The tasks come in Morton order.
+    pub(crate) fn tasks(&self, codes: &[u32]) -> Vec<Task> {
+        let mut tasks = Vec::new();
+        if codes.is_empty() {
+            return tasks;
+        }
+        let all: Vec<u32> = (0..self.comps.len() as u32).collect();
+        let mut st = Scratch::new(self.geom.bits);
+        self.collect(
+            codes,
+            0,
+            self.geom.bits,
+            0..codes.len(),
+            &all,
+            &mut st,
+            &mut tasks,
+        );
+        tasks
+    }
+
+    /// Visits every cell of `codes` (ascending, all under nodes of `tasks`) once, in leaves
+    /// of side `2^leaf_s`, with the components not provably negligible there.
+    pub(crate) fn visit<A>(
+        &self,
+        tasks: &[Task],
+        codes: &[u32],
+        acc: &mut A,
+        visit: &impl Fn(&mut A, Leaf<'_>),
+    ) {
+        let (Some(&first), Some(&last)) = (codes.first(), codes.last()) else {
+            return;
+        };
+        let mut st = Scratch::new(self.geom.bits);
+        let t0 = tasks.partition_point(|t| t.end() <= u64::from(first));
+        let mut a = 0;
+        for t in &tasks[t0..] {
+            if t.code0 > last {
+                break;
+            }
+            let b = a + codes[a..].partition_point(|&c| u64::from(c) < t.end());
+            if b > a {
+                self.after_filter(
+                    codes,
+                    t.code0,
+                    t.s,
+                    a..b,
+                    &t.kept,
+                    t.ref_ub,
+                    &mut st,
+                    acc,
+                    visit,
+                );
+            }
+            a = b;
+        }
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn descend<A>(
         &self,
+        codes: &[u32],
         code0: u32,
         s: u32,
         cells: Range<usize>,
@@ -139,11 +347,11 @@ impl Ctx<'_> {
         parent_ref: f64,
         st: &mut Scratch,
         acc: &mut A,
-        visit: &(impl Fn(&mut A, Leaf<'_>) + Sync),
+        visit: &impl Fn(&mut A, Leaf<'_>),
     ) {
         if !(s - self.leaf_s).is_multiple_of(FILTER_STRIDE) {
             // Not a filtering level: the parent's list and reference stay valid here.
-            self.after_filter(code0, s, cells, parent, parent_ref, st, acc, visit);
+            self.after_filter(codes, code0, s, cells, parent, parent_ref, st, acc, visit);
             return;
         }
         let rect = self.geom.rect(code0, s);
@@ -152,17 +360,18 @@ impl Ctx<'_> {
             &rect,
             parent,
             self.comps,
-            self.ln_eps,
+            self.cut_at(s),
             &mut kept,
-            &mut st.ub,
+            &mut st.filter,
         );
-        self.after_filter(code0, s, cells, &kept, ref_ub, st, acc, visit);
+        self.after_filter(codes, code0, s, cells, &kept, ref_ub, st, acc, visit);
         st.bufs[s as usize] = kept;
     }
 
     #[allow(clippy::too_many_arguments)]
     fn after_filter<A>(
         &self,
+        codes: &[u32],
         code0: u32,
         s: u32,
         cells: Range<usize>,
@@ -170,7 +379,7 @@ impl Ctx<'_> {
         ref_ub: f64,
         st: &mut Scratch,
         acc: &mut A,
-        visit: &(impl Fn(&mut A, Leaf<'_>) + Sync),
+        visit: &impl Fn(&mut A, Leaf<'_>),
     ) {
         if s == self.leaf_s || kept.is_empty() {
             visit(
@@ -187,21 +396,31 @@ impl Ctx<'_> {
         let mut a = cells.start;
         for ch in 0..4 {
             let c1 = code0 + (ch + 1) * span;
-            let b = a + self.codes[a..cells.end].partition_point(|&c| c < c1);
+            let b = a + codes[a..cells.end].partition_point(|&c| c < c1);
             if b > a {
-                self.descend(code0 + ch * span, s - 1, a..b, kept, ref_ub, st, acc, visit);
+                self.descend(
+                    codes,
+                    code0 + ch * span,
+                    s - 1,
+                    a..b,
+                    kept,
+                    ref_ub,
+                    st,
+                    acc,
+                    visit,
+                );
             }
             a = b;
         }
     }
 
-    /// Depth-first down to level `s_task`, collecting task nodes with their filtered lists.
+    /// Depth-first down to the task level, collecting task nodes with their filtered lists.
     #[allow(clippy::too_many_arguments)]
     fn collect(
         &self,
+        codes: &[u32],
         code0: u32,
         s: u32,
-        s_task: u32,
         cells: Range<usize>,
         parent: &[u32],
         st: &mut Scratch,
@@ -213,21 +432,27 @@ impl Ctx<'_> {
             &rect,
             parent,
             self.comps,
-            self.ln_eps,
+            self.cut_at(s),
             &mut kept,
-            &mut st.ub,
+            &mut st.filter,
         );
-        if s == s_task || kept.is_empty() {
-            out.push((code0, s, cells, kept, ref_ub));
+        if s == self.task_level() || kept.is_empty() {
+            out.push(Task {
+                code0,
+                s,
+                cells,
+                kept,
+                ref_ub,
+            });
             return;
         }
         let span = 1u32 << (2 * (s - 1));
         let mut a = cells.start;
         for ch in 0..4 {
             let c1 = code0 + (ch + 1) * span;
-            let b = a + self.codes[a..cells.end].partition_point(|&c| c < c1);
+            let b = a + codes[a..cells.end].partition_point(|&c| c < c1);
             if b > a {
-                self.collect(code0 + ch * span, s - 1, s_task, a..b, &kept, st, out);
+                self.collect(codes, code0 + ch * span, s - 1, a..b, &kept, st, out);
             }
             a = b;
         }
@@ -235,57 +460,27 @@ impl Ctx<'_> {
 }
 
 /// Visits every occupied cell once, grouped in leaves of side `2^leaf_s` cells, with the
-/// components that are not provably negligible there (total omitted relative density at most
-/// `eps` at every point). Work is split into a fixed set of groups balanced by `cost_prefix`
-/// (`cost_prefix(i)` = cost of cells `0..i`); each group folds into its own accumulator from
-/// `init`, and the accumulators are returned in group order, so any reduction over them is
-/// deterministic.
-#[allow(clippy::too_many_arguments)]
+/// components `pruner` keeps there. Work is split into a fixed set of groups balanced by
+/// `cost_prefix` (`cost_prefix(i)` = cost of cells `0..i`); each group folds into its own
+/// accumulator from `init`, and the accumulators are returned in group order, so any
+/// reduction over them is deterministic.
 pub(crate) fn traverse<A: Send>(
-    geom: &Geom,
+    pruner: &Pruner<'_>,
     codes: &[u32],
-    comps: &[Comp],
-    eps: f64,
-    leaf_s: u32,
     cost_prefix: &(impl Fn(usize) -> usize + Sync),
     init: &(impl Fn() -> A + Sync),
     visit: &(impl Fn(&mut A, Leaf<'_>) + Sync),
 ) -> Vec<A> {
-    if codes.is_empty() {
+    let tasks = pruner.tasks(codes);
+    if tasks.is_empty() {
         return Vec::new();
     }
-    // Filtering levels: the collection levels above the tasks filter every level, the rest
-    // every FILTER_STRIDE levels; count them all (upper bound) for the error budget.
-    let levels = geom.bits - leaf_s + 1;
-    let ctx = Ctx {
-        geom,
-        codes,
-        comps,
-        ln_eps: (eps / f64::from(levels)).ln(),
-        leaf_s,
-    };
-    let all: Vec<u32> = (0..comps.len() as u32).collect();
-    let s_task = leaf_s.max(geom.bits.saturating_sub(5));
-    let mut st = Scratch {
-        bufs: vec![Vec::new(); geom.bits as usize + 1],
-        ub: Vec::new(),
-    };
-    let mut tasks = Vec::new();
-    ctx.collect(
-        0,
-        geom.bits,
-        s_task,
-        0..codes.len(),
-        &all,
-        &mut st,
-        &mut tasks,
-    );
     // Group consecutive tasks to about equal cost.
     let total = cost_prefix(codes.len()).max(1);
     let mut groups: Vec<Range<usize>> = Vec::new();
     let mut start = 0;
     for (t, task) in tasks.iter().enumerate() {
-        let done = cost_prefix(task.2.end);
+        let done = cost_prefix(task.cells.end);
         let target = total * (groups.len() + 1) / GROUPS;
         if done >= target || t + 1 == tasks.len() {
             groups.push(start..t + 1);
@@ -296,17 +491,15 @@ pub(crate) fn traverse<A: Send>(
         .par_iter()
         .map(|g| {
             let mut acc = init();
-            let mut st = Scratch {
-                bufs: vec![Vec::new(); geom.bits as usize + 1],
-                ub: Vec::new(),
-            };
-            for (code0, s, cells, kept, ref_ub) in &tasks[g.clone()] {
-                ctx.after_filter(
-                    *code0,
-                    *s,
-                    cells.clone(),
-                    kept,
-                    *ref_ub,
+            let mut st = Scratch::new(pruner.geom.bits);
+            for t in &tasks[g.clone()] {
+                pruner.after_filter(
+                    codes,
+                    t.code0,
+                    t.s,
+                    t.cells.clone(),
+                    &t.kept,
+                    t.ref_ub,
                     &mut st,
                     &mut acc,
                     visit,

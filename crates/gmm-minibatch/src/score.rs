@@ -2,17 +2,15 @@
 //! a fine grid, each occupied cell gets the components that are not provably negligible over
 //! its rectangle (see [`crate::prune`]), and every point is evaluated against that list.
 
-use rayon::prelude::*;
-
-use crate::GmmError;
-use crate::data::Standardizer;
+use crate::data::{Extremes, Standardizer};
 use crate::em::has_avx2;
-use crate::grid::{Geom, bucket};
+use crate::grid::{Geom, SyncPtr};
+use crate::groups::{Group, Grouping};
 use crate::lanes::Packed;
 use crate::math::{Comp, fast_exp};
-use crate::prune::{Leaf, traverse};
+use crate::prune::{Leaf, Pruner};
 
-/// What to compute per point.
+/// What to compute per point (the sum of the log-likelihoods always).
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Want {
     pub assign: bool,
@@ -27,19 +25,20 @@ pub(crate) struct Scored {
     pub loglik: Vec<f64>,
     pub topk_idx: Vec<u32>,
     pub topk_resp: Vec<f32>,
-    /// Sum of the per-point log-likelihoods (data units), when `loglik` or `mean` wanted.
+    /// Sum of the per-point log-likelihoods (data units).
     pub loglik_sum: f64,
 }
 
 /// Grid resolution of the scoring pass: ~6 points per cell on a square grid, 8..2048 cells.
-fn score_bits(n: usize) -> u32 {
+pub(crate) fn score_bits(n: usize) -> u32 {
     let side = ((n as f64 / 6.0).sqrt()).max(8.0);
     (side.log2().ceil() as u32).clamp(3, 11)
 }
 
-/// Fills `p.q` with the log weighted densities at `z` and returns `sum exp(q - r)`.
+/// Log weighted densities at `z` into `p.q`; returns `sum exp(q - r)` and the index of
+/// the largest `q` (the lowest on ties).
 #[inline(always)]
-fn point_body(z: [f64; 2], p: &mut Packed, r: f64) -> f64 {
+fn point_body(z: [f64; 2], p: &mut Packed, r: f64) -> (f64, usize) {
     let mut s4 = [0.0f64; 4];
     for (ln, q) in p.lanes.iter().zip(p.q.iter_mut()) {
         for t in 0..4 {
@@ -51,74 +50,47 @@ fn point_body(z: [f64; 2], p: &mut Packed, r: f64) -> f64 {
             s4[t] += fast_exp(v - r);
         }
     }
-    (s4[0] + s4[1]) + (s4[2] + s4[3])
+    let q = p.q();
+    let mut best = 0;
+    for (j, &v) in q.iter().enumerate() {
+        if v > q[best] {
+            best = j;
+        }
+    }
+    ((s4[0] + s4[1]) + (s4[2] + s4[3]), best)
 }
 
+/// [`point_body`] on the fastest path; `p.q` is only filled when `STORE` (always on the
+/// portable path).
 #[inline]
-fn point(z: [f64; 2], p: &mut Packed, r: f64, avx2: bool) -> f64 {
+fn point<const STORE: bool>(z: [f64; 2], p: &mut Packed, r: f64, avx2: bool) -> (f64, usize) {
     #[cfg(target_arch = "x86_64")]
     if avx2 {
         // SAFETY: avx2 and fma are available (checked by the caller).
-        return unsafe { crate::simd::point(z, p, r) };
+        return unsafe { crate::simd::point::<STORE>(z, p, r) };
     }
     let _ = avx2;
     point_body(z, p, r)
 }
 
-#[derive(Clone, Copy)]
-struct Out<T>(*mut T);
-// SAFETY: each point index is written by exactly one task (the buckets are a permutation).
-unsafe impl<T> Send for Out<T> {}
-unsafe impl<T> Sync for Out<T> {}
-
-/// `out[idx[j]] = v[j]` for rows of `width` values (empty stays empty).
-fn unpermute<T: Copy + Default + Send + Sync>(idx: &[u32], v: Vec<T>, width: usize) -> Vec<T> {
-    if v.is_empty() || width == 0 {
-        return v;
-    }
-    let mut out = vec![T::default(); v.len()];
-    let po = Out(out.as_mut_ptr());
-    v.par_chunks(width * 4096)
-        .zip(idx.par_chunks(4096))
-        .for_each(|(vc, ic)| {
-            // Capture the whole Send/Sync wrapper, not its raw-pointer field.
-            #[allow(clippy::redundant_locals)]
-            let po = po;
-            for (row, &i) in vc.chunks_exact(width).zip(ic) {
-                for (t, &x) in row.iter().enumerate() {
-                    // SAFETY: idx is a permutation of 0..n, so rows are written once.
-                    unsafe { *po.0.add(i as usize * width + t) = x };
-                }
-            }
-        });
-    out
+/// Per-group scratch and results; per-point results in the group's input order.
+#[derive(Default)]
+struct Acc {
+    sum: f64,
+    evals: usize,
+    p: Packed,
+    top: Vec<(f64, u32)>,
+    assign: Vec<u32>,
+    loglik: Vec<f64>,
+    topk_idx: Vec<u32>,
+    topk_resp: Vec<f32>,
 }
 
-/// Checks that all coordinates are finite (error names the first bad index).
-pub(crate) fn check_finite(points: &[[f32; 2]]) -> Result<(), GmmError> {
-    if points.len() > u32::MAX as usize {
-        return Err(GmmError::TooManyPoints(points.len()));
-    }
-    let bad = points
-        .par_chunks(crate::data::CHUNK)
-        .enumerate()
-        .find_map_first(|(c, ch)| {
-            ch.iter().enumerate().find_map(|(j, p)| {
-                (0..2)
-                    .find(|&a| !p[a].is_finite())
-                    .map(|a| (c * crate::data::CHUNK + j, a, p[a]))
-            })
-        });
-    match bad {
-        Some((index, axis, value)) => Err(GmmError::NonFinitePoint { index, axis, value }),
-        None => Ok(()),
-    }
-}
-
-/// Scores `points` (already checked finite, non-empty) against `comps` (standardised by
-/// `std`); per-point log-likelihoods are exact to within `eps` nats.
+/// Scores `points` (already checked finite, non-empty, with extremes `ext`) against `comps`
+/// (standardised by `std`); per-point log-likelihoods are exact to within `eps` nats.
 pub(crate) fn score(
     points: &[[f32; 2]],
+    ext: Extremes,
     std: &Standardizer,
     comps: &[Comp],
     eps: f64,
@@ -126,18 +98,22 @@ pub(crate) fn score(
 ) -> Scored {
     let n = points.len();
     let t0 = std::time::Instant::now();
-    let geom = Geom::new(points, std, score_bits(n));
-    let b = bucket(points, None, std, &geom);
+    let geom = Geom::new(points, std, score_bits(n), ext);
+    crate::trace(|| "score: geom".into());
+    let grouping = Grouping::new(points, std, &geom);
+    crate::trace(|| "score: keys".into());
+    let kk = want.topk.min(comps.len());
+    let pruner = Pruner::density(&geom, comps, eps);
+    debug_assert!(pruner.task_level() >= grouping.bin_level());
+    let tasks = pruner.tasks(&grouping.bin_codes);
     crate::trace(|| {
         format!(
-            "score: bucket {:.3}s, {} cells",
+            "score: keys and top lists {:.3}s, {} coarse bins",
             t0.elapsed().as_secs_f64(),
-            b.codes.len()
+            grouping.bin_codes.len()
         )
     });
     let log_jac = std.log_jacobian();
-    let kk = want.topk.min(comps.len());
-    // Results in sorted (cell) order first: sequential writes; un-permuted at the end.
     let mut out = Scored {
         assign: if want.assign { vec![0; n] } else { Vec::new() },
         loglik: if want.loglik {
@@ -149,53 +125,60 @@ pub(crate) fn score(
         topk_resp: vec![0.0; n * kk],
         loglik_sum: 0.0,
     };
-    let pa = Out(out.assign.as_mut_ptr());
-    let pl = Out(out.loglik.as_mut_ptr());
-    let pti = Out(out.topk_idx.as_mut_ptr());
-    let ptr = Out(out.topk_resp.as_mut_ptr());
+    let pa = SyncPtr(out.assign.as_mut_ptr());
+    let pl = SyncPtr(out.loglik.as_mut_ptr());
+    let pti = SyncPtr(out.topk_idx.as_mut_ptr());
+    let ptr = SyncPtr(out.topk_resp.as_mut_ptr());
     let avx2 = has_avx2();
-    let starts = &b.starts;
-    let sums = traverse(
-        &geom,
-        &b.codes,
-        comps,
-        eps,
-        0,
-        &|i| starts[i],
-        &|| (0.0f64, Packed::default(), Vec::<(f64, u32)>::new(), 0usize),
-        &|acc: &mut (f64, Packed, Vec<(f64, u32)>, usize), leaf: Leaf<'_>| {
-            let (pa, pl, pti, ptr) = (pa, pl, pti, ptr);
-            let (sum, p, top, evals) = acc;
-            *evals += leaf.cands.len() * (b.starts[leaf.cells.end] - b.starts[leaf.cells.start]);
-            p.load(leaf.cands, comps);
-            for c in leaf.cells.clone() {
-                for i in b.starts[c]..b.starts[c + 1] {
-                    let z = std.to_std(b.pts[i]);
-                    let s = point(z, p, leaf.ref_ub, avx2);
+    let score_group = |g: &Group<'_>| {
+        let m = g.z.len();
+        let mut acc = Acc {
+            assign: if want.assign { vec![0; m] } else { Vec::new() },
+            loglik: if want.loglik {
+                vec![0.0; m]
+            } else {
+                Vec::new()
+            },
+            topk_idx: vec![0; m * kk],
+            topk_resp: vec![0.0; m * kk],
+            ..Acc::default()
+        };
+        pruner.visit(
+            &tasks,
+            g.codes,
+            &mut acc,
+            &|acc: &mut Acc, leaf: Leaf<'_>| {
+                let pts = g.starts[leaf.cells.start]..g.starts[leaf.cells.end];
+                acc.evals += leaf.cands.len() * pts.len();
+                acc.p.load(leaf.cands, comps);
+                for j in pts {
+                    let i = g.src[j] as usize;
+                    let z = g.z[j];
+                    let p = &mut acc.p;
+                    let (s, best) = if kk > 0 {
+                        point::<true>(z, p, leaf.ref_ub, avx2)
+                    } else {
+                        point::<false>(z, p, leaf.ref_ub, avx2)
+                    };
                     let ll = if s > 1e-280 && s.is_finite() {
                         leaf.ref_ub + s.ln()
                     } else {
                         // Far outside every component: recentre on the true maximum.
+                        if kk == 0 {
+                            let _ = point::<true>(z, p, leaf.ref_ub, avx2);
+                        }
                         let m = p.q().iter().fold(f64::NEG_INFINITY, |a, &v| a.max(v));
                         m + p.q().iter().map(|&v| (v - m).exp()).sum::<f64>().ln()
                     } + log_jac;
-                    *sum += ll;
+                    acc.sum += ll;
                     if want.loglik {
-                        // SAFETY: i < n and each i is visited once.
-                        unsafe { *pl.0.add(i) = ll };
+                        acc.loglik[i] = ll;
                     }
                     if want.assign {
-                        let q = p.q();
-                        let mut best = 0;
-                        for (j, &v) in q.iter().enumerate() {
-                            if v > q[best] {
-                                best = j;
-                            }
-                        }
-                        // SAFETY: as above.
-                        unsafe { *pa.0.add(i) = leaf.cands[best] };
+                        acc.assign[i] = leaf.cands.get(best).copied().unwrap_or(0);
                     }
                     if kk > 0 {
+                        let top = &mut acc.top;
                         top.clear();
                         top.extend(p.q().iter().zip(leaf.cands.iter()).map(|(&v, &k)| (v, k)));
                         let m = kk.min(top.len());
@@ -214,26 +197,37 @@ pub(crate) fn score(
                                 Some(t) => (t.1, ((t.0 - qmax).exp() / tot) as f32),
                                 None => (top[0].1, 0.0),
                             };
-                            // SAFETY: i * kk + r < n * kk, written once.
-                            unsafe {
-                                *pti.0.add(i * kk + r) = k;
-                                *ptr.0.add(i * kk + r) = w;
-                            }
+                            acc.topk_idx[i * kk + r] = k;
+                            acc.topk_resp[i * kk + r] = w;
                         }
                     }
                 }
+            },
+        );
+        acc.p = Packed::default();
+        acc.top = Vec::new();
+        acc
+    };
+    let put = |acc: &Acc, k: usize, i: usize| {
+        let (pa, pl, pti, ptr) = (pa, pl, pti, ptr);
+        // SAFETY: i < n and every point is put once.
+        unsafe {
+            if want.assign {
+                *pa.0.add(i) = acc.assign[k];
             }
-        },
-    );
-    out.loglik_sum = sums.iter().map(|s| s.0).sum();
-    let t1 = std::time::Instant::now();
-    out.assign = unpermute(&b.idx, out.assign, 1);
-    out.loglik = unpermute(&b.idx, out.loglik, 1);
-    out.topk_idx = unpermute(&b.idx, out.topk_idx, kk);
-    out.topk_resp = unpermute(&b.idx, out.topk_resp, kk);
-    crate::trace(|| format!("score: unpermute {:.3}s", t1.elapsed().as_secs_f64()));
+            if want.loglik {
+                *pl.0.add(i) = acc.loglik[k];
+            }
+            for r in 0..kk {
+                *pti.0.add(i * kk + r) = acc.topk_idx[k * kk + r];
+                *ptr.0.add(i * kk + r) = acc.topk_resp[k * kk + r];
+            }
+        }
+    };
+    let sums = grouping.run_in_order(points, std, &geom, &score_group, &put);
+    out.loglik_sum = sums.iter().map(|s| s.sum).sum();
     crate::trace(|| {
-        let ev: usize = sums.iter().map(|s| s.3).sum();
+        let ev: usize = sums.iter().map(|s| s.evals).sum();
         format!(
             "score: total {:.3}s, {:.1} components per point",
             t0.elapsed().as_secs_f64(),

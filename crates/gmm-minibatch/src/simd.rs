@@ -8,7 +8,8 @@
 use std::arch::x86_64::*;
 
 use crate::cells::CellStat;
-use crate::lanes::Packed;
+use crate::lanes::{Lane, Packed};
+use crate::math::Comp;
 
 /// 4-wide version of [`crate::math::fast_exp`].
 #[inline]
@@ -56,33 +57,97 @@ fn hsum(v: __m256d) -> f64 {
     (a[0] + a[1]) + (a[2] + a[3])
 }
 
-/// Scoring kernel: fills `p.q` with the log weighted densities at `z`, returns
-/// `sum exp(q - r)`.
+/// Log weighted densities of the four components of `ln` at `(zx, zy)`.
+#[inline]
 #[target_feature(enable = "avx2,fma")]
-pub(crate) fn point(z: [f64; 2], p: &mut Packed, r: f64) -> f64 {
+fn q4(zx: __m256d, zy: __m256d, half: __m256d, ln: &Lane) -> __m256d {
+    // SAFETY: every load addresses a [f64; 4].
+    unsafe {
+        let dx = _mm256_sub_pd(zx, _mm256_loadu_pd(ln.mx.as_ptr()));
+        let dy = _mm256_sub_pd(zy, _mm256_loadu_pd(ln.my.as_ptr()));
+        let quad = _mm256_fmadd_pd(
+            _mm256_loadu_pd(ln.pa.as_ptr()),
+            _mm256_mul_pd(dx, dx),
+            _mm256_fmadd_pd(
+                _mm256_loadu_pd(ln.pb2.as_ptr()),
+                _mm256_mul_pd(dx, dy),
+                _mm256_mul_pd(_mm256_loadu_pd(ln.pc.as_ptr()), _mm256_mul_pd(dy, dy)),
+            ),
+        );
+        _mm256_fnmadd_pd(half, quad, _mm256_loadu_pd(ln.logc.as_ptr()))
+    }
+}
+
+/// Index (`4 * block + lane`) of the largest of the per-lane maxima `best` found in blocks
+/// `best_j`; the lowest index on ties (each lane kept its first maximum).
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+fn first_max(best: __m256d, best_j: __m256d) -> usize {
+    let mut bv = [0.0f64; 4];
+    let mut bj = [0.0f64; 4];
+    // SAFETY: both hold four f64.
+    unsafe {
+        _mm256_storeu_pd(bv.as_mut_ptr(), best);
+        _mm256_storeu_pd(bj.as_mut_ptr(), best_j);
+    }
+    let mut arg = 0usize;
+    let mut top = f64::NEG_INFINITY;
+    for t in 0..4 {
+        let i = 4 * bj[t] as usize + t;
+        if bv[t] > top || (bv[t] == top && i < arg) {
+            top = bv[t];
+            arg = i;
+        }
+    }
+    arg
+}
+
+/// Scoring kernel: the log weighted densities `q` at `z` (stored in `p.q` when `STORE`);
+/// returns `sum exp(q - r)` and the index of the largest `q` (the lowest on ties).
+#[target_feature(enable = "avx2,fma")]
+pub(crate) fn point<const STORE: bool>(z: [f64; 2], p: &mut Packed, r: f64) -> (f64, usize) {
     let (zx, zy) = (_mm256_set1_pd(z[0]), _mm256_set1_pd(z[1]));
     let (half, rr) = (_mm256_set1_pd(0.5), _mm256_set1_pd(r));
+    let one = _mm256_set1_pd(1.0);
     let mut acc = _mm256_setzero_pd();
+    // Per lane: best value so far and the block holding it (strict >: first one wins).
+    let mut best = _mm256_set1_pd(f64::NEG_INFINITY);
+    let mut best_j = _mm256_setzero_pd();
+    let mut j = _mm256_setzero_pd();
     for (ln, q) in p.lanes.iter().zip(p.q.iter_mut()) {
         // SAFETY: every load/store addresses a [f64; 4].
         unsafe {
-            let dx = _mm256_sub_pd(zx, _mm256_loadu_pd(ln.mx.as_ptr()));
-            let dy = _mm256_sub_pd(zy, _mm256_loadu_pd(ln.my.as_ptr()));
-            let quad = _mm256_fmadd_pd(
-                _mm256_loadu_pd(ln.pa.as_ptr()),
-                _mm256_mul_pd(dx, dx),
-                _mm256_fmadd_pd(
-                    _mm256_loadu_pd(ln.pb2.as_ptr()),
-                    _mm256_mul_pd(dx, dy),
-                    _mm256_mul_pd(_mm256_loadu_pd(ln.pc.as_ptr()), _mm256_mul_pd(dy, dy)),
-                ),
-            );
-            let v = _mm256_fnmadd_pd(half, quad, _mm256_loadu_pd(ln.logc.as_ptr()));
-            _mm256_storeu_pd(q.as_mut_ptr(), v);
+            let v = q4(zx, zy, half, ln);
+            if STORE {
+                _mm256_storeu_pd(q.as_mut_ptr(), v);
+            }
+            let gt = _mm256_cmp_pd::<_CMP_GT_OQ>(v, best);
+            best = _mm256_blendv_pd(best, v, gt);
+            best_j = _mm256_blendv_pd(best_j, j, gt);
+            j = _mm256_add_pd(j, one);
             acc = _mm256_add_pd(acc, exp4(_mm256_sub_pd(v, rr)));
         }
     }
-    hsum(acc)
+    (hsum(acc), first_max(best, best_j))
+}
+
+/// Position in `list` of the largest log weighted density at `z` (the first on ties), with
+/// exactly the arithmetic of [`point`] per component.
+#[target_feature(enable = "avx2,fma")]
+pub(crate) fn best_of(z: [f64; 2], list: &[u32], comps: &[Comp]) -> usize {
+    let mut best = (f64::NEG_INFINITY, 0);
+    for (j, &k) in list.iter().enumerate() {
+        let c = &comps[k as usize];
+        let (dx, dy) = (z[0] - c.mx, z[1] - c.my);
+        // As `q4`: fmadd(pa, dx dx, fmadd(2 pb, dx dy, pc (dy dy))), then logc - quad / 2.
+        let quad =
+            c.pa.mul_add(dx * dx, (2.0 * c.pb).mul_add(dx * dy, c.pc * (dy * dy)));
+        let v = (-0.5f64).mul_add(quad, c.logc);
+        if v > best.0 {
+            best = (v, j);
+        }
+    }
+    best.1
 }
 
 /// EM kernel: responsibilities of cell `c` accumulated into `acc` (`r * [1, x, y, xx, xy,

@@ -273,6 +273,71 @@ fn pruned_scoring_is_exact_and_round_trips() {
     assert_eq!(back.assign(&pts[..100]).unwrap(), asg[..100].to_vec());
 }
 
+/// With a large tolerance the pruning must drop mass, and never more than it may: every
+/// per-point log-likelihood is below the brute-force one by at most `-ln(1 - eps)`.
+#[test]
+fn pruning_omits_at_most_the_tolerance() {
+    let z = normals(4 * 300 + 2 * 20_000, 5);
+    let gs: Vec<Gaussian2> = (0..300)
+        .map(|k| {
+            let (a, b) = (z[4 * k], z[4 * k + 1]);
+            let (sx, sy) = (
+                0.05 + 0.3 * z[4 * k + 2].abs(),
+                0.05 + 0.3 * z[4 * k + 3].abs(),
+            );
+            Gaussian2::new(
+                Vector2::new(a, 0.5 * b),
+                Matrix2::new(sx * sx, 0.0, 0.0, sy * sy),
+            )
+            .unwrap()
+        })
+        .collect();
+    let ws: Vec<f64> = (0..300).map(|k| 1.0 + (k % 7) as f64).collect();
+    let mut f = GmmFit::from_components(gs, ws).unwrap();
+    let pts: Vec<[f32; 2]> = (0..20_000)
+        .map(|i| {
+            let o = 4 * 300 + 2 * i;
+            [(1.2 * z[o]) as f32, (0.8 * z[o + 1]) as f32]
+        })
+        .collect();
+    for eps in [0.3, 0.05, 1e-3] {
+        f.score_prune_tolerance = eps;
+        let ll = f.log_likelihood(&pts).unwrap();
+        let mut worst: f64 = 0.0;
+        for (i, p) in pts.iter().enumerate() {
+            let (b, _) = brute(&f, *p);
+            let gap = b - ll[i];
+            assert!(gap >= -1e-9 * (1.0 + b.abs()), "point {i}: {} > {b}", ll[i]);
+            worst = worst.max(gap);
+        }
+        assert!(worst <= -(1.0 - eps).ln() + 1e-9, "eps {eps}: {worst}");
+        assert!(worst > 0.05 * eps, "eps {eps}: nothing pruned ({worst})");
+    }
+}
+
+#[test]
+fn results_do_not_depend_on_the_thread_count() {
+    let pts = synthetic_cloud(60_000, 7);
+    let run = |threads: usize| {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap()
+            .install(|| {
+                let f = fit(&pts, None, &cfg(30)).unwrap();
+                let asg = f.assign(&pts).unwrap();
+                let (asg2, mean) = f.assign_and_mean_log_likelihood(&pts).unwrap();
+                let ll = f.log_likelihood(&pts[..20_000]).unwrap();
+                (f, asg, asg2, mean.to_bits(), ll)
+            })
+    };
+    let one = run(1);
+    assert_eq!(one.1, one.2, "assign and the scoring pass agree");
+    for t in [2, 3] {
+        assert!(run(t) == one, "{t} threads");
+    }
+}
+
 #[test]
 fn from_components_validates() {
     let g = Gaussian2::new(Vector2::new(0.0, 0.0), Matrix2::new(1.0, 0.0, 0.0, 1.0)).unwrap();
@@ -300,9 +365,11 @@ proptest! {
         let f = GmmFit::from_components(gs, ws).unwrap();
         let pts: Vec<[f32; 2]> = pts.iter().map(|&(a, b)| [a, b]).collect();
         let ll = f.log_likelihood(&pts).unwrap();
+        let asg = f.assign(&pts).unwrap();
         for (i, p) in pts.iter().enumerate() {
-            let (b, _) = brute(&f, *p);
+            let (b, arg) = brute(&f, *p);
             prop_assert!((ll[i] - b).abs() < 1e-8 * (1.0 + b.abs()), "{} vs {}", ll[i], b);
+            prop_assert_eq!(asg[i], arg, "point {}", i);
         }
     }
 }

@@ -8,6 +8,8 @@ use bnn_data::{
     RandomHorizontalFlip, Split, Subset, load_idx_pair, open, open_dir,
 };
 
+use bnn_models::ModelConfig;
+
 use crate::Error;
 
 /// Opens `split` of `id`, searching `data_dir`, `$SWBNN_DATA`, the cache and
@@ -19,6 +21,34 @@ pub fn open_split(
 ) -> Result<Arc<dyn Dataset>, Error> {
     let locator = Locator::from_env(data_dir.map(Path::to_path_buf));
     Ok(open(id, split, &locator)?)
+}
+
+/// Checks that `data` fits a model of `config`: the image shape and, when `same_classes`, the
+/// number of classes (an out-of-distribution set may have others). A mismatch is an error
+/// naming both, where it used to panic inside the backend.
+pub fn check_input(
+    config: &ModelConfig,
+    data: &dyn Dataset,
+    what: &str,
+    same_classes: bool,
+) -> Result<(), Error> {
+    let (c, h, w) = data.shape();
+    let (mc, ms) = (config.in_channels, config.image_size);
+    if (c, h, w) != (mc, ms, ms) {
+        return Err(Error::DataMismatch {
+            what: what.to_string(),
+            found: format!("{c}x{h}x{w} images"),
+            expected: format!("{mc}x{ms}x{ms}"),
+        });
+    }
+    if same_classes && data.classes() != config.classes {
+        return Err(Error::DataMismatch {
+            what: what.to_string(),
+            found: format!("{} classes", data.classes()),
+            expected: format!("{}", config.classes),
+        });
+    }
+    Ok(())
 }
 
 /// Opens an out-of-distribution set: a directory with `images-idx3-ubyte.gz` /

@@ -9,13 +9,13 @@ use std::time::Instant;
 use bnn_data::{Corrupted, Corruption, Dataset, DatasetId, NormStats};
 use bnn_layers::{bayes_from_deterministic, count_params, export_posterior};
 use bnn_metrics::WeightStats;
+use bnn_models::{Arch, BayesOptions, Kind, ModelConfig, Network};
 use bnn_train::{
     Checkpointer, Evaluation, Observer, TrainConfig, UncertaintyDiagnostics, evaluate, train,
     write_atomic,
 };
 use burn::module::Module;
 use burn::prelude::*;
-use models::{Arch, BayesOptions, Kind, ModelConfig, Network};
 use serde::{Deserialize, Serialize};
 use swshare::CompressionReport;
 use swshare::burn_edges::full_bnn_data;
@@ -96,7 +96,10 @@ impl Stage {
     pub(crate) fn new(setup: &Setup, name: &str) -> Result<Self, Error> {
         let dir = stages_dir(&setup.out_dir).join(name);
         Ok(Self {
-            checkpointer: Checkpointer::new(&dir)?,
+            checkpointer: Checkpointer::new(&dir)?.with_run(serde_json::json!({
+                "dataset": setup.dataset.name(),
+                "train_subset": setup.train_subset,
+            })),
             dir,
             resume: setup.resume,
         })
@@ -130,6 +133,8 @@ impl Stage {
         train_config: &TrainConfig,
         progress: &mut dyn Progress,
     ) -> Result<(Network, f64), Error> {
+        // A checkpoint of another setup is refused before config.json is rewritten.
+        self.checkpointer.check(&model, loader, train_config)?;
         self.write_config(config)?;
         let resumed = self.resumed_seconds()?;
         let started = Instant::now();
@@ -419,11 +424,7 @@ pub(crate) fn row(
 }
 
 pub(crate) fn record_bytes(model: &Network) -> Result<u64, Error> {
-    let bytes = model
-        .clone()
-        .into_record()
-        .into_bytes()
-        .map_err(|e| Error::Other(format!("serialising the model: {e:?}")))?;
+    let bytes = model.clone().into_record().into_bytes()?;
     Ok(bytes.len() as u64)
 }
 
@@ -506,6 +507,8 @@ pub fn run(setup: &Setup, device: &Device, progress: &mut dyn Progress) -> Resul
     let (bayes, bbb_seconds) = stage.train(bayes, &bayes_config, &loader, &setup.bbb, progress)?;
     let bbb_params = count_params(&bayes).trainable;
     let bbb_row = stage.row(|| {
+        // Seeded, so the numbers do not depend on whether training ran or was resumed.
+        ad.seed(setup.bbb.seed);
         let ev = evaluate(&bayes, &test, ood_loader.as_ref(), setup.samples)?;
         let full = full_bnn_data(&bayes, &bayes_config)?;
         let full_bytes = full_bnn_to_bytes(
@@ -514,8 +517,7 @@ pub fn run(setup: &Setup, device: &Device, progress: &mut dyn Progress) -> Resul
             &full.mu,
             &full.rho,
             &full.unshared,
-        )
-        .map_err(|e| Error::Other(e.to_string()))?
+        )?
         .len() as u64;
         Ok(row(
             setup.arch,
@@ -564,6 +566,9 @@ pub fn run(setup: &Setup, device: &Device, progress: &mut dyn Progress) -> Resul
     // The stage directory holds the model as a `.swb` (what `swbnn eval` loads); a copy sits
     // beside the tables under the architecture's name.
     let sizes = compressed.save(stage.dir.join("model.swb"))?;
+    // The plan keeps what the `.swb` file drops (the Gaussians' covariances, the fates before
+    // retraining): the weights figure draws it (`swbnn plot weights`, the report).
+    crate::run_dir::save_plan(&stage.dir, &compressed.plan)?;
     compressed.save(
         setup
             .out_dir
@@ -572,6 +577,7 @@ pub fn run(setup: &Setup, device: &Device, progress: &mut dyn Progress) -> Resul
     let report = compressed.report.clone();
     let params = count_params(&compressed.model).trainable;
     let r = stage.row(|| {
+        ad.seed(setup.compress.retrain.seed);
         let ev = evaluate(&compressed.model, &test, ood_loader.as_ref(), setup.samples)?;
         let mut r = row(
             setup.arch,

@@ -1,14 +1,21 @@
 //! The `swbnn` command line's library: data loading with the paper's transforms, the
 //! three-method experiment of the paper's tables ([`experiment::run`]) and its presets
 //! ([`presets`], [`paper_presets`]), the baselines ([`baselines`]) and the paper's other
-//! tables ([`tables`]), shared by the `swbnn` binary and `cargo xtask reproduce`.
+//! tables ([`tables`]), the figures of `swbnn plot` ([`figures`], [`plot`], [`run_dir`]) and
+//! the reproduction's report ([`report`]), shared by the `swbnn` binary and
+//! `cargo xtask reproduce`.
 #![warn(missing_docs)]
 
+pub mod args;
 pub mod baselines;
 pub mod data;
 pub mod experiment;
+pub mod figures;
 pub mod paper_presets;
+pub mod plot;
 pub mod presets;
+pub mod report;
+pub mod run_dir;
 pub mod tables;
 
 use std::path::Path;
@@ -24,7 +31,7 @@ pub enum Error {
     Train(#[from] bnn_train::TrainError),
     /// Building a model.
     #[error(transparent)]
-    Model(#[from] models::ModelError),
+    Model(#[from] bnn_models::ModelError),
     /// Converting layers.
     #[error(transparent)]
     Layer(#[from] bnn_layers::LayerError),
@@ -40,6 +47,9 @@ pub enum Error {
     /// A model file.
     #[error(transparent)]
     File(#[from] swshare::SwbError),
+    /// Drawing a figure.
+    #[error(transparent)]
+    Plot(#[from] bnn_plot::PlotError),
     /// A metric.
     #[error(transparent)]
     Metrics(#[from] bnn_metrics::MetricsError),
@@ -62,12 +72,69 @@ pub enum Error {
         /// The cause.
         source: std::io::Error,
     },
-    /// Anything else.
+    /// A model file's bytes that cannot be encoded or decoded.
+    #[error(transparent)]
+    Format(#[from] swshare::FormatError),
+    /// A data set that does not fit the model (image shape or number of classes).
+    #[error("the {what} has {found}, the model takes {expected}")]
+    DataMismatch {
+        /// Which data set (e.g. "test set").
+        what: String,
+        /// What the data has.
+        found: String,
+        /// What the model takes.
+        expected: String,
+    },
+    /// A request the given inputs cannot satisfy; the message names the file, flag or layer.
     #[error("{0}")]
-    Other(String),
+    Usage(String),
+    /// A sharing-plan file that cannot be decoded or is inconsistent.
+    #[error("{path}: not a valid sharing plan: {source}")]
+    Plan {
+        /// The file.
+        path: String,
+        /// The cause.
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// A sharing plan that cannot be encoded.
+    #[error("encoding the sharing plan: {0}")]
+    PlanEncode(bincode::error::EncodeError),
+    /// A burn record (model or optimiser state) that cannot be serialised.
+    #[error("serialising a model record: {0}")]
+    Record(#[from] burn::store::RecordError),
+    /// A run directory without the checkpoint of a stage that a table or baseline builds on.
+    #[error("{dir}: no checkpoint of stage `{stage}` to build on")]
+    MissingStage {
+        /// The stage's directory.
+        dir: String,
+        /// The stage (e.g. "bbb").
+        stage: String,
+    },
+    /// The main experiment's results without a method's row that a table builds on.
+    #[error("the main experiment gave no `{method}` row")]
+    MissingRow {
+        /// The method (e.g. "2dgbnn").
+        method: String,
+    },
+    /// A tensor of a quantised (`.qbnn`) model that does not fit the model's parameters.
+    #[error("qbnn: tensor `{tensor}`: {problem}")]
+    QbnnTensor {
+        /// The tensor's parameter path.
+        tensor: String,
+        /// What is wrong with it.
+        problem: String,
+    },
 }
 
 impl Error {
+    /// A sharing-plan error with its path.
+    pub fn plan(path: &Path, source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Error::Plan {
+            path: path.display().to_string(),
+            source: Box::new(source),
+        }
+    }
+
     /// A JSON parse error with its path.
     pub fn parse(path: &Path, source: serde_json::Error) -> Self {
         Error::Parse {

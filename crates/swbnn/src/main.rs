@@ -6,7 +6,20 @@
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// mimalloc's `mi_option_purge_delay` (the index in its option enum, mimalloc 2 and 3).
+const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+
+/// Keeps freed memory committed instead of returning it to the kernel 10 ms after a free:
+/// every training step frees and reallocates the same buffers, and each return cost fresh
+/// (huge-)page faults and zeroing on the next step, 15 % of a ResNet-20 step (perf,
+/// `docs/benchmarks.md`).
+fn keep_freed_memory() {
+    // SAFETY: sets a process-wide allocator option; called once at the start of main.
+    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1) };
+}
+
 use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 
 /// Stage-3 epochs of `swbnn compress` without a config file (the paper's 200 take days on a
 /// CPU; a config file or `--epochs` sets more).
@@ -15,14 +28,15 @@ const DEFAULT_RETRAIN_EPOCHS: usize = 2;
 use anyhow::{Context, Result, bail};
 use bnn_data::{Dataset, DatasetId, Split};
 use bnn_layers::{Estimator, bayes_from_deterministic, device_by_name};
+use bnn_models::{Arch, Kind, ModelConfig, Network};
 use bnn_train::{
     Checkpointer, EpochStats, Observer, StepInfo, TrainConfig, evaluate, load_model, train,
 };
 use burn::prelude::*;
 use clap::{Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
-use models::{Arch, Kind, ModelConfig, Network};
-use swbnn::data::{eval_loader, open_ood, open_split, subset, train_loader};
+use swbnn::args;
+use swbnn::data::{check_input, eval_loader, open_ood, open_split, subset, train_loader};
 use swbnn::experiment::{Progress, Row};
 use swshare::burn_edges::from_swb;
 use swshare::compress::{CompressConfig, compress};
@@ -38,7 +52,7 @@ struct Cli {
     #[arg(long, global = true, default_value = "flex")]
     backend: String,
     /// Threads for the CPU backends (default: all cores).
-    #[arg(long, global = true)]
+    #[arg(long, global = true, value_parser = args::threads)]
     threads: Option<usize>,
     /// Print results as JSON.
     #[arg(long, global = true)]
@@ -63,7 +77,7 @@ enum Command {
         arch: Arch,
         #[arg(long, value_enum)]
         kind: TrainKind,
-        #[arg(long, default_value_t = 5)]
+        #[arg(long, default_value_t = 5, value_parser = args::epochs)]
         epochs: usize,
         /// Directory for model.bpk, config.json and the checkpoint state.
         #[arg(long)]
@@ -71,13 +85,14 @@ enum Command {
         /// Start the Bayesian means from a trained deterministic model directory.
         #[arg(long)]
         from: Option<PathBuf>,
-        /// Continue from the last checkpoint in --out.
+        /// Continue from the last checkpoint in --out (refused if it is of another run).
         #[arg(long)]
         resume: bool,
+        /// The data folder (used alone: a folder without the data set is an error).
         #[arg(long)]
         data: Option<PathBuf>,
         /// Use a stratified subset of the training set.
-        #[arg(long)]
+        #[arg(long, value_parser = args::positive)]
         subset: Option<usize>,
         #[arg(long, default_value = "reparam")]
         estimator: String,
@@ -91,22 +106,26 @@ enum Command {
         model: PathBuf,
         #[arg(long)]
         dataset: DatasetId,
-        /// Output .swb file.
+        /// Output .swb file (an existing one only with --force).
         #[arg(long)]
         out: PathBuf,
-        /// Number of GMM components.
+        /// Replace an existing --out (never a file of the input model's directory).
         #[arg(long)]
+        force: bool,
+        /// Number of GMM components.
+        #[arg(long, value_parser = args::positive)]
         k: Option<usize>,
         /// A compression config JSON file (`{"sharing": {...}, "retrain": {...}, "save":
         /// {...}}`; missing fields take their defaults).
         #[arg(long)]
         config: Option<PathBuf>,
         /// Retraining epochs (stage 3); default: the config file's, else 2.
-        #[arg(long)]
+        #[arg(long, value_parser = args::epochs)]
         epochs: Option<usize>,
+        /// The data folder (used alone: a folder without the data set is an error).
         #[arg(long)]
         data: Option<PathBuf>,
-        #[arg(long)]
+        #[arg(long, value_parser = args::positive)]
         subset: Option<usize>,
     },
     /// Evaluate a model (.swb file or a training directory): accuracy, NLL, ECE, OOD AUROC.
@@ -118,19 +137,27 @@ enum Command {
         /// Out-of-distribution data set; --ood-dir gives its directory.
         #[arg(long)]
         ood: Option<DatasetId>,
-        #[arg(long)]
+        #[arg(long, requires = "ood")]
         ood_dir: Option<PathBuf>,
-        #[arg(long, default_value_t = 30)]
+        /// Monte-Carlo samples (at least 1).
+        #[arg(long, default_value_t = 30, value_parser = args::positive)]
         samples: usize,
+        /// The data folder (used alone: a folder without the data set is an error).
         #[arg(long)]
         data: Option<PathBuf>,
-        #[arg(long)]
+        #[arg(long, value_parser = args::positive)]
         subset: Option<usize>,
+        /// Seed of the Monte-Carlo weight samples: the same seed gives the same numbers.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
         /// Also evaluate on the 15 corrupted test sets (rotation, Gaussian noise, contrast,
         /// translation, blur; severities 1-3).
         #[arg(long)]
         corruptions: bool,
     },
+    /// Draw a figure (reliability, ood, weights, per-class, corruptions) of a run directory,
+    /// a .swb file or a training directory, as PNG or SVG.
+    Plot(swbnn::plot::PlotArgs),
     /// Print a .swb file's statistics.
     Inspect {
         /// The .swb file.
@@ -221,19 +248,77 @@ fn load_dir_model(dir: &Path, device: &Device) -> Result<(Network, ModelConfig)>
 
 /// A `.swb` file, a directory holding `model.swb` (a reproduction's 2DGBNN stage), or a
 /// directory with `model.bpk` and `config.json` (`swbnn train`, a reproduction's other stages).
-fn load_any_model(path: &Path, device: &Device) -> Result<Network> {
+fn load_any_model(path: &Path, device: &Device) -> Result<(Network, ModelConfig)> {
     let swb = if path.is_dir() {
         Some(path.join("model.swb")).filter(|p| p.exists())
     } else {
         Some(path.to_path_buf())
     };
     match swb {
-        Some(file) => Ok(from_swb(&swshare::format::load(&file)?, device)?.0),
-        None => Ok(load_dir_model(path, device)?.0),
+        Some(file) => {
+            let data = swshare::format::load(&file).map_err(|e| {
+                let in_model_dir = file
+                    .parent()
+                    .is_some_and(|d| d.join("config.json").is_file());
+                match (e.format_error(), in_model_dir) {
+                    (Some(swshare::format::FormatError::BadMagic { .. }), true) => anyhow::anyhow!(
+                        "{} is not a .swb file; for a model trained with `swbnn train`, pass its directory",
+                        file.display()
+                    ),
+                    _ => e.into(),
+                }
+            })?;
+            Ok(from_swb(&data, device)
+                .with_context(|| format!("building the model of {}", file.display()))?)
+        }
+        None => load_dir_model(path, device),
     }
 }
 
-fn main() -> Result<()> {
+/// Refuses an `--out` that exists (unless `force`) or that lies inside the input model's
+/// directory (never overwritten: `compress` used to replace the model it read).
+fn check_output(out: &Path, model_dir: &Path, force: bool) -> Result<()> {
+    if out.is_dir() {
+        bail!(
+            "--out {} is a directory; give a file such as model.swb",
+            out.display()
+        );
+    }
+    if !out.exists() {
+        return Ok(());
+    }
+    if !force {
+        bail!(
+            "{} already exists; pass --force to replace it",
+            out.display()
+        );
+    }
+    let inside = match (out.canonicalize(), model_dir.canonicalize()) {
+        (Ok(o), Ok(m)) => o.starts_with(m),
+        _ => false,
+    };
+    if inside {
+        bail!(
+            "--out {} lies in the input model's directory {}; its files are never replaced",
+            out.display(),
+            model_dir.display()
+        );
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {}", args::error_message(&e));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> Result<()> {
+    keep_freed_memory();
     let cli = Cli::parse();
     if let Some(t) = cli.threads {
         rayon_threads(t)?;
@@ -273,21 +358,55 @@ fn main() -> Result<()> {
             ad.seed(seed);
             let mut model = config.init(&ad)?;
             if let Some(dir) = from {
-                let (det, _) = load_dir_model(&dir, &ad)?;
+                let (det, det_config) = load_dir_model(&dir, &ad)?;
+                check_input(&det_config, train_data.as_ref(), "training data", true)
+                    .with_context(|| format!("--from {}", dir.display()))?;
                 model = bayes_from_deterministic(&det, model)?.0;
             }
-            let ck = Checkpointer::new(&out)?;
-            if !resume && ck.model_path().exists() {
+            let loader = train_loader(dataset, train_data, tc.batch_size, seed, 2)?;
+            // Everything that must match to resume is checked before anything is written.
+            let ck = Checkpointer::new(&out)?.with_run(serde_json::json!({
+                "dataset": dataset.name(),
+                "subset": n,
+            }));
+            let state = if resume {
+                ck.check(&model, &loader, &tc)?
+            } else {
+                ck.state()?
+            };
+            if !resume && (state.is_some() || ck.model_path().exists()) {
                 bail!(
                     "{} already holds a model; pass --resume to continue it",
                     out.display()
                 );
             }
-            bnn_train::write_atomic(
-                &out.join("config.json"),
-                serde_json::to_string_pretty(&config)?.as_bytes(),
-            )?;
-            let loader = train_loader(dataset, train_data, tc.batch_size, seed, 2)?;
+            let config_path = out.join("config.json");
+            let config_json = serde_json::to_string_pretty(&config)?;
+            if resume && config_path.exists() {
+                let old = read_config(&out)?;
+                if old != config {
+                    bail!(
+                        "cannot resume {}: its config.json is for another model ({} {:?}, estimator {:?}), this run asks for {} {:?}, estimator {:?}; nothing was changed",
+                        out.display(),
+                        old.arch,
+                        old.kind,
+                        old.bayes.estimator,
+                        config.arch,
+                        config.kind,
+                        config.bayes.estimator
+                    );
+                }
+            } else {
+                bnn_train::write_atomic(&config_path, config_json.as_bytes())?;
+            }
+            if let Some(s) = &state
+                && !s.is_exact()
+            {
+                eprintln!(
+                    "warning: the checkpoint in {} predates saved optimiser states; it resumes with fresh Adam/momentum moments (not bit-identical to an uninterrupted run)",
+                    out.display()
+                );
+            }
             let (_, history) = train(model, &loader, &tc, Some(&ck), &mut bars)?;
             if cli.json {
                 println!("{}", serde_json::to_string(&history)?);
@@ -297,12 +416,14 @@ fn main() -> Result<()> {
             model,
             dataset,
             out,
+            force,
             k,
             config,
             epochs,
             data,
             subset: n,
         } => {
+            check_output(&out, &model, force)?;
             let (bayes, bayes_config) = load_dir_model(&model, &ad)?;
             let mut cfg = match config {
                 Some(p) => CompressConfig::from_json(
@@ -323,6 +444,7 @@ fn main() -> Result<()> {
                 cfg.retrain.epochs = e;
             }
             let train_data = subset(open_split(dataset, Split::Train, data.as_deref())?, n, 1)?;
+            check_input(&bayes_config, train_data.as_ref(), "training data", true)?;
             let loader = train_loader(
                 dataset,
                 train_data,
@@ -347,27 +469,29 @@ fn main() -> Result<()> {
             samples,
             data,
             subset: n,
+            seed,
             corruptions,
         } => {
-            let net = load_any_model(&model, &device)?;
+            let (net, net_config) = load_any_model(&model, &device)?;
             let test_data = subset(open_split(dataset, Split::Test, data.as_deref())?, n, 2)?;
+            check_input(&net_config, test_data.as_ref(), "test data", true)?;
             let stats = dataset.norm_stats();
             let test = eval_loader(stats, test_data.clone(), 256, 2)?;
-            let ood_loader = match (ood, ood_dir) {
-                (Some(id), Some(dir)) => Some(eval_loader(
-                    stats,
-                    subset(open_ood(id, &dir)?, n, 3)?,
-                    256,
-                    2,
-                )?),
-                (Some(id), None) => Some(eval_loader(
-                    stats,
-                    subset(open_split(id, Split::Test, data.as_deref())?, n, 3)?,
-                    256,
-                    2,
-                )?),
+            let ood_data = match (ood, ood_dir) {
+                (Some(id), Some(dir)) => Some(subset(open_ood(id, &dir)?, n, 3)?),
+                (Some(id), None) => {
+                    Some(subset(open_split(id, Split::Test, data.as_deref())?, n, 3)?)
+                }
                 _ => None,
             };
+            let ood_loader = match ood_data {
+                Some(d) => {
+                    check_input(&net_config, d.as_ref(), "out-of-distribution data", false)?;
+                    Some(eval_loader(stats, d, 256, 2)?)
+                }
+                None => None,
+            };
+            device.seed(seed);
             let ev = evaluate(&net, &test, ood_loader.as_ref(), samples)?;
             let shifted = if corruptions {
                 swbnn::experiment::evaluate_corruptions(
@@ -408,6 +532,10 @@ fn main() -> Result<()> {
                     print!("{}", swbnn::experiment::markdown_corruptions(&shifted));
                 }
             }
+        }
+        Command::Plot(args) => {
+            let out = swbnn::plot::run(&args, &device)?;
+            eprintln!("wrote {}", out.display());
         }
         Command::Inspect { model } => {
             let data = swshare::format::load(&model)?;

@@ -19,8 +19,8 @@
 use std::path::PathBuf;
 
 use bnn_data::{DatasetId, Locator, Split};
+use bnn_models::{Arch, BayesOptions};
 use bnn_train::{LrSchedule, OptimizerKind, TrainConfig};
-use models::{Arch, BayesOptions};
 use swshare::SwshareConfig;
 use swshare::compress::{CompressConfig, PAPER_RETRAIN_EPOCHS};
 

@@ -4,8 +4,8 @@ use std::path::{Path, PathBuf};
 
 use bnn_data::DatasetId;
 use bnn_layers::{SigmaInit, softplus};
+use bnn_models::{Arch, BayesOptions};
 use bnn_train::{LrSchedule, OptimizerKind, TrainConfig};
-use models::{Arch, BayesOptions};
 use serde::{Deserialize, Serialize};
 use swshare::SwshareConfig;
 use swshare::compress::CompressConfig;

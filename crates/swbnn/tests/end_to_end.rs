@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use bnn_data::DatasetId;
-use models::Arch;
+use bnn_models::Arch;
 use swbnn::experiment::{self, Progress};
 
 struct Quiet;

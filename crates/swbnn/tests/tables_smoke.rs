@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use bnn_data::DatasetId;
-use models::Arch;
+use bnn_models::Arch;
 use swbnn::experiment::{Progress, Setup};
 use swbnn::tables::{self, ReportContext, TableId, TablesConfig, TimingConfig};
 

@@ -10,8 +10,8 @@ use bnn_layers::{
     BayesTensor, Codebook, LayerError, NamedTensor as LayerTensor, ParamRole, export_params,
     import_params, inverse_softplus, shared_from_bayes, softplus,
 };
+use bnn_models::{Kind, ModelConfig, ModelError, Network};
 use burn::prelude::*;
-use models::{Kind, ModelConfig, ModelError, Network};
 
 use crate::compress::shared_config;
 use crate::format::{
@@ -80,6 +80,18 @@ pub enum EdgeError {
     /// The architecture config (JSON) of a model file cannot be read or written.
     #[error("the model file's architecture config: {0}")]
     Architecture(#[from] serde_json::Error),
+    /// Parameters of the architecture that the model file does not hold.
+    #[error(
+        "the model file lacks {missing} of the {expected} tensors its architecture needs besides the shared weights (first: {first}); a missing tensor is never filled with a fresh initialisation"
+    )]
+    MissingTensors {
+        /// Tensors the file lacks.
+        missing: usize,
+        /// Tensors the architecture needs.
+        expected: usize,
+        /// The first missing path.
+        first: String,
+    },
     /// Unshared tensors of a model file match no parameter of its architecture.
     #[error(
         "{unknown} of the model file's {total} unshared tensors match no parameter of its architecture (first: {first})"
@@ -294,13 +306,190 @@ pub fn to_swb(
     })
 }
 
+/// What the shared model of `config` stores, from its Bayesian counterpart's shapes (nothing
+/// allocated): the shareable weights `<layer>.weight`, the tensors every file must hold, and
+/// the empirical-prior centres a file may hold.
+struct ExpectedTensors {
+    weights: Vec<(String, Vec<usize>)>,
+    required: HashMap<String, Vec<usize>>,
+    optional: HashMap<String, Vec<usize>>,
+}
+
+impl ExpectedTensors {
+    fn of(config: &ModelConfig, device: &Device) -> Result<Self, EdgeError> {
+        let mut out = ExpectedTensors {
+            weights: Vec::new(),
+            required: HashMap::new(),
+            optional: HashMap::new(),
+        };
+        for (path, shape) in config.param_shapes(device)? {
+            if let Some(layer) = path.strip_suffix(".weight_mu") {
+                out.weights.push((format!("{layer}.weight"), shape));
+            } else if path.ends_with(".weight_rho") {
+            } else if path.ends_with("_prior_mu") {
+                out.optional.insert(path, shape);
+            } else {
+                out.required.insert(path, shape);
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Checks `.swb` content against the architecture it names before anything is allocated: the
+/// sizes within bounds, the shared kind with the file's codebook length, the layers and every
+/// unshared tensor present with the architecture's shapes. Allocation when building the model
+/// afterwards is then bounded by the file's own tensors.
+fn check_against_architecture(
+    data: &SharedModelData,
+    config: &ModelConfig,
+    device: &Device,
+) -> Result<(), EdgeError> {
+    let k = data.codebook_len();
+    if config.kind != Kind::Shared || config.codebook_len != k {
+        return Err(EdgeError::CodebookMismatch {
+            config: config.kind,
+            config_k: config.codebook_len,
+            model_k: k,
+        });
+    }
+    if k == 0 {
+        return Err(EdgeError::InvalidFile("the codebook is empty".into()));
+    }
+    let expected = ExpectedTensors::of(config, device)?;
+    let file_layers: Vec<(&str, &[usize])> = data
+        .layers
+        .iter()
+        .map(|l| (l.path.as_str(), l.shape.as_slice()))
+        .collect();
+    let want: Vec<(&str, &[usize])> = expected
+        .weights
+        .iter()
+        .map(|(p, s)| (p.as_str(), s.as_slice()))
+        .collect();
+    if file_layers != want {
+        let first = want
+            .iter()
+            .zip(&file_layers)
+            .find(|(a, b)| a != b)
+            .map(|(a, b)| {
+                format!(
+                    "the architecture has {} {:?}, the file {} {:?}",
+                    a.0, a.1, b.0, b.1
+                )
+            })
+            .unwrap_or_else(|| {
+                format!(
+                    "the architecture has {} shareable weight tensors, the file {}",
+                    want.len(),
+                    file_layers.len()
+                )
+            });
+        return Err(EdgeError::InvalidFile(format!(
+            "the shared layers do not match the architecture: {first}"
+        )));
+    }
+    let mut seen = std::collections::HashSet::new();
+    for t in &data.unshared {
+        if !seen.insert(t.path.as_str()) {
+            return Err(EdgeError::InvalidFile(format!(
+                "tensor {} is stored twice",
+                t.path
+            )));
+        }
+        let Some(shape) = expected
+            .required
+            .get(&t.path)
+            .or_else(|| expected.optional.get(&t.path))
+        else {
+            return Err(EdgeError::UnknownTensors {
+                unknown: data
+                    .unshared
+                    .iter()
+                    .filter(|u| {
+                        !expected.required.contains_key(&u.path)
+                            && !expected.optional.contains_key(&u.path)
+                    })
+                    .count(),
+                total: data.unshared.len(),
+                first: t.path.clone(),
+            });
+        };
+        if shape != &t.shape {
+            return Err(EdgeError::InvalidFile(format!(
+                "tensor {} has shape {:?}, the architecture {shape:?}",
+                t.path, t.shape
+            )));
+        }
+    }
+    let mut missing: Vec<&String> = expected
+        .required
+        .keys()
+        .filter(|p| !seen.contains(p.as_str()))
+        .collect();
+    missing.sort();
+    if let Some(first) = missing.first() {
+        return Err(EdgeError::MissingTensors {
+            missing: missing.len(),
+            expected: expected.required.len(),
+            first: first.to_string(),
+        });
+    }
+    Ok(())
+}
+
+/// The `.swb` content of `config`'s architecture (any kind; the file holds its shared kind)
+/// with every weight shared by one Gaussian `N(0, softplus(-5)^2)` and every other tensor
+/// zero: a small, valid file for tests and fuzzing. Nothing is allocated for the weights.
+pub fn uniform_swb(config: &ModelConfig, device: &Device) -> Result<SharedModelData, EdgeError> {
+    let config = shared_config(config, 1);
+    let expected = ExpectedTensors::of(&config, device)?;
+    let n: usize = expected
+        .weights
+        .iter()
+        .map(|(_, s)| s.iter().product::<usize>())
+        .sum();
+    let mut unshared: Vec<NamedTensor> = expected
+        .required
+        .into_iter()
+        .map(|(path, shape)| NamedTensor {
+            data: vec![0.0; shape.iter().product()],
+            path,
+            shape,
+        })
+        .collect();
+    unshared.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(SharedModelData {
+        arch: serde_json::to_string(&config)?,
+        codebook_mu: vec![0.0],
+        codebook_rho: vec![-5.0],
+        layers: expected
+            .weights
+            .into_iter()
+            .map(|(path, shape)| LayerShape { path, shape })
+            .collect(),
+        fates: vec![WeightFate::Shared(0); n],
+        ellipses: Vec::new(),
+        outlier_mu: Vec::new(),
+        outlier_rho: Vec::new(),
+        outlier_causes: Vec::new(),
+        unshared,
+    })
+}
+
 /// Rebuilds a shared model from `.swb` content; returns it with its configuration.
+///
+/// The content is checked against the architecture it names before anything is allocated
+/// (sizes within `models`' bounds, every layer and unshared tensor present with its shape), so
+/// a file cannot make this allocate much more than its own tensors, and no parameter is ever
+/// left at a fresh initialisation.
 pub fn from_swb(
     data: &SharedModelData,
     device: &Device,
 ) -> Result<(Network, ModelConfig), EdgeError> {
     data.validate().map_err(EdgeError::InvalidFile)?;
     let config: ModelConfig = serde_json::from_str(&data.arch)?;
+    check_against_architecture(data, &config, device)?;
     let mut starts = HashMap::new();
     let mut pos = 0;
     for l in &data.layers {

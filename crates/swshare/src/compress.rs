@@ -16,9 +16,9 @@ use std::time::Instant;
 
 use bnn_data::DataLoader;
 use bnn_layers::export_bayes;
+use bnn_models::{Kind, ModelConfig, Network};
 use bnn_train::{Checkpointer, EpochStats, Observer, TrainConfig, TrainError, train};
 use burn::module::Module;
-use models::{Kind, ModelConfig, Network};
 use serde::{Deserialize, Serialize};
 
 use crate::burn_edges::{EdgeError, build_shared_model, table_from_tensors, to_swb};
@@ -64,13 +64,36 @@ impl CompressConfig {
         Ok(())
     }
 
-    /// Parses a JSON configuration (missing fields take their defaults, unknown ones are
-    /// errors) and validates it.
+    /// Parses a JSON configuration and validates it. Missing sections and missing fields of a
+    /// section take their defaults (`{"retrain": {"lr": 1e-3}}` changes the stage-3 rate
+    /// alone); a field given is taken whole (an `optimizer` replaces the default optimizer);
+    /// unknown fields are errors.
     pub fn from_json(s: &str) -> Result<Self, CompressError> {
-        let cfg: Self = serde_json::from_str(s)
-            .map_err(|e| SwshareError::config("<json>", e, "not a valid compression config"))?;
+        let bad = |e| SwshareError::config("<json>", e, "not a valid compression config");
+        let patch: serde_json::Value = serde_json::from_str(s).map_err(bad)?;
+        let mut merged = serde_json::to_value(Self::default()).map_err(bad)?;
+        merge_fields(&mut merged, patch, 2);
+        let cfg: Self = serde_json::from_value(merged).map_err(bad)?;
         cfg.validate()?;
         Ok(cfg)
+    }
+}
+
+/// Replaces `base`'s fields by `patch`'s, merging objects present in both down to `depth`
+/// levels (below, and for anything not an object, the patch's value replaces the base's).
+fn merge_fields(base: &mut serde_json::Value, patch: serde_json::Value, depth: usize) {
+    match (base, patch) {
+        (serde_json::Value::Object(b), serde_json::Value::Object(p)) if depth > 0 => {
+            for (k, v) in p {
+                match b.get_mut(&k) {
+                    Some(slot) => merge_fields(slot, v, depth - 1),
+                    None => {
+                        b.insert(k, v);
+                    }
+                }
+            }
+        }
+        (slot, v) => *slot = v,
     }
 }
 
@@ -191,4 +214,39 @@ pub fn compress(
         save_options: cfg.save,
         plan_seconds,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A partial `retrain` section keeps the other stage-3 defaults; it used to be refused
+    /// ("missing field `batch_size`"), so a config could not change the rates alone.
+    #[test]
+    fn partial_sections_take_the_defaults() {
+        let cfg = CompressConfig::from_json(
+            r#"{"retrain": {"lr": 0.5, "optimizer": {"sgd": {"momentum": 0.9, "nesterov": false}}},
+                "sharing": {"refine": {"n_min": 20}}}"#,
+        )
+        .unwrap();
+        let want = TrainConfig {
+            lr: 0.5,
+            optimizer: bnn_train::OptimizerKind::Sgd {
+                momentum: 0.9,
+                nesterov: false,
+            },
+            ..TrainConfig::retrain(PAPER_RETRAIN_EPOCHS)
+        };
+        assert_eq!(cfg.retrain, want);
+        assert_eq!(cfg.sharing.refine.n_min, 20);
+        assert_eq!(cfg.sharing.gmm, SwshareConfig::default().gmm);
+        for bad in [
+            r#"{"retrain": {"lr": -1}}"#,
+            r#"{"retrain": {"rate": 1}}"#,
+            r#"{"retrain": {"epochs": "many"}}"#,
+            r#"[1, 2]"#,
+        ] {
+            assert!(CompressConfig::from_json(bad).is_err(), "{bad}");
+        }
+    }
 }

@@ -4,10 +4,10 @@
 
 use bnn_data::{Compose, DataLoader, InMemoryDataset, LoaderConfig};
 use bnn_layers::{set_sampling, test_device};
+use bnn_models::{Arch, Kind, ModelConfig, Network};
 use bnn_train::{Silent, TrainConfig, mean_mu_gradients, train};
 use burn::module::Module;
 use burn::prelude::*;
-use models::{Arch, Kind, ModelConfig, Network};
 use swshare::burn_edges::{build_shared_model, from_swb, table_from_tensors, to_swb};
 use swshare::format::{SaveOptions, load, save};
 use swshare::{SwshareConfig, build_plan};

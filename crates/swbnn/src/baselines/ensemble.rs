@@ -8,9 +8,9 @@
 //! interrupted run resumes member by member.
 
 use bnn_layers::count_params;
+use bnn_models::{Kind, ModelConfig, Network};
 use bnn_train::{TrainConfig, evaluate_ensemble};
 use burn::prelude::*;
-use models::{Kind, ModelConfig, Network};
 
 use crate::Error;
 use crate::data::{ExperimentData, train_loader};
@@ -80,7 +80,7 @@ pub(crate) fn train_members(
     progress: &mut dyn Progress,
 ) -> Result<Vec<(Network, f64)>, Error> {
     if members == 0 {
-        return Err(Error::Other("an ensemble needs at least one member".into()));
+        return Err(Error::Usage("an ensemble needs at least one member".into()));
     }
     let ad = device.clone().autodiff();
     let main = crate::tables::load_stage_model(setup, "deterministic", &ad)?;

@@ -19,10 +19,11 @@
 //!    quantised parameters cost in accuracy, calibration and bytes, not int8 arithmetic.
 
 use std::collections::HashMap;
+use std::path::Path;
 
 use bnn_layers::{NamedTensor, export_params, import_params, inverse_softplus, softplus};
+use bnn_models::{Body, Kind, ModelConfig, Network};
 use burn::prelude::*;
-use models::{Body, Kind, ModelConfig, Network};
 use swshare::format::qbnn::{AffineBits, FoldedNorm, QTensor, QValues, QbnnData, SymmetricI8};
 
 use crate::Error;
@@ -91,15 +92,13 @@ impl Params {
         self.index
             .get(path)
             .map(|&i| &self.tensors[i])
-            .ok_or_else(|| Error::Other(format!("qbnn: the model has no parameter `{path}`")))
+            .ok_or_else(|| no_parameter(path))
     }
 
     fn data_mut(&mut self, path: &str) -> Result<&mut Vec<f32>, Error> {
         match self.index.get(path) {
             Some(&i) => Ok(&mut self.tensors[i].data),
-            None => Err(Error::Other(format!(
-                "qbnn: the model has no parameter `{path}`"
-            ))),
+            None => Err(no_parameter(path)),
         }
     }
 
@@ -139,11 +138,14 @@ pub fn fold_batch_norm(model: &Network) -> Result<(Vec<NamedTensor>, Vec<FoldPai
         let w = format!("{}.weight_mu", pair.conv);
         let mu = p.data_mut(&w)?;
         if mu.len() % coef.len() != 0 {
-            return Err(Error::Other(format!(
-                "qbnn: {w} has {} values, not a multiple of {} channels",
-                mu.len(),
-                coef.len()
-            )));
+            return Err(Error::QbnnTensor {
+                tensor: w,
+                problem: format!(
+                    "{} values, not a multiple of {} channels",
+                    mu.len(),
+                    coef.len()
+                ),
+            });
         }
         let per = mu.len() / coef.len();
         for (ch, c) in coef.iter().enumerate() {
@@ -196,11 +198,19 @@ fn identity_norm_tensors(norm: &FoldedNorm, channels: usize) -> [NamedTensor; 3]
     ]
 }
 
+/// A parameter path the model lacks.
+fn no_parameter(path: &str) -> Error {
+    Error::QbnnTensor {
+        tensor: path.to_string(),
+        problem: "no such parameter in the model".into(),
+    }
+}
+
 /// Quantises a trained Bayesian model (batch norm folded first) with int8 means and
 /// `sigma_bits`-bit standard deviations: the content of its `.qbnn` file.
 pub fn quantize(bayes: &Network, config: &ModelConfig, sigma_bits: u8) -> Result<QbnnData, Error> {
     if config.kind != Kind::Bayesian {
-        return Err(Error::Other(format!(
+        return Err(Error::Usage(format!(
             "qbnn quantises a Bayesian model; this one is {}",
             config.kind
         )));
@@ -210,7 +220,6 @@ pub fn quantize(bayes: &Network, config: &ModelConfig, sigma_bits: u8) -> Result
         .iter()
         .flat_map(|p| ["gamma", "running_mean", "running_var"].map(|s| format!("{}.{s}", p.norm)))
         .collect();
-    let file_error = |e: swshare::FormatError| Error::Other(format!("qbnn: {e}"));
     let mut out = Vec::new();
     for t in tensors {
         // Empirical-prior centres only enter the KL of training; implied norm tensors are
@@ -219,14 +228,14 @@ pub fn quantize(bayes: &Network, config: &ModelConfig, sigma_bits: u8) -> Result
             continue;
         }
         let values = if t.path.ends_with(".weight_mu") {
-            QValues::MeanI8(SymmetricI8::quantize(&t.data).map_err(file_error)?)
+            QValues::MeanI8(SymmetricI8::quantize(&t.data)?)
         } else if t.path.ends_with(".weight_rho") {
             let sigma: Vec<f32> = t
                 .data
                 .iter()
                 .map(|&r| softplus(f64::from(r)) as f32)
                 .collect();
-            QValues::SigmaBits(AffineBits::quantize(&sigma, sigma_bits).map_err(file_error)?)
+            QValues::SigmaBits(AffineBits::quantize(&sigma, sigma_bits)?)
         } else {
             QValues::F32(t.data)
         };
@@ -255,7 +264,7 @@ pub fn quantize(bayes: &Network, config: &ModelConfig, sigma_bits: u8) -> Result
 /// plus their bias. Every tensor of the file must land in the model.
 pub fn from_qbnn(data: &QbnnData, device: &Device) -> Result<(Network, ModelConfig), Error> {
     let config: ModelConfig = serde_json::from_str(&data.arch)
-        .map_err(|e| Error::Other(format!("qbnn: architecture JSON: {e}")))?;
+        .map_err(|e| Error::parse(Path::new("the .qbnn file's architecture JSON"), e))?;
     let model = config.init(device)?;
     let mut tensors: Vec<NamedTensor> = data
         .tensors
@@ -282,17 +291,19 @@ pub fn from_qbnn(data: &QbnnData, device: &Device) -> Result<(Network, ModelConf
             .iter()
             .find(|t| t.path == beta)
             .map(|t| t.data.len())
-            .ok_or_else(|| Error::Other(format!("qbnn: folded norm without `{beta}`")))?;
+            .ok_or_else(|| Error::QbnnTensor {
+                tensor: beta.clone(),
+                problem: "missing, but its norm layer is folded".into(),
+            })?;
         tensors.extend(identity_norm_tensors(norm, channels));
     }
     let (model, copied) = import_params(model, &tensors)?;
     if copied != tensors.len() {
-        return Err(Error::Other(format!(
-            "qbnn: {} of the file's {} tensors match no parameter of a {} model",
-            tensors.len() - copied,
-            tensors.len(),
-            config.arch
-        )));
+        return Err(Error::DataMismatch {
+            what: "qbnn file".into(),
+            found: format!("{} tensors", tensors.len()),
+            expected: format!("{copied} of them (a {} model)", config.arch),
+        });
     }
     Ok((model, config))
 }
@@ -301,7 +312,7 @@ pub fn from_qbnn(data: &QbnnData, device: &Device) -> Result<(Network, ModelConf
 mod tests {
     use super::*;
     use bnn_layers::set_sampling;
-    use models::Arch;
+    use bnn_models::Arch;
 
     /// A Bayesian model with trained-looking batch-norm statistics (small, varied variances,
     /// so a wrong epsilon or channel order shows) and one negative gamma.
@@ -464,7 +475,12 @@ mod tests {
             16,
         ))
         .unwrap();
-        assert!(from_qbnn(&other, &device).is_err());
-        assert!(quantize(&net, &config.clone().with_kind(Kind::Deterministic), 4).is_err());
+        let e = from_qbnn(&other, &device).unwrap_err();
+        assert!(
+            matches!(e, Error::DataMismatch { .. } | Error::Layer(_)),
+            "{e:?}"
+        );
+        let e = quantize(&net, &config.clone().with_kind(Kind::Deterministic), 4).unwrap_err();
+        assert!(matches!(e, Error::Usage(_)), "{e:?}");
     }
 }

@@ -29,9 +29,9 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use bnn_layers::count_params;
-use bnn_train::{Checkpointer, evaluate, write_atomic};
+use bnn_models::{ModelConfig, Network};
+use bnn_train::{Checkpointer, evaluate, load_model, write_atomic};
 use burn::prelude::*;
-use models::{ModelConfig, Network};
 use serde::{Deserialize, Serialize};
 use swshare::compress::{CompressConfig, compress};
 
@@ -109,7 +109,7 @@ impl TableId {
                         .into_iter()
                         .find(|t| t.name() == name)
                         .ok_or_else(|| {
-                            Error::Other(format!(
+                            Error::Usage(format!(
                                 "unknown table `{name}` (known: {}, all)",
                                 TableId::ALL.map(TableId::name).join(", ")
                             ))
@@ -118,7 +118,7 @@ impl TableId {
             }
         }
         if chosen.is_empty() {
-            return Err(Error::Other("--tables needs at least one table".into()));
+            return Err(Error::Usage("--tables needs at least one table".into()));
         }
         Ok(TableId::ALL
             .into_iter()
@@ -197,7 +197,7 @@ impl TablesConfig {
 
     /// Range checks, naming the field.
     pub fn validate(&self) -> Result<(), Error> {
-        let bad = |field: &str, why: String| Err(Error::Other(format!("tables.{field}: {why}")));
+        let bad = |field: &str, why: String| Err(Error::Usage(format!("tables.{field}: {why}")));
         if let Some(b) = self.sigma_bits.iter().find(|b| !(1..=8).contains(*b)) {
             return bad("sigma_bits", format!("{b} is not in 1..=8"));
         }
@@ -261,14 +261,15 @@ pub fn load_stage_model(
     let path = dir.join("config.json");
     let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
     let config: ModelConfig = serde_json::from_str(&text).map_err(|e| Error::parse(&path, e))?;
-    let (model, _) = Checkpointer::new(&dir)?
-        .resume(config.init(device)?)?
-        .ok_or_else(|| {
-            Error::Other(format!(
-                "{}: no checkpoint of stage `{name}` to build on",
-                dir.display()
-            ))
-        })?;
+    let checkpointer = Checkpointer::new(&dir)?;
+    let model_path = checkpointer.model_path();
+    if checkpointer.state()?.is_none() || !model_path.is_file() {
+        return Err(Error::MissingStage {
+            dir: dir.display().to_string(),
+            stage: name.to_string(),
+        });
+    }
+    let model = load_model(&model_path, config.init(device)?)?;
     Ok((model, config))
 }
 
@@ -296,7 +297,7 @@ fn check_fingerprint(setup: &Setup, cfg: &TablesConfig) -> Result<(), Error> {
         let before: serde_json::Value =
             serde_json::from_str(&text).map_err(|e| Error::parse(&path, e))?;
         if before != now {
-            return Err(Error::Other(format!(
+            return Err(Error::Usage(format!(
                 "{}: this directory was made with another setup; --resume would mix the two \
                  runs' stages. Rerun without --resume, or choose another --out",
                 path.display()
@@ -410,6 +411,16 @@ fn qbnn_row(
     })
 }
 
+/// The main experiment's row of `method`.
+pub(crate) fn main_row<'a>(main: &'a Outcome, method: &str) -> Result<&'a Row, Error> {
+    main.rows
+        .iter()
+        .find(|r| r.method == method)
+        .ok_or_else(|| Error::MissingRow {
+            method: method.to_string(),
+        })
+}
+
 /// Runs the main experiment and every table of `tables` for one seed, writes `tables.md` and
 /// `tables.json` into `setup.out_dir`, and returns the rows.
 pub fn run(
@@ -424,14 +435,9 @@ pub fn run(
     check_fingerprint(setup, cfg)?;
     let main = experiment::run(setup, device, progress)?;
     experiment::write_tables(&setup.out_dir, &main)?;
-    let [det_row, bbb_row, gbnn_row] = match &main.rows[..] {
-        [a, b, c] => [a, b, c],
-        _ => {
-            return Err(Error::Other(
-                "the main experiment gave no three rows".into(),
-            ));
-        }
-    };
+    let [det_row, bbb_row, gbnn_row] =
+        ["deterministic", "bbb", "2dgbnn"].map(|method| main_row(&main, method));
+    let (det_row, bbb_row, gbnn_row) = (det_row?, bbb_row?, gbnn_row?);
     let labelled = |table, label: &str, row: &Row| TableRow {
         table,
         label: label.to_string(),

@@ -4,9 +4,9 @@
 
 use std::time::Instant;
 
+use bnn_models::Network;
 use bnn_train::{Checkpointer, EpochStats, predict, predict_ensemble};
 use burn::prelude::*;
-use models::Network;
 use serde::{Deserialize, Serialize};
 use swshare::burn_edges::from_swb;
 
@@ -41,7 +41,7 @@ impl TimingConfig {
     /// Range checks.
     pub fn validate(&self) -> Result<(), Error> {
         if self.images == 0 || self.repeats == 0 || self.batch_size == 0 {
-            return Err(Error::Other(format!(
+            return Err(Error::Usage(format!(
                 "tables.timing: images ({}), repeats ({}) and batch_size ({}) must be >= 1",
                 self.images, self.repeats, self.batch_size
             )));
@@ -166,11 +166,7 @@ pub(crate) fn measure(
     )?;
     single("bbb", &bbb, samples, history(setup, "bbb")?, 0.0)?;
     let gbnn_train: f64 = history(setup, "2dgbnn")?.iter().map(|e| e.seconds).sum();
-    let gbnn_row = main
-        .rows
-        .iter()
-        .find(|r| r.method == "2dgbnn")
-        .ok_or_else(|| Error::Other("no 2dgbnn row in the main table".into()))?;
+    let gbnn_row = super::main_row(main, "2dgbnn")?;
     single(
         "2dgbnn",
         &gbnn,

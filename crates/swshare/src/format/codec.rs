@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::checksum::{self, CHECKSUM_LEN};
 use super::error::FormatError;
 use super::header::{self, FileKind, HEADER_LEN};
-use super::index::{self, IndexSection, IndexWidth};
+use super::index::{self, IndexContext, IndexSection, IndexWidth};
 use super::model::{self, EllipseEntry, FullBnnData, LayerShape, NamedTensor, SharedModelData};
 use super::quant::QuantizedU8;
 use super::{FileSizes, SaveOptions};
@@ -78,7 +78,7 @@ struct Reader<'a> {
 impl Reader<'_> {
     fn next<T: DeserializeOwned>(&mut self, section: &'static str) -> Result<T, FormatError> {
         let (value, used) = bincode::serde::decode_from_slice(&self.payload[self.pos..], config())
-            .map_err(|e| corrupt(section, e.to_string()))?;
+            .map_err(|e| corrupt(section, describe(&e)))?;
         self.pos += used;
         Ok(value)
     }
@@ -93,6 +93,29 @@ impl Reader<'_> {
                 format!("{left} unread bytes after the last section"),
             ))
         }
+    }
+}
+
+/// A decoding error in words, without bincode's internal type names.
+fn describe(e: &bincode::error::DecodeError) -> String {
+    use bincode::error::DecodeError as E;
+    match e {
+        E::UnexpectedEnd { additional } => {
+            format!("the section ends {additional} byte(s) early")
+        }
+        E::LimitExceeded => "a length exceeds the decoder's limit".into(),
+        E::InvalidIntegerType { .. } | E::NonZeroTypeIsZero { .. } => {
+            "an integer is not validly encoded".into()
+        }
+        E::UnexpectedVariant { found, .. } => format!("unknown variant tag {found}"),
+        E::Utf8 { .. } | E::InvalidCharEncoding(_) => "text is not UTF-8".into(),
+        E::InvalidBooleanValue(b) => format!("byte {b} is not a boolean"),
+        E::ArrayLengthMismatch { required, found } => {
+            format!("an array has {found} entries where {required} are required")
+        }
+        E::OutsideUsizeRange(v) => format!("a length of {v} does not fit in memory"),
+        E::Io { additional, .. } => format!("the section ends {additional} byte(s) early"),
+        _ => "undecodable bytes".into(),
     }
 }
 
@@ -210,6 +233,17 @@ fn unpack_causes(packed: &[u8], n: usize) -> Result<Vec<OutlierCause>, FormatErr
         .collect()
 }
 
+/// Number of weights of each layer.
+fn layer_sizes(layers: &[LayerShape]) -> Result<Vec<usize>, String> {
+    layers
+        .iter()
+        .map(|l| {
+            model::shape_len(&l.shape)
+                .ok_or_else(|| format!("weight count of layer {:?} overflows", l.path))
+        })
+        .collect()
+}
+
 /// Wraps `payload` in header and checksum.
 fn frame(kind: FileKind, payload: Vec<u8>) -> Vec<u8> {
     let mut out = Vec::with_capacity(HEADER_LEN + payload.len() + CHECKSUM_LEN);
@@ -219,9 +253,9 @@ fn frame(kind: FileKind, payload: Vec<u8>) -> Vec<u8> {
     out
 }
 
-/// Checks header, length and checksum; returns the payload.
-fn unframe(bytes: &[u8], kind: FileKind) -> Result<&[u8], FormatError> {
-    let payload_len = header::read(bytes, kind)?;
+/// Checks header, length and checksum; returns the format version and the payload.
+fn unframe(bytes: &[u8], kind: FileKind) -> Result<(u16, &[u8]), FormatError> {
+    let (version, payload_len) = header::read(bytes, kind)?;
     let found = bytes.len() as u64;
     let expected = payload_len
         .checked_add((HEADER_LEN + CHECKSUM_LEN) as u64)
@@ -238,13 +272,36 @@ fn unframe(bytes: &[u8], kind: FileKind) -> Result<&[u8], FormatError> {
         });
     }
     checksum::verify(bytes)?;
-    Ok(&bytes[HEADER_LEN..bytes.len() - CHECKSUM_LEN])
+    Ok((version, &bytes[HEADER_LEN..bytes.len() - CHECKSUM_LEN]))
 }
 
 /// Encodes a shared model, returning the bytes and the size of each part.
 pub(crate) fn encode_shared(
     model: &SharedModelData,
     opts: &SaveOptions,
+) -> Result<(Vec<u8>, FileSizes), FormatError> {
+    encode_shared_with(model, opts, false)
+}
+
+/// The bytes the version 1 writer produced with a Huffman index (tests of old files).
+#[cfg(test)]
+pub(crate) fn encode_shared_v1_huffman(model: &SharedModelData) -> Vec<u8> {
+    let opts = SaveOptions {
+        entropy_index: true,
+        int8_outliers: false,
+    };
+    let mut bytes = encode_shared_with(model, &opts, true).unwrap().0;
+    bytes[super::MAGIC.len()..super::MAGIC.len() + 2].copy_from_slice(&1u16.to_le_bytes());
+    let n = bytes.len() - CHECKSUM_LEN;
+    bytes.truncate(n);
+    checksum::append(&mut bytes);
+    bytes
+}
+
+fn encode_shared_with(
+    model: &SharedModelData,
+    opts: &SaveOptions,
+    huffman: bool,
 ) -> Result<(Vec<u8>, FileSizes), FormatError> {
     model.validate().map_err(FormatError::InvalidModel)?;
     let k = model.codebook_len();
@@ -255,8 +312,17 @@ pub(crate) fn encode_shared(
         rho: model.codebook_rho.clone(),
     };
     let symbols = index::to_symbols(&model.fates, k);
-    let index =
-        index::encode(&symbols, k, opts.entropy_index).map_err(FormatError::InvalidModel)?;
+    let layer_sizes = layer_sizes(&model.layers).map_err(FormatError::InvalidModel)?;
+    let ctx = IndexContext {
+        codebook_mu: &model.codebook_mu,
+        layer_sizes: &layer_sizes,
+    };
+    let index = if huffman {
+        super::huffman::encode(&symbols, k + 2).map(IndexSection::Huffman)
+    } else {
+        index::encode(&symbols, &ctx, opts.entropy_index)
+    }
+    .map_err(FormatError::InvalidModel)?;
     let values = if opts.int8_outliers {
         let quant = |v: &[f32], name: &str| {
             QuantizedU8::quantize(v).map_err(|e| FormatError::InvalidModel(format!("{name}: {e}")))
@@ -302,16 +368,30 @@ pub(crate) fn encode_shared(
 
 /// Decodes a shared model from a whole file's bytes.
 pub(crate) fn decode_shared(bytes: &[u8]) -> Result<SharedModelData, FormatError> {
-    let mut r = Reader {
-        payload: unframe(bytes, FileKind::Shared)?,
-        pos: 0,
-    };
+    let (version, payload) = unframe(bytes, FileKind::Shared)?;
+    let mut r = Reader { payload, pos: 0 };
     let (arch, layers) = meta_from_raw(r.next("meta")?)?;
     let n = model::total_weights(&layers).map_err(|e| corrupt("meta", e))?;
+    let layer_sizes = layer_sizes(&layers).map_err(|e| corrupt("meta", e))?;
     let codebook: F32Pair = r.next("codebook")?;
+    if codebook.rho.len() != codebook.mu.len() {
+        return Err(corrupt(
+            "codebook",
+            format!(
+                "{} means but {} rhos",
+                codebook.mu.len(),
+                codebook.rho.len()
+            ),
+        ));
+    }
     let k = codebook.mu.len();
-    let symbols =
-        index::decode(&r.next::<IndexSection>("index")?, k, n).map_err(|e| corrupt("index", e))?;
+    IndexWidth::for_codebook(k).map_err(|e| corrupt("codebook", e))?;
+    let ctx = IndexContext {
+        codebook_mu: &codebook.mu,
+        layer_sizes: &layer_sizes,
+    };
+    let symbols = index::decode(&r.next::<IndexSection>("index")?, &ctx, n, version)
+        .map_err(|e| corrupt("index", e))?;
     let ellipses: Vec<EllipseEntry> = r.next("alphas")?;
     let outliers: OutlierSection = r.next("outliers")?;
     let unshared = unshared_from_raw(r.next("unshared")?)?;
@@ -368,10 +448,8 @@ pub(crate) fn encode_full(
 
 /// Decodes a full BNN from a whole file's bytes.
 pub(crate) fn decode_full(bytes: &[u8]) -> Result<FullBnnData, FormatError> {
-    let mut r = Reader {
-        payload: unframe(bytes, FileKind::FullBnn)?,
-        pos: 0,
-    };
+    let (_version, payload) = unframe(bytes, FileKind::FullBnn)?;
+    let mut r = Reader { payload, pos: 0 };
     let (arch, layers) = meta_from_raw(r.next("meta")?)?;
     let weights: F32Pair = r.next("weights")?;
     let unshared = unshared_from_raw(r.next("unshared")?)?;

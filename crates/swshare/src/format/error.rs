@@ -15,13 +15,17 @@ pub enum FormatError {
         /// The magic this reader expects.
         expected: Vec<u8>,
     },
-    /// The file's format version is not the one this reader understands.
-    #[error("unsupported format version {found} (this reader supports version {supported})")]
+    /// The file's format version is not one this reader understands.
+    #[error(
+        "unsupported .swb format version {found} (this reader supports versions {oldest} to {newest})"
+    )]
     UnsupportedVersion {
         /// Version stored in the file.
         found: u16,
-        /// Version this reader supports.
-        supported: u16,
+        /// Oldest version this reader supports.
+        oldest: u16,
+        /// Newest version this reader supports (the one it writes).
+        newest: u16,
     },
     /// The file holds another kind of model (e.g. a full BNN where a shared one was expected).
     #[error("file holds a {found} model, expected a {expected} model")]

@@ -11,8 +11,13 @@ use super::error::FormatError;
 
 /// Magic bytes at the start of every file written by this module.
 pub const MAGIC: [u8; 7] = *b"SWBNN\0\x01";
-/// The format version this code writes and reads.
-pub const FORMAT_VERSION: u16 = 1;
+/// The format version this code writes.
+///
+/// Version 2 added the context-adaptive range-coded index ([`adaptive`](super::adaptive));
+/// its layout is otherwise that of version 1, so version 1 files still load.
+pub const FORMAT_VERSION: u16 = 2;
+/// The oldest format version this code reads.
+pub const OLDEST_READABLE_VERSION: u16 = 1;
 /// Length of the fixed header in bytes.
 pub const HEADER_LEN: usize = MAGIC.len() + 2 + 1 + 8;
 
@@ -60,8 +65,8 @@ pub(crate) fn write(out: &mut Vec<u8>, kind: FileKind, payload_len: u64) {
 }
 
 /// Parses the header at the start of `bytes`, checks that it is of kind `expected`, and
-/// returns the payload length it announces.
-pub(crate) fn read(bytes: &[u8], expected: FileKind) -> Result<u64, FormatError> {
+/// returns the format version and the payload length it announces.
+pub(crate) fn read(bytes: &[u8], expected: FileKind) -> Result<(u16, u64), FormatError> {
     let truncated = || FormatError::Truncated {
         expected: HEADER_LEN as u64,
         found: bytes.len() as u64,
@@ -76,10 +81,11 @@ pub(crate) fn read(bytes: &[u8], expected: FileKind) -> Result<u64, FormatError>
     // Check the version as soon as it is there: a newer layout may differ after it.
     let version = bytes.get(7..9).ok_or_else(truncated)?;
     let version = u16::from_le_bytes([version[0], version[1]]);
-    if version != FORMAT_VERSION {
+    if !(OLDEST_READABLE_VERSION..=FORMAT_VERSION).contains(&version) {
         return Err(FormatError::UnsupportedVersion {
             found: version,
-            supported: FORMAT_VERSION,
+            oldest: OLDEST_READABLE_VERSION,
+            newest: FORMAT_VERSION,
         });
     }
     let found = FileKind::from_byte(*bytes.get(9).ok_or_else(truncated)?)?;
@@ -91,7 +97,7 @@ pub(crate) fn read(bytes: &[u8], expected: FileKind) -> Result<u64, FormatError>
         .ok_or_else(truncated)?
         .try_into()
         .expect("slice of length 8");
-    Ok(u64::from_le_bytes(len))
+    Ok((version, u64::from_le_bytes(len)))
 }
 
 #[cfg(test)]
@@ -103,7 +109,10 @@ mod tests {
         let mut out = Vec::new();
         write(&mut out, FileKind::FullBnn, 12345);
         assert_eq!(out.len(), HEADER_LEN);
-        assert_eq!(read(&out, FileKind::FullBnn).unwrap(), 12345);
+        assert_eq!(
+            read(&out, FileKind::FullBnn).unwrap(),
+            (FORMAT_VERSION, 12345)
+        );
         assert!(matches!(
             read(&out, FileKind::Shared),
             Err(FormatError::WrongKind {

@@ -1,4 +1,6 @@
-//! The index: one symbol per shareable weight, stored plain (fixed width) or Huffman-coded.
+//! The index: one symbol per shareable weight, stored plain (fixed width), range-coded with a
+//! context-adaptive model ([`adaptive`], written since format version 2) or
+//! Huffman-coded (written by version 1, still read).
 //!
 //! Symbol `k < K` means `Shared(k)`; two reserved symbols mark the other fates:
 //! [`ellipse_marker`]` = K` for `Ellipse` and [`outlier_marker`]` = K + 1` for `Outlier`. The
@@ -11,6 +13,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::adaptive::{self, AdaptiveParams, AdaptiveStream};
 use super::huffman::{self, HuffmanStream};
 use crate::fate::{OutlierCause, WeightFate};
 
@@ -54,13 +57,29 @@ pub fn outlier_marker(k: usize) -> u32 {
     k as u32 + 1
 }
 
-/// The stored index section.
+/// The stored index section. New variants go at the end: the variant number is on disk.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) enum IndexSection {
     /// Fixed width ([`IndexWidth::for_codebook`]), little endian.
     Plain(Vec<u8>),
-    /// Canonical Huffman over the alphabet `0..K + 2`.
+    /// Canonical Huffman over the alphabet `0..K + 2` (format version 1).
     Huffman(HuffmanStream),
+    /// Context-adaptive range coding (format version 2).
+    Adaptive(AdaptiveStream),
+}
+
+/// What the decoder knows before the index: the codebook means and the layer sizes.
+pub(crate) struct IndexContext<'a> {
+    /// Codebook means (`K` entries).
+    pub codebook_mu: &'a [f32],
+    /// Number of weights of each layer, in order.
+    pub layer_sizes: &'a [usize],
+}
+
+impl IndexContext<'_> {
+    fn k(&self) -> usize {
+        self.codebook_mu.len()
+    }
 }
 
 /// Maps fates to index symbols (the caller has validated `Shared(c)` has `c < k`).
@@ -104,10 +123,21 @@ pub(crate) fn from_symbols(
         .collect()
 }
 
-/// Encodes the symbols of a codebook with `k` entries.
-pub(crate) fn encode(symbols: &[u32], k: usize, entropy: bool) -> Result<IndexSection, String> {
+/// Encodes the symbols; `entropy` selects the adaptive range coder over the plain layout.
+pub(crate) fn encode(
+    symbols: &[u32],
+    ctx: &IndexContext<'_>,
+    entropy: bool,
+) -> Result<IndexSection, String> {
+    let k = ctx.k();
     if entropy {
-        return huffman::encode(symbols, k + 2).map(IndexSection::Huffman);
+        return adaptive::encode(
+            symbols,
+            ctx.codebook_mu,
+            ctx.layer_sizes,
+            AdaptiveParams::DEFAULT,
+        )
+        .map(IndexSection::Adaptive);
     }
     Ok(IndexSection::Plain(match IndexWidth::for_codebook(k)? {
         IndexWidth::U8 => symbols.iter().map(|&s| s as u8).collect(),
@@ -118,9 +148,22 @@ pub(crate) fn encode(symbols: &[u32], k: usize, entropy: bool) -> Result<IndexSe
     }))
 }
 
-/// Decodes `n` symbols of a codebook with `k` entries.
-pub(crate) fn decode(section: &IndexSection, k: usize, n: usize) -> Result<Vec<u32>, String> {
+/// Decodes the symbols of the `n` weights of `ctx.layer_sizes`, from a file of format
+/// `version`.
+pub(crate) fn decode(
+    section: &IndexSection,
+    ctx: &IndexContext<'_>,
+    n: usize,
+    version: u16,
+) -> Result<Vec<u32>, String> {
+    let k = ctx.k();
     match section {
+        IndexSection::Adaptive(_) if version < 2 => Err(format!(
+            "range-coded index in a format version {version} file (it needs version 2)"
+        )),
+        IndexSection::Adaptive(stream) => {
+            adaptive::decode(stream, ctx.codebook_mu, ctx.layer_sizes)
+        }
         IndexSection::Huffman(stream) => {
             if stream.lengths.len() != k + 2 {
                 return Err(format!(
@@ -153,6 +196,7 @@ pub(crate) fn decode(section: &IndexSection, k: usize, n: usize) -> Result<Vec<u
 
 #[cfg(test)]
 mod tests {
+    use super::super::FORMAT_VERSION;
     use super::*;
 
     #[test]
@@ -175,12 +219,18 @@ mod tests {
         for (k, width) in [(254usize, 1usize), (255, 2), (2000, 2)] {
             let syms = to_symbols(&fates, k);
             assert_eq!(syms, vec![3, k as u32 + 1, k as u32, k as u32]);
-            let sec = encode(&syms, k, false).unwrap();
+            let mu = vec![0.0; k];
+            let sizes = [fates.len()];
+            let ctx = IndexContext {
+                codebook_mu: &mu,
+                layer_sizes: &sizes,
+            };
+            let sec = encode(&syms, &ctx, false).unwrap();
             let IndexSection::Plain(bytes) = &sec else {
                 panic!("expected a plain index")
             };
             assert_eq!(bytes.len(), fates.len() * width);
-            let back = decode(&sec, k, fates.len()).unwrap();
+            let back = decode(&sec, &ctx, fates.len(), FORMAT_VERSION).unwrap();
             assert_eq!(
                 from_symbols(&back, k, &[OutlierCause::Gradient]).unwrap(),
                 fates
@@ -192,7 +242,20 @@ mod tests {
     fn bad_symbols_and_lengths_are_errors() {
         assert!(from_symbols(&[5], 3, &[]).is_err());
         assert!(from_symbols(&[4], 3, &[]).is_err()); // outlier without a cause
-        assert!(decode(&IndexSection::Plain(vec![0; 3]), 3, 4).is_err());
-        assert!(decode(&IndexSection::Plain(vec![0; 3]), 3, usize::MAX).is_err());
+        let mu = [0.0; 3];
+        let ctx = IndexContext {
+            codebook_mu: &mu,
+            layer_sizes: &[4],
+        };
+        let plain = IndexSection::Plain(vec![0; 3]);
+        assert!(decode(&plain, &ctx, 4, FORMAT_VERSION).is_err());
+        assert!(decode(&plain, &ctx, usize::MAX, FORMAT_VERSION).is_err());
+        // A version 1 file cannot hold a range-coded index.
+        let Ok(IndexSection::Adaptive(stream)) = encode(&[0, 1, 2, 0], &ctx, true) else {
+            panic!("expected a range-coded index")
+        };
+        let sec = IndexSection::Adaptive(stream);
+        assert_eq!(decode(&sec, &ctx, 4, 2).unwrap(), vec![0, 1, 2, 0]);
+        assert!(decode(&sec, &ctx, 4, 1).unwrap_err().contains("version 1"));
     }
 }

@@ -91,6 +91,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), SwbError> {
             source: std::io::ErrorKind::InvalidInput.into(),
         });
     }
+    remove_stale_temps(path);
     let tmp = temp_path(path);
     let mut file = File::create(&tmp).map_err(io_err(&tmp, "create temporary file"))?;
     let written = file
@@ -107,6 +108,38 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), SwbError> {
     }
     sync_dir(path);
     Ok(())
+}
+
+/// Removes the temporary files (`<name>.tmp-<pid>`) of `path` that writers killed before
+/// their rename left behind: those whose process is gone (on Linux, where `/proc` tells;
+/// elsewhere none is removed). Best effort.
+pub fn remove_stale_temps(path: &Path) {
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return;
+    };
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    let prefix = format!("{}.tmp-", name.to_string_lossy());
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let file = entry.file_name().to_string_lossy().into_owned();
+        let Some(pid) = file.strip_prefix(&prefix) else {
+            continue;
+        };
+        let gone = pid.parse::<u32>().is_ok_and(|pid| {
+            pid != std::process::id()
+                && Path::new("/proc/self").exists()
+                && !Path::new("/proc").join(pid.to_string()).exists()
+        });
+        if gone {
+            let _ = fs::remove_file(entry.path());
+        }
+    }
 }
 
 /// Flushes the directory entry of the rename (best effort: not every platform can open a

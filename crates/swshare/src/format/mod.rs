@@ -1,14 +1,14 @@
 //! The compact `.swb` model file: a weight-shared Bayesian model in one versioned,
 //! checksummed file.
 //!
-//! # Layout (format version 1)
+//! # Layout (format version 2)
 //!
 //! | part | bytes | content |
 //! |---|---|---|
 //! | header | 18 | [`MAGIC`] `SWBNN\0\x01`, version `u16` LE, kind `u8` (0 shared, 1 full BNN), payload length `u64` LE |
 //! | meta | var. | architecture JSON text, layer paths and shapes |
 //! | codebook | var. | `K` means and `K` rhos, `f32` |
-//! | index | var. | one symbol per weight, plain `u8`/`u16` or canonical Huffman ([`index`](self::index), [`huffman`]) |
+//! | index | var. | one symbol per weight: plain `u8`/`u16`, context-adaptive range coding ([`adaptive`], version 2) or canonical Huffman ([`huffman`], version 1) ([`index`]) |
 //! | alphas | var. | per ellipse weight: 1..=5 codebook indices and their alphas (`f32`) |
 //! | outliers | var. | outlier `mu` and `rho` as `f32` or 8-bit ([`quant`]), causes packed 2 bits each |
 //! | unshared | var. | every other parameter tensor: path, shape, `f32` data |
@@ -22,7 +22,13 @@
 //! width is one byte when `K + 2 <= 256` and two bytes up to `K + 2 <= 65536` (see
 //! [`IndexWidth`]).
 //!
-//! Readers reject, with a specific [`FormatError`]: other magic bytes, any other version,
+//! **Versions.** Version 2 (written since this crate's index coder change) differs from
+//! version 1 only in the index section: it may hold the adaptive range-coded variant, and the
+//! writer no longer produces Huffman indices. Readers load versions
+//! [`OLDEST_READABLE_VERSION`]`..=`[`FORMAT_VERSION`] (so version 1 files still load) and
+//! refuse others with [`FormatError::UnsupportedVersion`], which names both.
+//!
+//! Readers reject, with a specific [`FormatError`]: other magic bytes, unsupported versions,
 //! the other file kind, truncated or over-long files, checksum mismatches, and sections whose
 //! lengths or values are inconsistent. Decoding never allocates more than the file's size
 //! allows.
@@ -55,6 +61,7 @@
 //! assert_eq!(format::from_bytes(&bytes).unwrap(), model);
 //! ```
 
+pub mod adaptive;
 mod checksum;
 mod codec;
 mod error;
@@ -70,15 +77,18 @@ use serde::{Deserialize, Serialize};
 
 pub use checksum::CHECKSUM_LEN;
 pub use error::{FormatError, SwbError};
-pub use header::{FORMAT_VERSION, FileKind, HEADER_LEN, MAGIC};
+pub use header::{FORMAT_VERSION, FileKind, HEADER_LEN, MAGIC, OLDEST_READABLE_VERSION};
 pub use index::IndexWidth;
-pub use io::{load, load_full_bnn, save, save_full_bnn, temp_path, write_atomic};
+pub use io::{
+    load, load_full_bnn, remove_stale_temps, save, save_full_bnn, temp_path, write_atomic,
+};
 pub use model::{EllipseEntry, FullBnnData, LayerShape, NamedTensor, SharedModelData};
 
 /// Optional encodings beyond the paper's plain layout (both off by default).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SaveOptions {
-    /// Huffman-code the index instead of storing it at fixed width (lossless).
+    /// Entropy-code the index (context-adaptive range coder, [`adaptive`]) instead of storing
+    /// it at fixed width (lossless).
     pub entropy_index: bool,
     /// Store outlier `mu` and `rho` with 8 bits each (lossy, bound in [`quant`]).
     pub int8_outliers: bool,

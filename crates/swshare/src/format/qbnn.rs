@@ -465,7 +465,8 @@ pub fn from_bytes(bytes: &[u8]) -> Result<QbnnData, FormatError> {
     if version != QBNN_VERSION {
         return Err(FormatError::UnsupportedVersion {
             found: version,
-            supported: QBNN_VERSION,
+            oldest: QBNN_VERSION,
+            newest: QBNN_VERSION,
         });
     }
     let mut len = [0u8; 8];
@@ -699,7 +700,11 @@ mod tests {
         newer[7] = 2;
         assert!(matches!(
             from_bytes(&newer),
-            Err(FormatError::UnsupportedVersion { found: 2, .. })
+            Err(FormatError::UnsupportedVersion {
+                found: 2,
+                oldest: QBNN_VERSION,
+                newest: QBNN_VERSION
+            })
         ));
         let mut bad = sample();
         bad.tensors[0].shape = vec![5];

@@ -202,9 +202,19 @@ fn wrong_magic_future_version_and_wrong_kind_are_specific_errors() {
     future[MAGIC.len()..MAGIC.len() + 2].copy_from_slice(&(FORMAT_VERSION + 1).to_le_bytes());
     let err = from_bytes(&future).unwrap_err();
     assert!(
-        matches!(err, FormatError::UnsupportedVersion { found, supported: FORMAT_VERSION } if found == FORMAT_VERSION + 1)
+        matches!(err, FormatError::UnsupportedVersion { found, oldest: 1, newest: FORMAT_VERSION } if found == FORMAT_VERSION + 1)
     );
-    assert!(err.to_string().contains("version 2"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("unsupported .swb format version 3 (this reader supports versions 1 to 2)"),
+        "{err}"
+    );
+    let mut ancient = bytes.clone();
+    ancient[MAGIC.len()..MAGIC.len() + 2].copy_from_slice(&0u16.to_le_bytes());
+    assert!(matches!(
+        from_bytes(&ancient),
+        Err(FormatError::UnsupportedVersion { found: 0, .. })
+    ));
     let full = full_bnn_to_bytes("{}", &[], &[], &[], &[]).unwrap();
     assert!(matches!(
         from_bytes(&full),
@@ -217,6 +227,69 @@ fn wrong_magic_future_version_and_wrong_kind_are_specific_errors() {
         full_bnn_from_bytes(&bytes),
         Err(FormatError::WrongKind { .. })
     ));
+}
+
+/// `bytes` with its version field set to `version` and the checksum redone.
+fn with_version(bytes: &[u8], version: u16) -> Vec<u8> {
+    let mut b = bytes[..bytes.len() - CHECKSUM_LEN].to_vec();
+    b[MAGIC.len()..MAGIC.len() + 2].copy_from_slice(&version.to_le_bytes());
+    checksum::append(&mut b);
+    b
+}
+
+#[test]
+fn version_1_files_still_load() {
+    for k in [6, 300] {
+        let m = model(k, 500);
+        // Huffman index, as the version 1 writer stored it.
+        let v1 = codec::encode_shared_v1_huffman(&m);
+        assert_eq!(&v1[MAGIC.len()..MAGIC.len() + 2], &[1, 0]);
+        assert_eq!(from_bytes(&v1).unwrap(), m);
+        // Plain index: the version 1 and 2 layouts are the same.
+        let plain = to_bytes(&m, &SaveOptions::default()).unwrap();
+        assert_eq!(from_bytes(&with_version(&plain, 1)).unwrap(), m);
+    }
+}
+
+#[test]
+fn range_coded_index_in_a_version_1_file_is_refused() {
+    let bytes = to_bytes(&small(), &SaveOptions::ALL[1]).unwrap();
+    let err = from_bytes(&with_version(&bytes, 1)).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            FormatError::Corrupt {
+                section: "index",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("version 1"), "{err}");
+}
+
+#[test]
+fn entropy_index_beats_huffman_on_a_layered_index() {
+    // Two layers with different component usage: a per-layer model codes this below one
+    // global Huffman code.
+    let mut m = model(300, 4000);
+    for (i, f) in m.fates.iter_mut().enumerate() {
+        if let WeightFate::Shared(c) = f {
+            let layer = u32::from(i >= 2000);
+            *c = layer * 150 + ((i * i) % 13) as u32 + (i % 3) as u32 * 40;
+        }
+    }
+    let adaptive = encoded_sizes(&m, &SaveOptions::ALL[1]).unwrap().index;
+    let huffman = codec::encode_shared_v1_huffman(&m).len() as u64
+        - (encoded_sizes(&m, &SaveOptions::ALL[1]).unwrap().total - adaptive);
+    assert!(
+        (adaptive as f64) < 0.9 * huffman as f64,
+        "adaptive {adaptive} vs Huffman {huffman} bytes"
+    );
+    assert_eq!(
+        from_bytes(&to_bytes(&m, &SaveOptions::ALL[1]).unwrap()).unwrap(),
+        m
+    );
 }
 
 /// A file with a valid header and checksum around an arbitrary payload.
@@ -426,6 +499,29 @@ mod props {
             }
             prop_assume!(b != bytes);
             prop_assert!(from_bytes(&b).is_err());
+        }
+
+        #[test]
+        fn corrupt_index_behind_a_valid_checksum_is_an_error_or_a_valid_model(
+            flips in prop::collection::vec((any::<prop::sample::Index>(), 1u8..=255), 1..4),
+        ) {
+            // Flip bytes inside the index section and redo the checksum: the decoder must
+            // either refuse the file or return a model that passes validation, never panic.
+            let m = model(40, 600);
+            let opts = SaveOptions::ALL[1];
+            let bytes = to_bytes(&m, &opts).unwrap();
+            let sizes = encoded_sizes(&m, &opts).unwrap();
+            let start = HEADER_LEN as u64 + sizes.header - (HEADER_LEN + CHECKSUM_LEN) as u64
+                + sizes.codebook;
+            let mut b = bytes[..bytes.len() - CHECKSUM_LEN].to_vec();
+            for (i, x) in flips {
+                let at = start as usize + i.index(sizes.index as usize);
+                b[at] ^= x;
+            }
+            checksum::append(&mut b);
+            if let Ok(back) = from_bytes(&b) {
+                prop_assert!(back.validate().is_ok());
+            }
         }
 
         #[test]

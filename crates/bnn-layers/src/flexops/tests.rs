@@ -1,0 +1,317 @@
+//! The extension against burn's own `conv2d` on flex: outputs and both gradients over random
+//! shapes, a finite-difference check, and repeatability.
+
+use burn::prelude::*;
+use burn::tensor::ops::ConvOptions;
+use rand::rngs::Xoshiro256PlusPlus;
+use rand::{RngExt, SeedableRng};
+
+use super::{conv2d, uses_kernels};
+
+fn device() -> Device {
+    Device::flex().autodiff()
+}
+
+#[derive(Debug, Clone)]
+struct Case {
+    x: [usize; 4],
+    w: [usize; 4],
+    options: ConvOptions<2>,
+    bias: bool,
+}
+
+fn random_case(rng: &mut Xoshiro256PlusPlus) -> Case {
+    loop {
+        let k = [1, 3, 5, 7];
+        let square = rng.random_range(0..4) > 0;
+        let kh = k[rng.random_range(0..4)];
+        let kw = if square {
+            kh
+        } else {
+            k[rng.random_range(0..4)]
+        };
+        let stride = [rng.random_range(1..3), rng.random_range(1..3)];
+        let dilation = [rng.random_range(1..3), rng.random_range(1..3)];
+        let pad = |rng: &mut Xoshiro256PlusPlus, k: usize| {
+            let p = rng.random_range(0..k / 2 + 2);
+            // One case in four with different padding before and after.
+            if rng.random_range(0..4) == 0 {
+                (p, rng.random_range(0..3))
+            } else {
+                (p, p)
+            }
+        };
+        let padding = [pad(rng, kh), pad(rng, kw)];
+        let x = [
+            rng.random_range(1..5),
+            rng.random_range(1..6),
+            rng.random_range(1..14),
+            rng.random_range(1..14),
+        ];
+        let w = [rng.random_range(1..7), x[1], kh, kw];
+        let options = ConvOptions::new_with_padding(stride, padding, dilation, 1);
+        if super::conv_shape(x, w, &options).is_some() {
+            return Case {
+                x,
+                w,
+                options,
+                bias: rng.random_range(0..2) == 0,
+            };
+        }
+    }
+}
+
+struct Result {
+    y: Vec<f32>,
+    dx: Vec<f32>,
+    dw: Vec<f32>,
+    db: Option<Vec<f32>>,
+}
+
+fn values<const D: usize>(t: Tensor<D>) -> Vec<f32> {
+    t.into_data().convert::<f32>().try_to_vec::<f32>().unwrap()
+}
+
+/// A tensor of uniform values in [-1, 1) from its own generator: burn's seeded generator is
+/// global, and tests run side by side.
+fn uniform<const D: usize>(dims: [usize; D], seed: u64, device: &Device) -> Tensor<D> {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+    let n = dims.iter().product();
+    let v: Vec<f32> = (0..n).map(|_| rng.random_range(-1.0..1.0)).collect();
+    Tensor::from_data(TensorData::new(v, dims), device)
+}
+
+/// Output and gradients of `sum(conv(x, w, b) * r)` with our kernels or burn's convolution.
+fn run(case: &Case, seed: u64, ours: bool) -> Result {
+    let device = device();
+    let x = uniform(case.x, seed, &device).require_grad();
+    let w = uniform(case.w, seed + 1, &device).require_grad();
+    let b = case
+        .bias
+        .then(|| uniform([case.w[0]], seed + 2, &device).require_grad());
+    let y = if ours {
+        assert!(uses_kernels(&x, &w, &case.options), "{case:?}");
+        conv2d(x.clone(), w.clone(), b.clone(), case.options.clone())
+    } else {
+        burn::tensor::module::conv2d(x.clone(), w.clone(), b.clone(), case.options.clone())
+    };
+    let r = uniform(y.dims(), seed + 3, &device);
+    let grads = (y.clone() * r).sum().backward();
+    Result {
+        y: values(y.inner()),
+        dx: values(x.grad(&grads).unwrap()),
+        dw: values(w.grad(&grads).unwrap()),
+        db: b.map(|b| values(b.grad(&grads).unwrap())),
+    }
+}
+
+fn assert_close(what: &str, case: &Case, ours: &[f32], burn: &[f32]) {
+    assert_eq!(ours.len(), burn.len(), "{what} {case:?}");
+    let scale = burn.iter().fold(1.0f32, |m, v| m.max(v.abs()));
+    for (i, (a, b)) in ours.iter().zip(burn).enumerate() {
+        assert!(
+            (a - b).abs() <= 1e-5 * scale * 10.0,
+            "{what}[{i}]: ours {a}, burn {b} (scale {scale}), {case:?}"
+        );
+    }
+}
+
+#[test]
+fn output_and_gradients_match_burns_conv2d_over_random_shapes() {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(12);
+    for i in 0..60 {
+        let case = random_case(&mut rng);
+        let ours = run(&case, i, true);
+        let burn = run(&case, i, false);
+        assert_close("y", &case, &ours.y, &burn.y);
+        assert_close("dx", &case, &ours.dx, &burn.dx);
+        assert_close("dw", &case, &ours.dw, &burn.dw);
+        if let (Some(a), Some(b)) = (&ours.db, &burn.db) {
+            assert_close("db", &case, a, b);
+        }
+    }
+}
+
+#[test]
+fn gradients_match_finite_differences() {
+    // L = sum(conv(x, w) * r) is linear in x and in w, so central differences are exact up to
+    // rounding whatever the step.
+    let case = Case {
+        x: [2, 3, 6, 5],
+        w: [4, 3, 3, 3],
+        options: ConvOptions::new_with_padding([2, 1], [(1, 1), (2, 0)], [1, 2], 1),
+        bias: false,
+    };
+    let device = device();
+    let x = uniform(case.x, 3, &device);
+    let w = uniform(case.w, 4, &device);
+    let y = conv2d(x.clone(), w.clone(), None, case.options.clone());
+    let r = uniform(y.dims(), 5, &device);
+    let loss = |x: Tensor<4>, w: Tensor<4>| {
+        (conv2d(x, w, None, case.options.clone()) * r.clone())
+            .sum()
+            .into_scalar::<f32>() as f64
+    };
+    let (xg, wg) = (x.clone().require_grad(), w.clone().require_grad());
+    let grads = (conv2d(xg.clone(), wg.clone(), None, case.options.clone()) * r.clone())
+        .sum()
+        .backward();
+    let dx = values(xg.grad(&grads).unwrap());
+    let dw = values(wg.grad(&grads).unwrap());
+    let step = 0.25;
+    let bump = |t: &Tensor<4>, i: usize, by: f32| {
+        let mut v = values(t.clone());
+        v[i] += by;
+        Tensor::<4>::from_data(TensorData::new(v, t.dims()), &device)
+    };
+    for i in (0..dx.len()).step_by(7) {
+        let fd = (loss(bump(&x, i, step), w.clone()) - loss(bump(&x, i, -step), w.clone()))
+            / (2.0 * step as f64);
+        assert!(
+            (fd - dx[i] as f64).abs() < 1e-3,
+            "dx[{i}]: {fd} vs {}",
+            dx[i]
+        );
+    }
+    for i in (0..dw.len()).step_by(5) {
+        let fd = (loss(x.clone(), bump(&w, i, step)) - loss(x.clone(), bump(&w, i, -step)))
+            / (2.0 * step as f64);
+        assert!(
+            (fd - dw[i] as f64).abs() < 1e-3,
+            "dw[{i}]: {fd} vs {}",
+            dw[i]
+        );
+    }
+}
+
+#[test]
+fn repeated_runs_give_the_same_bits_on_any_thread_count() {
+    let case = Case {
+        x: [19, 5, 9, 9],
+        w: [6, 5, 3, 3],
+        options: ConvOptions::new([1, 1], [1, 1], [1, 1], 1),
+        bias: true,
+    };
+    let bits = |threads: usize| {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap()
+            .install(|| {
+                let r = run(&case, 5, true);
+                [r.y, r.dx, r.dw, r.db.unwrap()].map(|v| v.iter().map(|f| f.to_bits()).collect())
+            })
+    };
+    let first: [Vec<u32>; 4] = bits(2);
+    assert_eq!(first, bits(2));
+    assert_eq!(first, bits(1));
+    assert_eq!(first, bits(3));
+}
+
+#[test]
+fn groups_and_other_dtypes_go_to_burns_convolution() {
+    let device = device();
+    let x = Tensor::<4>::ones([2, 4, 5, 5], &device);
+    let w = Tensor::<4>::ones([6, 2, 3, 3], &device);
+    let grouped = ConvOptions::new([1, 1], [1, 1], [1, 1], 2);
+    assert!(!uses_kernels(&x, &w, &grouped));
+    let y = conv2d(x.clone(), w.clone(), None, grouped.clone());
+    let want = burn::tensor::module::conv2d(x.clone(), w.clone(), None, grouped);
+    assert_eq!(y.into_data(), want.into_data());
+    let plain = ConvOptions::new([1, 1], [1, 1], [1, 1], 1);
+    let w4 = Tensor::<4>::ones([6, 4, 3, 3], &device);
+    assert!(uses_kernels(&x, &w4, &plain));
+    let half = x.cast(burn::tensor::DType::F16);
+    assert!(!uses_kernels(
+        &half,
+        &w4.clone().cast(burn::tensor::DType::F16),
+        &plain
+    ));
+    // A kernel larger than the padded input is left to burn (and its error message).
+    assert!(!uses_kernels(
+        &Tensor::<4>::ones([1, 4, 2, 2], &device),
+        &w4,
+        &ConvOptions::new([1, 1], [0, 0], [1, 1], 1)
+    ));
+}
+
+#[test]
+fn batch_norm_matches_the_layers_own_forward_and_backward() {
+    use burn::nn::BatchNormConfig;
+    let device = device();
+    for (i, dims) in [[4, 3, 5, 7], [1, 2, 1, 1], [9, 5, 3, 2]]
+        .into_iter()
+        .enumerate()
+    {
+        let seed = 40 + 4 * i as u64;
+        let run = |ours: bool| {
+            let layer = BatchNormConfig::new(dims[1]).init(&device);
+            let gamma = uniform([dims[1]], seed, &device).add_scalar(1.5);
+            let beta = uniform([dims[1]], seed + 1, &device);
+            let layer = burn::nn::BatchNorm {
+                gamma: burn::module::Param::from_tensor(gamma),
+                beta: burn::module::Param::from_tensor(beta),
+                ..layer
+            };
+            let x = uniform(dims, seed + 2, &device)
+                .mul_scalar(3.0)
+                .add_scalar(0.5);
+            let x = x.require_grad();
+            let y = if ours {
+                super::batch_norm(&layer, x.clone())
+            } else {
+                layer.forward(x.clone())
+            };
+            let r = uniform(dims, seed + 3, &device);
+            let grads = (y.clone() * r).sum().backward();
+            [
+                values(y.inner()),
+                values(x.grad(&grads).unwrap()),
+                values(layer.gamma.grad(&grads).unwrap()),
+                values(layer.beta.grad(&grads).unwrap()),
+                values(layer.running_mean.value()),
+                values(layer.running_var.value()),
+            ]
+        };
+        let (ours, burn) = (run(true), run(false));
+        let case = Case {
+            x: dims,
+            w: [0; 4],
+            options: ConvOptions::new([1, 1], [0, 0], [1, 1], 1),
+            bias: false,
+        };
+        for (what, (a, b)) in ["y", "dx", "dgamma", "dbeta", "running mean", "running var"]
+            .iter()
+            .zip(ours.iter().zip(&burn))
+        {
+            assert_close(what, &case, a, b);
+        }
+    }
+}
+
+#[test]
+fn softplus_and_its_gradient_match_burns_log_sigmoid() {
+    let device = device();
+    let x = uniform([7, 300], 60, &device)
+        .mul_scalar(30.0)
+        .require_grad();
+    let r = uniform([7, 300], 61, &device);
+    let run = |ours: bool| {
+        let y = if ours {
+            super::softplus(x.clone())
+        } else {
+            burn::tensor::activation::log_sigmoid(x.clone().neg()).neg()
+        };
+        let grads = (y.clone() * r.clone()).sum().backward();
+        [values(y.inner()), values(x.grad(&grads).unwrap())]
+    };
+    let (ours, burn) = (run(true), run(false));
+    let case = Case {
+        x: [7, 300, 1, 1],
+        w: [0; 4],
+        options: ConvOptions::new([1, 1], [0, 0], [1, 1], 1),
+        bias: false,
+    };
+    assert_close("softplus", &case, &ours[0], &burn[0]);
+    assert_close("softplus gradient", &case, &ours[1], &burn[1]);
+}

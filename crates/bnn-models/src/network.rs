@@ -1,0 +1,387 @@
+//! A model of the zoo: configuration, construction in each kind, forward pass.
+
+use bnn_layers::{Codebook, ParamCounts, WeightSource, count_params};
+use burn::config::Config;
+use burn::module::{ModuleVisitor, Param};
+use burn::prelude::*;
+
+use crate::layers::{LayerFactory, ShareFn};
+use crate::lenet::LeNet5;
+use crate::mlp::Mlp;
+use crate::resnet::{BlockKind, ResNet, Stem};
+use crate::vit::{Vit, VitShape};
+use crate::wrn::WideResNet;
+use crate::{Arch, Kind, ModelError};
+use bnn_layers::BayesOptions;
+
+/// Path prefix of every layer: the `body` field of [`Network`].
+const BODY: &str = "body.";
+
+/// Everything needed to build a model; saved with every model file so that evaluation needs no
+/// other flags.
+#[derive(Config, Debug, PartialEq)]
+pub struct ModelConfig {
+    /// Architecture.
+    pub arch: Arch,
+    /// Deterministic, Bayesian or shared.
+    pub kind: Kind,
+    /// Number of classes.
+    pub classes: usize,
+    /// Input channels (1 for MNIST-like data, 3 for colour).
+    #[config(default = 3)]
+    pub in_channels: usize,
+    /// Input side in pixels (square images).
+    #[config(default = 32)]
+    pub image_size: usize,
+    /// ResNet-18/50/101 stem: `None` picks the CIFAR stem for images up to 64 px, else ImageNet's.
+    #[config(default = "None")]
+    pub cifar_stem: Option<bool>,
+    /// Hidden widths of the MLP.
+    #[config(default = "vec![400, 400]")]
+    pub mlp_hidden: Vec<usize>,
+    /// Options of the Bayesian layers.
+    #[config(default = "BayesOptions::new()")]
+    pub bayes: BayesOptions,
+    /// Number of shared Gaussians (shared kind).
+    #[config(default = 0)]
+    pub codebook_len: usize,
+}
+
+/// The network body of each architecture.
+#[derive(Module, Debug)]
+#[allow(clippy::large_enum_variant)]
+pub enum Body {
+    /// MLP.
+    Mlp(Mlp),
+    /// LeNet-5.
+    LeNet5(LeNet5),
+    /// ResNets.
+    ResNet(ResNet),
+    /// Wide ResNets.
+    Wrn(WideResNet),
+    /// Vision Transformers.
+    Vit(Vit),
+}
+
+/// A model of the zoo: its body and, for the shared kind, the global codebook.
+#[derive(Module, Debug)]
+pub struct Network {
+    /// The layers.
+    pub body: Body,
+    /// Shared Gaussians (shared kind only).
+    pub codebook: Option<Codebook>,
+}
+
+impl Network {
+    /// `[batch, channels, h, w] -> [batch, classes]` logits.
+    pub fn forward(&self, x: Tensor<4>) -> Tensor<2> {
+        let view = self.codebook.as_ref().map(Codebook::view);
+        let cb = view.as_ref();
+        match &self.body {
+            Body::Mlp(m) => m.forward(x, cb),
+            Body::LeNet5(m) => m.forward(x, cb),
+            Body::ResNet(m) => m.forward(x, cb),
+            Body::Wrn(m) => m.forward(x, cb),
+            Body::Vit(m) => m.forward(x, cb),
+        }
+    }
+
+    /// Parameter counts, from shapes only.
+    pub fn counts(&self) -> ParamCounts {
+        count_params(self)
+    }
+
+    /// Path and shape of every float parameter (and running statistic), in visiting order,
+    /// without reading or initialising any (paths as [`ModelConfig::param_shapes`]).
+    pub fn param_shapes(&self) -> Vec<(String, Vec<usize>)> {
+        let mut shapes = ShapeVisitor::default();
+        self.visit(&mut shapes);
+        shapes.out
+    }
+}
+
+impl ModelConfig {
+    /// The same configuration with another kind.
+    pub fn with_kind(mut self, kind: Kind) -> Self {
+        self.kind = kind;
+        self
+    }
+
+    /// A configuration with the given architecture, kind and classes, for `image_size` inputs of
+    /// `in_channels` channels.
+    pub fn for_input(
+        arch: Arch,
+        kind: Kind,
+        classes: usize,
+        in_channels: usize,
+        image_size: usize,
+    ) -> Self {
+        Self::new(arch, kind, classes)
+            .with_in_channels(in_channels)
+            .with_image_size(image_size)
+    }
+
+    /// Checks every size against its bound ([`MAX_CLASSES`], [`MAX_IN_CHANNELS`],
+    /// [`MAX_IMAGE_SIZE`], [`MAX_MLP_WIDTH`], [`MAX_MLP_LAYERS`], [`MAX_CODEBOOK_LEN`]), so that
+    /// no shape computation of any architecture can overflow. Every constructor calls it; a
+    /// configuration read from a file passes it before anything is allocated.
+    pub fn validate(&self) -> Result<(), ModelError> {
+        let bound = |what: &str, value: usize, min: usize, max: usize| {
+            if (min..=max).contains(&value) {
+                Ok(())
+            } else {
+                Err(ModelError::InvalidConfig(format!(
+                    "{what} = {value} is out of range: {min} to {max}"
+                )))
+            }
+        };
+        bound("classes", self.classes, 1, MAX_CLASSES)?;
+        bound("in_channels", self.in_channels, 1, MAX_IN_CHANNELS)?;
+        bound("image_size", self.image_size, 1, MAX_IMAGE_SIZE)?;
+        bound("codebook_len", self.codebook_len, 0, MAX_CODEBOOK_LEN)?;
+        if self.arch == Arch::Mlp {
+            bound(
+                "mlp_hidden layers",
+                self.mlp_hidden.len(),
+                0,
+                MAX_MLP_LAYERS,
+            )?;
+            for &w in &self.mlp_hidden {
+                bound("mlp_hidden width", w, 1, MAX_MLP_WIDTH)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Path and shape of every float parameter (and running statistic) of this configuration,
+    /// in visiting order, without allocating the parameters (they stay lazy). The shared kind
+    /// is listed as its Bayesian counterpart, whose weights the plan replaces.
+    pub fn param_shapes(&self, device: &Device) -> Result<Vec<(String, Vec<usize>)>, ModelError> {
+        let kind = match self.kind {
+            Kind::Deterministic => Kind::Deterministic,
+            Kind::Bayesian | Kind::Shared => Kind::Bayesian,
+        };
+        Ok(self.clone().with_kind(kind).init(device)?.param_shapes())
+    }
+
+    fn body(&self, f: &mut LayerFactory<'_>) -> Result<Body, ModelError> {
+        self.validate()?;
+        let (c, s, k) = (self.in_channels, self.image_size, self.classes);
+        let stem = match self.cifar_stem.unwrap_or(s <= 64) {
+            true => Stem::Cifar,
+            false => Stem::ImageNet,
+        };
+        let resnet = |f: &mut LayerFactory<'_>, kind, blocks: &[usize], widths: &[usize], stem| {
+            Body::ResNet(ResNet::new(f, kind, blocks, widths, stem, c, k))
+        };
+        let imagenet_widths = [64, 128, 256, 512];
+        Ok(match self.arch {
+            Arch::Mlp => Body::Mlp(Mlp::new(f, c * s * s, &self.mlp_hidden, k)),
+            Arch::Lenet5 => Body::LeNet5(LeNet5::new(f, c, s, k)?),
+            Arch::Resnet20 => resnet(f, BlockKind::Basic, &[3, 3, 3], &[16, 32, 64], Stem::Cifar),
+            Arch::Resnet18 => resnet(f, BlockKind::Basic, &[2, 2, 2, 2], &imagenet_widths, stem),
+            Arch::Resnet50 => resnet(
+                f,
+                BlockKind::Bottleneck,
+                &[3, 4, 6, 3],
+                &imagenet_widths,
+                stem,
+            ),
+            Arch::Resnet101 => resnet(
+                f,
+                BlockKind::Bottleneck,
+                &[3, 4, 23, 3],
+                &imagenet_widths,
+                stem,
+            ),
+            Arch::Wrn28x10 => Body::Wrn(WideResNet::new(f, 28, 10, c, k)?),
+            Arch::VitB16 => {
+                let shape = VitShape {
+                    patch: 16,
+                    dim: 768,
+                    depth: 12,
+                    heads: 12,
+                    mlp_dim: 3072,
+                };
+                Body::Vit(Vit::new(f, shape, c, s, k)?)
+            }
+            Arch::VitTiny => {
+                let patch = if s % 4 == 0 && s >= 16 { 4 } else { 7.min(s) };
+                let shape = VitShape {
+                    patch,
+                    dim: 64,
+                    depth: 4,
+                    heads: 4,
+                    mlp_dim: 128,
+                };
+                Body::Vit(Vit::new(f, shape, c, s, k)?)
+            }
+        })
+    }
+
+    /// Builds a deterministic or Bayesian model. The shared kind needs a sharing plan: use
+    /// [`ModelConfig::init_shared`].
+    pub fn init(&self, device: &Device) -> Result<Network, ModelError> {
+        if self.kind == Kind::Shared {
+            return Err(ModelError::InvalidConfig(
+                "the shared kind is built from a sharing plan with ModelConfig::init_shared".into(),
+            ));
+        }
+        let mut f = LayerFactory::new(self.kind, self.bayes.clone(), device).with_prefix(BODY);
+        let body = self.body(&mut f)?;
+        f.finish()?;
+        Ok(Network {
+            body,
+            codebook: None,
+        })
+    }
+
+    /// Builds the shared kind: `share(path, shape)` gives the [`WeightSource`] of every weight of
+    /// the layer at `path`, `codebook` the shared Gaussians. Biases and other parameters start
+    /// from their initialisation; copy trained ones with `bnn_layers::deterministic_from_bayes`
+    /// (which copies by path).
+    pub fn init_shared(
+        &self,
+        device: &Device,
+        share: &mut ShareFn<'_>,
+        codebook: Codebook,
+    ) -> Result<Network, ModelError> {
+        let len = codebook.len();
+        let mut f = LayerFactory::shared(self.bayes.clone(), device, share, len).with_prefix(BODY);
+        let body = self.body(&mut f)?;
+        f.finish()?;
+        Ok(Network {
+            body,
+            codebook: Some(codebook),
+        })
+    }
+
+    /// Paths of the layers with weights, in the stable order used by the weight-sharing stages
+    /// (builds the deterministic model lazily: nothing is allocated).
+    pub fn layer_paths(&self, device: &Device) -> Result<Vec<String>, ModelError> {
+        let mut f =
+            LayerFactory::new(Kind::Deterministic, self.bayes.clone(), device).with_prefix(BODY);
+        self.body(&mut f)?;
+        f.finish()
+    }
+
+    /// Parameter counts of this configuration, without allocating the model. For the shared
+    /// kind, every shareable weight is counted as shared in a codebook of `codebook_len` entries
+    /// with no outliers (the plan decides the real split).
+    pub fn counts(&self, device: &Device) -> Result<ParamCounts, ModelError> {
+        let bayes_kind = if self.kind == Kind::Deterministic {
+            Kind::Deterministic
+        } else {
+            Kind::Bayesian
+        };
+        let model = self.clone().with_kind(bayes_kind).init(device)?;
+        let mut c = model.counts();
+        if self.kind == Kind::Shared {
+            c.trainable = c.trainable - 2 * c.bayes_weights + 2 * self.codebook_len;
+            c.shared_weights = c.bayes_weights;
+            c.bayes_weights = 0;
+            c.codebook = self.codebook_len;
+        }
+        Ok(c)
+    }
+}
+
+/// Most classes a configuration may have (ImageNet-21k has 21,841).
+pub const MAX_CLASSES: usize = 100_000;
+/// Most input channels.
+pub const MAX_IN_CHANNELS: usize = 64;
+/// Largest input side in pixels.
+pub const MAX_IMAGE_SIZE: usize = 4096;
+/// Widest MLP hidden layer.
+pub const MAX_MLP_WIDTH: usize = 1 << 20;
+/// Most MLP hidden layers.
+pub const MAX_MLP_LAYERS: usize = 64;
+/// Most codebook entries (the `.swb` index holds at most 65,534).
+pub const MAX_CODEBOOK_LEN: usize = 65_534;
+
+/// Collects `(path, shape)` of every float parameter without initialising lazy ones; paths as
+/// `bnn_layers`' (enum variant names left out).
+#[derive(Default)]
+struct ShapeVisitor {
+    path: Vec<String>,
+    skipped: Vec<bool>,
+    out: Vec<(String, Vec<usize>)>,
+}
+
+impl ModuleVisitor for ShapeVisitor {
+    fn enter_module(&mut self, name: &str, container_type: &str) {
+        let skip = container_type.starts_with("Enum:");
+        self.skipped.push(skip);
+        if !skip {
+            self.path.push(name.to_string());
+        }
+    }
+
+    fn exit_module(&mut self, _name: &str, _container_type: &str) {
+        if !self.skipped.pop().unwrap_or(false) {
+            self.path.pop();
+        }
+    }
+
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+        self.out
+            .push((self.path.join("."), param.lazy_shape().to_vec()));
+    }
+}
+
+/// A [`ShareFn`] for tests and summaries: every weight of every layer uses codebook entry 0.
+pub fn share_all_first(_path: &str, shape: &[usize]) -> Result<Vec<WeightSource>, ModelError> {
+    Ok(vec![WeightSource::Codebook(0); shape.iter().product()])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Sizes read from a file are checked before any shape arithmetic: these used to overflow
+    /// (`c * s * s` for the MLP) or ask for hundreds of gigabytes.
+    #[test]
+    fn absurd_sizes_are_errors_not_panics() {
+        let device = bnn_layers::test_device();
+        let base = ModelConfig::for_input(Arch::Mlp, Kind::Bayesian, 10, 1, 28);
+        for (config, needle) in [
+            (base.clone().with_image_size(1 << 32), "image_size"),
+            (base.clone().with_in_channels(1 << 40), "in_channels"),
+            (
+                ModelConfig::for_input(Arch::Mlp, Kind::Bayesian, 1_000_000_000, 1, 28),
+                "classes",
+            ),
+            (
+                ModelConfig::for_input(Arch::Mlp, Kind::Bayesian, 0, 1, 28),
+                "classes",
+            ),
+            (base.clone().with_mlp_hidden(vec![1 << 30]), "mlp_hidden"),
+            (base.clone().with_codebook_len(1 << 20), "codebook_len"),
+        ] {
+            let err = config.init(&device).unwrap_err().to_string();
+            assert!(err.contains(needle), "{err}");
+            assert!(config.param_shapes(&device).is_err());
+        }
+    }
+
+    /// The shapes come without allocating: an MLP of 2 x 10^11 weights is listed in no time.
+    #[test]
+    fn param_shapes_are_lazy_and_named_like_exports() {
+        let device = bnn_layers::test_device();
+        let big = ModelConfig::for_input(Arch::Mlp, Kind::Shared, 10, 3, 4096)
+            .with_mlp_hidden(vec![4096]);
+        let shapes = big.param_shapes(&device).unwrap();
+        let n: usize = shapes
+            .iter()
+            .map(|(_, s)| s.iter().product::<usize>())
+            .sum();
+        assert!(n > 100_000_000_000, "{n}");
+        let small = ModelConfig::for_input(Arch::Lenet5, Kind::Bayesian, 10, 1, 28);
+        let exported: Vec<(String, Vec<usize>)> =
+            bnn_layers::export_params(&small.init(&device).unwrap())
+                .into_iter()
+                .map(|t| (t.path, t.shape))
+                .collect();
+        assert_eq!(small.param_shapes(&device).unwrap(), exported);
+    }
+}

@@ -1,0 +1,49 @@
+//! Figures for (Bayesian) neural-network classifiers and weight-shared models, on plain data.
+//!
+//! No deep-learning framework: inputs are slices, [`bnn_metrics`] results and small structs.
+//! One function per figure, each taking the data, a [`Size`] and an output path; the path's
+//! extension picks PNG or SVG, drawn by one code path (plotters' bitmap and SVG backends).
+//! Text uses an embedded copy of DejaVu Sans, so nothing is needed from the system at run
+//! time. Colours come from the Okabe-Ito palette, which readers with colour-vision
+//! deficiencies can tell apart.
+//!
+//! * [`reliability`]: accuracy per confidence bin with the gap bars, the confidence histogram
+//!   under it, ECE in the title; one column per model.
+//! * [`ood`]: in- vs out-of-distribution histograms of max-probability, predictive entropy and
+//!   mutual information, and the ROC curves with their AUROC.
+//! * [`weights`]: the `(mu, sigma)` plane of a Bayesian network's weights coloured by fate,
+//!   with the 1- and 2-sigma ellipses of the shared Gaussians; stays fast for millions of
+//!   weights (see [`WeightsOptions`]).
+//! * [`per_class`]: box plots of the confidence per class, with each class's mean above its box.
+//! * [`corruptions`]: accuracy, NLL and ECE against corruption severity, one line per method.
+//!
+//! Files are written to a temporary name and renamed into place. Bad input is a
+//! [`PlotError`], never a panic.
+#![warn(missing_docs)]
+
+mod corruptions;
+mod error;
+mod ood;
+mod output;
+mod per_class;
+mod reliability;
+mod style;
+mod text;
+mod weights;
+
+pub use corruptions::{CorruptionSeries, corruptions};
+pub use error::{PlotError, Result};
+pub use ood::{OodPlot, Uncertainties, ood};
+pub use output::{Format, MAX_SIDE, Size};
+pub use per_class::{PerClassPlot, per_class};
+pub use reliability::{ReliabilityPanel, reliability};
+pub use style::okabe_ito;
+pub use weights::{
+    DEFAULT_DOT_LIMIT, DEFAULT_MARKS_LIMIT, DEFAULT_MAX_ELLIPSES, Gaussian, PointFate, SigmaAxis,
+    WeightsOptions, WeightsPlot, weights,
+};
+
+/// Compiles and runs the README example as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

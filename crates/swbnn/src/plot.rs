@@ -1,0 +1,361 @@
+//! `swbnn plot <what> MODEL_OR_RUN --out FILE.{png,svg}`: one figure from a reproduction run
+//! directory, a `.swb` file or a training directory.
+
+use std::path::{Path, PathBuf};
+
+use bnn_data::{Corruption, DatasetId};
+use bnn_models::{Kind, ModelConfig, Network};
+use bnn_plot::{SigmaAxis, Size, WeightsOptions};
+use bnn_train::{evaluate, load_model};
+use burn::prelude::*;
+use clap::{Args, ValueEnum};
+use swshare::burn_edges::from_swb;
+
+use crate::Error;
+use crate::experiment::evaluate_corruptions;
+use crate::figures::{self, CleanMetrics, ModelPredictions};
+use crate::run_dir::{FIGURE_SEED, Loaders, METHODS, RunDir, run_predictions};
+
+/// Which figure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Figure {
+    /// Reliability diagram(s) with the confidence histogram; ECE in the title.
+    Reliability,
+    /// In- vs out-of-distribution max-probability, entropy, mutual information; ROC curves.
+    Ood,
+    /// (mu, sigma) of the weights by fate, with the Gaussians' 1- and 2-sigma ellipses.
+    Weights,
+    /// Confidence box plots per class, mean above each box.
+    PerClass,
+    /// Accuracy, NLL and ECE against corruption severity (mean over the kinds), one line per
+    /// method: a run's `corruptions.json` (`reproduce --corruptions`), or for a model file all
+    /// 15 corruptions of `bnn_data::Corruption::all` evaluated here.
+    Corruptions,
+}
+
+/// Scale of the weights figure's sigma axis.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SigmaScale {
+    /// Logarithmic when sigma spans more than a factor of 30 (1st to 99th percentile).
+    Auto,
+    /// Linear.
+    Linear,
+    /// Logarithmic.
+    Log,
+}
+
+/// Arguments of `swbnn plot`.
+#[derive(Debug, Clone, Args)]
+pub struct PlotArgs {
+    /// The figure.
+    #[arg(value_enum)]
+    pub what: Figure,
+    /// A run directory of `cargo xtask reproduce` (with setup.json; or one seed's `seed-<i>`
+    /// of a multi-seed run), a .swb file, a directory with model.swb (a run's 2DGBNN stage),
+    /// or a training directory (model.bpk and config.json).
+    pub model: PathBuf,
+    /// Seed of a multi-seed run whose models are drawn (default 0); its tables then replace
+    /// the means over seeds in the corruptions figure.
+    #[arg(long)]
+    pub seed: Option<usize>,
+    /// Output file; .png or .svg.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Method of a run directory: deterministic, bbb or 2dgbnn. Default: all three for
+    /// reliability and corruptions, 2dgbnn for the others.
+    #[arg(long)]
+    pub method: Option<String>,
+    /// Data set of a .swb file or training directory (a run directory knows its own).
+    #[arg(long)]
+    pub dataset: Option<DatasetId>,
+    /// Out-of-distribution data set; --ood-dir gives its directory.
+    #[arg(long)]
+    pub ood: Option<DatasetId>,
+    /// Directory of the OOD data set.
+    #[arg(long)]
+    pub ood_dir: Option<PathBuf>,
+    /// Data directory.
+    #[arg(long)]
+    pub data: Option<PathBuf>,
+    /// Stratified test subset (and OOD subset) of this many examples.
+    #[arg(long)]
+    pub subset: Option<usize>,
+    /// Monte Carlo samples (default: the run's, else 30).
+    #[arg(long)]
+    pub samples: Option<usize>,
+    /// Weights: one layer, by path (e.g. conv2.weight). Default: all shareable layers.
+    #[arg(long)]
+    pub layer: Option<String>,
+    /// Weights of a run directory: the retrained model's (.swb) instead of the BBB posterior
+    /// with the sharing plan.
+    #[arg(long)]
+    pub after_retraining: bool,
+    /// Weights: most Gaussians drawn as ellipses (the most used).
+    #[arg(long, default_value_t = bnn_plot::DEFAULT_MAX_ELLIPSES)]
+    pub max_ellipses: usize,
+    /// Weights: sigma axis scale.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub sigma_axis: SigmaScale,
+    /// Figure width in pixels (default: the report's).
+    #[arg(long)]
+    pub width: Option<u32>,
+    /// Figure height in pixels (default: the report's).
+    #[arg(long)]
+    pub height: Option<u32>,
+}
+
+impl PlotArgs {
+    fn size(&self, default: Size) -> Size {
+        Size::new(
+            self.width.unwrap_or(default.width),
+            self.height.unwrap_or(default.height),
+        )
+    }
+
+    fn weights_options(&self) -> WeightsOptions {
+        WeightsOptions {
+            sigma_axis: match self.sigma_axis {
+                SigmaScale::Auto => SigmaAxis::Auto,
+                SigmaScale::Linear => SigmaAxis::Linear,
+                SigmaScale::Log => SigmaAxis::Log,
+            },
+            max_ellipses: self.max_ellipses,
+            ..Default::default()
+        }
+    }
+}
+
+/// What `MODEL_OR_RUN` names.
+enum Source {
+    Run(RunDir),
+    Model {
+        model: Box<Network>,
+        label: String,
+        /// The `.swb` file it was loaded from, if any.
+        swb: Option<PathBuf>,
+    },
+}
+
+fn open_source(args: &PlotArgs, device: &Device) -> Result<Source, Error> {
+    let path = &args.model;
+    if RunDir::is_run(path) {
+        return Ok(Source::Run(RunDir::open(path, args.seed)?));
+    }
+    if args.seed.is_some() {
+        return Err(Error::Usage(format!(
+            "--seed: {} is not a run directory",
+            path.display()
+        )));
+    }
+    let swb = if path.is_dir() {
+        Some(path.join("model.swb")).filter(|p| p.is_file())
+    } else {
+        Some(path.clone()).filter(|p| p.extension().is_some_and(|e| e == "swb"))
+    };
+    if let Some(swb) = swb {
+        let data = swshare::format::load(&swb)?;
+        return Ok(Source::Model {
+            model: Box::new(from_swb(&data, device)?.0),
+            label: "2DGBNN".into(),
+            swb: Some(swb),
+        });
+    }
+    let config_path = path.join("config.json");
+    if path.join("model.bpk").is_file() && config_path.is_file() {
+        let text = std::fs::read_to_string(&config_path).map_err(|e| Error::io(&config_path, e))?;
+        let config: ModelConfig =
+            serde_json::from_str(&text).map_err(|e| Error::parse(&config_path, e))?;
+        let model = load_model(&path.join("model.bpk"), config.init(device)?)?;
+        let label = match config.kind {
+            Kind::Deterministic => "Deterministic",
+            Kind::Bayesian => "BBB",
+            Kind::Shared => "2DGBNN",
+        };
+        return Ok(Source::Model {
+            model: Box::new(model),
+            label: label.into(),
+            swb: None,
+        });
+    }
+    Err(Error::Usage(format!(
+        "{}: neither a run directory (setup.json), a .swb file, a directory with model.swb nor \
+         a training directory (model.bpk and config.json)",
+        path.display()
+    )))
+}
+
+/// Data of a single model: from the arguments.
+fn model_loaders(args: &PlotArgs, need_ood: bool) -> Result<Loaders, Error> {
+    let dataset = args.dataset.ok_or_else(|| {
+        Error::Usage("--dataset is needed to evaluate a model file or directory".into())
+    })?;
+    if need_ood && args.ood.is_none() {
+        return Err(Error::Usage(
+            "the OOD figure needs --ood (and --ood-dir for a directory of images)".into(),
+        ));
+    }
+    let ood = args.ood.map(|id| (id, args.ood_dir.as_deref()));
+    Loaders::new(dataset, args.data.as_deref(), ood, args.subset, 2)
+}
+
+fn run_loaders(args: &PlotArgs, run: &RunDir) -> Result<Loaders, Error> {
+    let ood = run.ood.as_ref().map(|(id, d)| (*id, Some(d.as_path())));
+    Loaders::new(
+        run.dataset,
+        args.data.as_deref().or(run.data_dir.as_deref()),
+        ood,
+        args.subset.or(run.test_subset),
+        2,
+    )
+}
+
+fn methods(args: &PlotArgs, all: bool) -> Result<Vec<&str>, Error> {
+    match args.method.as_deref() {
+        Some(m) if METHODS.contains(&m) => Ok(vec![m]),
+        Some(m) => Err(Error::Usage(format!(
+            "--method {m}: one of deterministic, bbb, 2dgbnn"
+        ))),
+        None if all => Ok(METHODS.to_vec()),
+        None => Ok(vec!["2dgbnn"]),
+    }
+}
+
+/// Draws the figure `args.what` into `args.out`; returns the path written.
+pub fn run(args: &PlotArgs, device: &Device) -> Result<PathBuf, Error> {
+    bnn_plot::Format::from_path(&args.out)?;
+    let source = open_source(args, device)?;
+    let samples = |run_samples: Option<usize>| args.samples.or(run_samples).unwrap_or(30);
+    let out = args.out.as_path();
+    match (args.what, source) {
+        (Figure::Weights, source) => weights(args, source, device, out)?,
+        (what, Source::Run(run)) => {
+            let all = matches!(what, Figure::Reliability | Figure::Corruptions);
+            let ms = methods(args, all)?;
+            if what == Figure::Corruptions {
+                let rows = run.corruption_rows()?.ok_or_else(|| {
+                    Error::Usage(format!(
+                        "{}: no corruptions.json; run `cargo xtask reproduce` with --corruptions",
+                        run.dir.display()
+                    ))
+                })?;
+                let rows: Vec<_> = rows
+                    .into_iter()
+                    .filter(|r| ms.contains(&r.method.as_str()))
+                    .collect();
+                let series = figures::corruption_series(&run.clean_metrics()?, &rows)?;
+                figures::corruptions(&series, args.size(figures::CORRUPTIONS_SIZE), out)?;
+            } else {
+                let loaders = run_loaders(args, &run)?;
+                let n = samples(Some(run.samples));
+                let preds = run_predictions(&run, &loaders, &ms, device, n)?;
+                draw_predictions(args, what, &preds, &loaders, out)?;
+            }
+        }
+        (what, Source::Model { model, label, .. }) => {
+            let loaders = model_loaders(args, what == Figure::Ood)?;
+            let n = samples(None);
+            if what == Figure::Corruptions {
+                let series = model_corruptions(&label, &model, &loaders, device, n)?;
+                figures::corruptions(&series, args.size(figures::CORRUPTIONS_SIZE), out)?;
+            } else {
+                let preds = loaders.predict(&label, &model, device, n)?;
+                draw_predictions(args, what, &[preds], &loaders, out)?;
+            }
+        }
+    }
+    Ok(args.out.clone())
+}
+
+/// One model on the clean test set and on every corruption of [`Corruption::all`].
+fn model_corruptions(
+    label: &str,
+    model: &Network,
+    loaders: &Loaders,
+    device: &Device,
+    samples: usize,
+) -> Result<Vec<bnn_plot::CorruptionSeries>, Error> {
+    device.seed(FIGURE_SEED);
+    let clean = evaluate(model, &loaders.test, None, samples)?.summary;
+    let rows = evaluate_corruptions(
+        model,
+        label,
+        &loaders.test_data,
+        loaders.dataset.norm_stats(),
+        &Corruption::all(),
+        samples,
+        loaders.workers,
+    )?;
+    let clean = CleanMetrics {
+        method: label.to_string(),
+        accuracy: clean.accuracy,
+        nll: clean.nll,
+        ece: clean.ece,
+    };
+    figures::corruption_series(&[clean], &rows)
+}
+
+fn draw_predictions(
+    args: &PlotArgs,
+    what: Figure,
+    preds: &[ModelPredictions],
+    loaders: &Loaders,
+    out: &Path,
+) -> Result<(), Error> {
+    match what {
+        Figure::Reliability => figures::reliability(
+            preds,
+            args.size(figures::reliability_size(preds.len())),
+            out,
+        ),
+        Figure::Ood => {
+            let ood = loaders
+                .ood
+                .as_ref()
+                .map_or("OOD", |(id, _)| figures::dataset_label(*id));
+            figures::ood(
+                &preds[0],
+                figures::dataset_label(loaders.dataset),
+                ood,
+                args.size(figures::OOD_SIZE),
+                out,
+            )
+        }
+        Figure::PerClass => figures::per_class(
+            &preds[0],
+            &figures::class_names(loaders.dataset),
+            args.size(figures::PER_CLASS_SIZE),
+            out,
+        ),
+        Figure::Weights | Figure::Corruptions => unreachable!("drawn without predictions"),
+    }
+}
+
+fn weights(args: &PlotArgs, source: Source, device: &Device, out: &Path) -> Result<(), Error> {
+    let size = args.size(figures::WEIGHTS_SIZE);
+    let options = args.weights_options();
+    let layer = args.layer.as_deref();
+    let scope = layer.unwrap_or("all layers");
+    match source {
+        Source::Run(run) if !args.after_retraining => {
+            let table = run.bbb_table(device)?;
+            let plan = run.plan()?;
+            let title = format!("{}, {scope}: BBB posterior, fates and Gaussians", run.arch);
+            figures::weights_from_plan(&table, &plan, layer, &title, &options, size, out)
+        }
+        Source::Run(run) => {
+            let data = swshare::format::load(run.swb_path())?;
+            let title = format!("{}, {scope}: 2DGBNN after retraining", run.arch);
+            figures::weights_from_swb(&data, layer, &title, &options, size, out)
+        }
+        Source::Model { swb: Some(swb), .. } => {
+            let data = swshare::format::load(&swb)?;
+            let title = format!("{scope}: 2DGBNN after retraining");
+            figures::weights_from_swb(&data, layer, &title, &options, size, out)
+        }
+        Source::Model { swb: None, .. } => Err(Error::Usage(format!(
+            "{}: the weights figure needs a sharing plan: give a run directory of `cargo \
+             xtask reproduce` or a .swb file",
+            args.model.display()
+        ))),
+    }
+}

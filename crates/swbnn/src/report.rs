@@ -1,0 +1,193 @@
+//! A reproduction's `report.md`: the tables and, under them, the figures, drawn from the
+//! models the run saved. It opens in any Markdown viewer (figures are PNG files in
+//! `figures/`, linked relatively).
+//!
+//! The figures come from a second Monte Carlo pass over the saved models (seeded with
+//! [`FIGURE_SEED`]), so the ECE and AUROC printed in them can differ from the table's in the
+//! last digits: the table's pass drew other weight samples. A multi-seed run's figures show
+//! seed 0's models; its corruptions figure shows the means over seeds, as its tables do.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use bnn_plot::{DEFAULT_DOT_LIMIT, WeightsOptions};
+use burn::prelude::*;
+use swshare::CompressionReport;
+
+use crate::Error;
+use crate::figures::{self, CORRUPTIONS_SIZE, OOD_SIZE, PER_CLASS_SIZE, WEIGHTS_SIZE};
+use crate::run_dir::{FIGURE_SEED, METHODS, RunDir, run_predictions};
+
+/// Folder of the figures inside the run directory.
+pub const FIGURE_DIR: &str = "figures";
+
+/// Draws the figures of the run in `dir` into `dir/figures/` and writes `dir/report.md` with
+/// `dir/table.md` (and the compression report, and the corruptions table and figure when the
+/// run evaluated corruptions) above them. Returns the path of `report.md`.
+pub fn write_report(dir: &Path, device: &Device) -> Result<PathBuf, Error> {
+    let run = RunDir::open(dir, None)?;
+    let fig_dir = dir.join(FIGURE_DIR);
+    std::fs::create_dir_all(&fig_dir).map_err(|e| Error::io(&fig_dir, e))?;
+    let loaders = run.loaders()?;
+    let preds = run_predictions(&run, &loaders, &METHODS, device, run.samples)?;
+    let dataset = figures::dataset_label(run.dataset);
+    let arch = run.arch.name();
+    let multi_seed = run.models != run.dir;
+
+    let mut md = String::new();
+    let _ = writeln!(md, "# Reproduction report: {dataset}, {arch}\n");
+    let _ = writeln!(
+        md,
+        "Written by `cargo xtask reproduce`; the setup is in [`setup.json`](setup.json), the \
+         rows in [`table.json`](table.json).\n"
+    );
+    let _ = writeln!(md, "## Results\n");
+    let table_path = dir.join("table.md");
+    let table = std::fs::read_to_string(&table_path).map_err(|e| Error::io(&table_path, e))?;
+    let _ = writeln!(md, "{}", table.trim_end());
+    if let Ok(text) = std::fs::read_to_string(run.models.join("report.json"))
+        && let Ok(report) = serde_json::from_str::<CompressionReport>(&text)
+    {
+        let whose = if multi_seed { " (seed 0)" } else { "" };
+        let _ = writeln!(
+            md,
+            "\n### 2DGBNN compression{whose}\n\n```text\n{}```",
+            report
+        );
+    }
+    let corruptions = run.corruption_rows()?;
+    if let Some(rows) = &corruptions {
+        let mean = if multi_seed { ", mean over seeds" } else { "" };
+        let _ = writeln!(
+            md,
+            "\n### Corruptions{mean}\n\n{}",
+            crate::experiment::markdown_corruptions(rows).trim_end()
+        );
+    }
+    let models = if multi_seed {
+        " of seed 0 (`seed-0/`; `swbnn plot --seed I` draws another seed's)"
+    } else {
+        ""
+    };
+    let _ = writeln!(
+        md,
+        "\n## Figures\n\nDrawn from the saved models{models} by a second Monte Carlo pass ({} \
+         samples, seed {FIGURE_SEED}); the ECE and AUROC in the figures can differ from the \
+         table's in the last digits. `swbnn plot <what> RUN_DIR --out FILE.svg`, with this \
+         directory as `RUN_DIR`, draws any of them again as SVG or PNG (`swbnn plot --help`).\n",
+        run.samples,
+    );
+    figures::reliability(
+        &preds,
+        figures::reliability_size(preds.len()),
+        &fig_dir.join("reliability.png"),
+    )?;
+    let _ = writeln!(
+        md,
+        "### Calibration\n\nAccuracy per confidence bin (15 bins) with the gap to the bin's \
+         mean confidence; under it, how many test examples fall in each bin. Bars below the \
+         diagonal are over-confident.\n\n![Reliability diagrams](figures/reliability.png)\n"
+    );
+
+    if let Some((ood_id, _)) = &run.ood {
+        let _ = writeln!(
+            md,
+            "### Out-of-distribution detection: {dataset} vs {}\n\nMaximum probability, \
+             predictive entropy and mutual information on the test set and on the OOD set, \
+             and each one's ROC curve as an OOD detector (in-distribution positive).\n",
+            figures::dataset_label(*ood_id)
+        );
+        for (m, p) in METHODS.iter().zip(&preds) {
+            let name = format!("ood-{m}.png");
+            figures::ood(
+                p,
+                figures::dataset_label(run.dataset),
+                figures::dataset_label(*ood_id),
+                OOD_SIZE,
+                &fig_dir.join(&name),
+            )?;
+            let _ = writeln!(md, "![OOD, {}](figures/{name})\n", p.label);
+        }
+    }
+
+    let names = figures::class_names(run.dataset);
+    let _ = writeln!(
+        md,
+        "### Confidence per class\n\nThe test set's confidence (maximum probability) grouped \
+         by true class; the number above each box is the class's mean confidence.\n"
+    );
+    for (m, p) in METHODS.iter().zip(&preds) {
+        let name = format!("per-class-{m}.png");
+        figures::per_class(p, &names, PER_CLASS_SIZE, &fig_dir.join(&name))?;
+        let _ = writeln!(md, "![Confidence per class, {}](figures/{name})\n", p.label);
+    }
+
+    let _ = writeln!(md, "### Weights\n");
+    match (run.plan(), run.bbb_table(device)) {
+        (Ok(plan), Ok(table)) => {
+            let title =
+                format!("{arch}: BBB posterior of the shareable weights, fates and Gaussians");
+            figures::weights_from_plan(
+                &table,
+                &plan,
+                None,
+                &title,
+                &WeightsOptions::default(),
+                WEIGHTS_SIZE,
+                &fig_dir.join("weights.png"),
+            )?;
+            let _ = writeln!(
+                md,
+                "Every shareable weight at its Bayes-by-Backprop `(μ, σ)`, the posterior the \
+                 sharing plan was built from: plain shared weights coloured by their Gaussian \
+                 (a density beyond {DEFAULT_DOT_LIMIT} weights), ellipse weights and outliers \
+                 marked, and the 1σ and 2σ ellipses of the most used Gaussians.\n\n\
+                 ![Weights and Gaussians](figures/weights.png)\n"
+            );
+        }
+        (plan, table) => {
+            let why = plan
+                .err()
+                .or(table.err())
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            let _ = writeln!(md, "No sharing plan to draw ({why}).\n");
+        }
+    }
+    let swb = swshare::format::load(run.swb_path())?;
+    let title = format!("{arch}: 2DGBNN after retraining (from the .swb file)");
+    figures::weights_from_swb(
+        &swb,
+        None,
+        &title,
+        &WeightsOptions::default(),
+        WEIGHTS_SIZE,
+        &fig_dir.join("weights-posterior.png"),
+    )?;
+    let _ = writeln!(
+        md,
+        "After stage-3 retraining, as the `.swb` file stores it: a plain shared weight sits at \
+         its Gaussian's trained `(μ, σ)`, an ellipse weight at its moment-matched blend, an \
+         outlier at its own.\n\n![Weights after retraining](figures/weights-posterior.png)\n"
+    );
+
+    if let Some(rows) = &corruptions {
+        let series = figures::corruption_series(&run.clean_metrics()?, rows)?;
+        figures::corruptions(&series, CORRUPTIONS_SIZE, &fig_dir.join("corruptions.png"))?;
+        let mut kinds: Vec<&str> = rows.iter().map(|r| r.corruption.kind().name()).collect();
+        kinds.sort_unstable();
+        kinds.dedup();
+        let mean = if multi_seed { " and over seeds" } else { "" };
+        let _ = writeln!(
+            md,
+            "### Accuracy, NLL and ECE under corruption\n\nSeverity 0 is the clean test set; \
+             each higher severity is the mean over the corruption kinds ({}){mean}, from the \
+             corruptions table above.\n\n![Corruptions](figures/corruptions.png)\n",
+            kinds.join(", ")
+        );
+    }
+
+    let path = dir.join("report.md");
+    bnn_train::write_atomic(&path, md.as_bytes())?;
+    Ok(path)
+}

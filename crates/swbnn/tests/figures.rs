@@ -1,0 +1,211 @@
+//! `swbnn plot` and the reproduction report on tiny runs (an MLP on 600 Fashion-MNIST images,
+//! MNIST digits as the OOD set when present), single-seed and multi-seed: every figure is
+//! drawn, as PNG and SVG, at the requested size, and the report links the figures it wrote.
+
+use std::path::{Path, PathBuf};
+
+use bnn_data::{Corruption, CorruptionKind, DatasetId};
+use bnn_models::Arch;
+use swbnn::experiment::{self, Progress, Setup};
+use swbnn::plot::{Figure, PlotArgs, SigmaScale};
+use swbnn::report::write_report;
+
+struct Quiet;
+impl bnn_train::Observer for Quiet {}
+impl Progress for Quiet {}
+
+fn args(what: Figure, model: &Path, out: PathBuf) -> PlotArgs {
+    PlotArgs {
+        what,
+        model: model.to_path_buf(),
+        seed: None,
+        out,
+        method: None,
+        dataset: None,
+        ood: None,
+        ood_dir: None,
+        data: None,
+        subset: None,
+        samples: Some(3),
+        layer: None,
+        after_retraining: false,
+        max_ellipses: 20,
+        sigma_axis: SigmaScale::Auto,
+        width: Some(900),
+        height: Some(500),
+    }
+}
+
+fn tiny_setup(out: &Path) -> Setup {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut setup = swbnn::presets::setup(
+        DatasetId::FashionMnist,
+        Some(Arch::Mlp),
+        true,
+        &root,
+        out.to_path_buf(),
+    );
+    setup.train_subset = Some(600);
+    setup.test_subset = Some(200);
+    setup.deterministic.epochs = 1;
+    setup.bbb.epochs = 1;
+    setup.compress.retrain.epochs = 1;
+    setup.samples = 3;
+    setup.compress.sharing.gmm.k = 16;
+    setup.compress.sharing.refine.n_min = 10;
+    setup.corruptions = vec![
+        Corruption::new(CorruptionKind::GaussianNoise, 1).unwrap(),
+        Corruption::new(CorruptionKind::GaussianNoise, 3).unwrap(),
+        Corruption::new(CorruptionKind::Contrast, 3).unwrap(),
+    ];
+    setup
+}
+
+fn write_setup(setup: &Setup) {
+    let json = serde_json::to_string_pretty(setup).unwrap();
+    std::fs::write(setup.out_dir.join("setup.json"), json).unwrap();
+}
+
+/// Checks that every figure `report.md` links decodes, and returns how many there are.
+fn linked_figures(dir: &Path) -> (String, usize) {
+    let text = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    let mut linked = 0;
+    for line in text.lines().filter(|l| l.starts_with("![")) {
+        let file = line.split("](").nth(1).unwrap().trim_end_matches(')');
+        let img = image::open(dir.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+        assert!(img.width() >= 1000, "{file} is {} px wide", img.width());
+        linked += 1;
+    }
+    (text, linked)
+}
+
+/// Draws `what` from `model` into a PNG and an SVG and checks both have the requested size.
+fn draw_both(a: &PlotArgs, dir: &Path, name: &str) {
+    let device = bnn_layers::test_device();
+    for ext in ["png", "svg"] {
+        let mut a = a.clone();
+        a.out = dir.join(format!("{name}.{ext}"));
+        swbnn::plot::run(&a, &device).unwrap_or_else(|e| panic!("{:?} {:?}: {e}", a.what, a.model));
+        let bytes = std::fs::read(&a.out).unwrap();
+        if ext == "png" {
+            let img = image::load_from_memory(&bytes).unwrap();
+            assert_eq!((img.width(), img.height()), (900, 500), "{name}");
+        } else {
+            let svg = String::from_utf8(bytes).unwrap();
+            assert!(svg.starts_with("<svg"), "{name}");
+            assert!(
+                svg.contains(r#"width="900""#) && svg.contains(r#"height="500""#),
+                "{name}: {}",
+                &svg[..200.min(svg.len())]
+            );
+        }
+    }
+}
+
+#[test]
+fn every_figure_of_a_tiny_run() {
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path();
+    let setup = tiny_setup(dir);
+    let device = bnn_layers::test_device();
+    let outcome = experiment::run(&setup, &device, &mut Quiet).unwrap();
+    experiment::write_tables(dir, &outcome).unwrap();
+    write_setup(&setup);
+    assert!(
+        dir.join("stages/2dgbnn")
+            .join(swbnn::run_dir::PLAN_FILE)
+            .is_file()
+    );
+
+    write_report(dir, &device).unwrap();
+    let (text, linked) = linked_figures(dir);
+    assert!(
+        text.contains("| mlp | 2dgbnn |"),
+        "the table is in the report"
+    );
+    assert!(text.contains("gaussian-noise:3"), "the corruptions table");
+    // Reliability, per class x 3, weights x 2, corruptions; OOD x 3 with the MNIST digits.
+    let expected = if setup.ood.is_some() { 10 } else { 7 };
+    assert_eq!(linked, expected, "{text}");
+
+    // `swbnn plot` on the run directory, the .swb file and the 2DGBNN stage directory.
+    let figs = tempfile::tempdir().unwrap();
+    let swb = dir.join("mlp-2dgbnn.swb");
+    let stage = dir.join("stages/2dgbnn");
+    let mut cases = vec![
+        (Figure::Reliability, dir.to_path_buf()),
+        (Figure::PerClass, dir.to_path_buf()),
+        (Figure::Weights, dir.to_path_buf()),
+        (Figure::Corruptions, dir.to_path_buf()),
+        (Figure::Weights, swb.clone()),
+        (Figure::Reliability, stage.clone()),
+    ];
+    if setup.ood.is_some() {
+        cases.push((Figure::Ood, dir.to_path_buf()));
+    }
+    for (i, (what, model)) in cases.into_iter().enumerate() {
+        let mut a = args(what, &model, PathBuf::new());
+        if model != dir {
+            a.dataset = Some(DatasetId::FashionMnist);
+            a.subset = Some(100);
+        }
+        draw_both(&a, figs.path(), &format!("{i}"));
+    }
+    // The weights after retraining, of one layer.
+    let first = swshare::format::load(&swb).unwrap().layers[0].path.clone();
+    let mut a = args(Figure::Weights, dir, PathBuf::new());
+    a.after_retraining = true;
+    a.layer = Some(first);
+    draw_both(&a, figs.path(), "layer");
+
+    // Clear errors: a layer that does not exist; a model file without its data set; a run
+    // without corruptions; a seed a single-seed run does not have.
+    let mut a = args(Figure::Weights, dir, figs.path().join("w.png"));
+    a.layer = Some("no.such.layer".into());
+    let e = swbnn::plot::run(&a, &device).unwrap_err().to_string();
+    assert!(
+        e.contains("no shareable layer") && e.contains(".weight"),
+        "{e}"
+    );
+    let a = args(Figure::Ood, &swb, figs.path().join("o.png"));
+    let e = swbnn::plot::run(&a, &device).unwrap_err().to_string();
+    assert!(e.contains("--dataset"), "{e}");
+    let mut a = args(Figure::Reliability, dir, figs.path().join("r.png"));
+    a.seed = Some(1);
+    let e = swbnn::plot::run(&a, &device).unwrap_err().to_string();
+    assert!(e.contains("no seed 1"), "{e}");
+    std::fs::remove_file(dir.join("corruptions.json")).unwrap();
+    let a = args(Figure::Corruptions, dir, figs.path().join("c.png"));
+    let e = swbnn::plot::run(&a, &device).unwrap_err().to_string();
+    assert!(e.contains("--corruptions"), "{e}");
+}
+
+#[test]
+fn a_multi_seed_report_draws_seed_zero_and_the_mean_corruptions() {
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path();
+    let mut setup = tiny_setup(dir);
+    setup.ood = None;
+    setup.corruptions.truncate(2);
+    let device = bnn_layers::test_device();
+    std::fs::create_dir_all(dir).unwrap();
+    write_setup(&setup);
+    experiment::run_seeds(&setup, 2, &device, &mut Quiet).unwrap();
+    write_report(dir, &device).unwrap();
+    let (text, linked) = linked_figures(dir);
+    assert!(text.contains("seed 0"), "{text}");
+    assert!(text.contains("mean over seeds"), "{text}");
+    assert_eq!(linked, 7, "{text}");
+
+    // Another seed's models, by --seed or by its directory.
+    let figs = tempfile::tempdir().unwrap();
+    let mut a = args(Figure::Weights, dir, PathBuf::new());
+    a.seed = Some(1);
+    draw_both(&a, figs.path(), "seed1");
+    let a = args(Figure::Corruptions, &dir.join("seed-1"), PathBuf::new());
+    draw_both(&a, figs.path(), "seed1-corruptions");
+    let mut a = args(Figure::Reliability, dir, figs.path().join("r.png"));
+    a.seed = Some(2);
+    let e = swbnn::plot::run(&a, &device).unwrap_err().to_string();
+    assert!(e.contains("seed-2"), "{e}");
+}
