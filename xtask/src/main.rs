@@ -29,6 +29,7 @@ use bnn_models::Arch;
 use bnn_train::{EpochStats, Observer, StepInfo};
 use clap::{Parser, Subcommand};
 use swbnn::experiment::{self, Progress, Row};
+use swbnn::tables::{self, ReportContext, TableId, TablesConfig, plan::plan};
 
 #[derive(Parser)]
 #[command(name = "cargo xtask")]
@@ -93,6 +94,15 @@ enum Command {
         /// objects merged), e.g. `{"compress": {"retrain": {"lr": 1e-3}}}`.
         #[arg(long)]
         setup: Option<PathBuf>,
+        /// Also make the paper's other tables, comma-separated: main, quant, ensemble,
+        /// ablation (with gmm-k), gmm-k, tau-w, merge, timing, or all. Writes tables.md and
+        /// tables.json beside table.md, reusing the main run's stages.
+        #[arg(long, value_delimiter = ',')]
+        tables: Vec<String>,
+        /// Print the plan (stages, epochs, images to train on and evaluate) and exit, without
+        /// reading any data.
+        #[arg(long)]
+        dry_run: bool,
     },
     /// Mutation fuzzing of the readers of untrusted files; one JSON line per target. Fails
     /// on any panic or an execution beyond the heap bound.
@@ -198,6 +208,8 @@ fn main() -> Result<()> {
             recipe,
             corruptions,
             setup: patch,
+            tables,
+            dry_run,
         } => {
             anyhow::ensure!(seeds >= 1, "--seeds must be at least 1");
             let out = out.unwrap_or_else(|| repo_root().join("results").join(dataset.name()));
@@ -234,6 +246,33 @@ fn main() -> Result<()> {
             if let Some(s) = samples {
                 setup.samples = s;
             }
+            let tables = match tables.is_empty() {
+                true => Vec::new(),
+                false => TableId::parse_list(&tables)?,
+            };
+            if quick && !tables.is_empty() && test_subset.is_none() {
+                tables::quick_overrides(&mut setup);
+            }
+            let tables_config = TablesConfig::for_setup(&setup);
+            if dry_run {
+                println!(
+                    "reproduce {} {} ({}), tables: {}\n",
+                    dataset.name(),
+                    setup.arch,
+                    if quick { "quick" } else { "full" },
+                    if tables.is_empty() {
+                        "main".to_string()
+                    } else {
+                        tables
+                            .iter()
+                            .map(|t| t.name())
+                            .collect::<Vec<_>>()
+                            .join(",")
+                    }
+                );
+                print!("{}", plan(&setup, &tables_config, &tables).markdown());
+                return Ok(());
+            }
             let device = bnn_layers::device_by_name(&backend)?;
             eprintln!(
                 "reproduce {}: {} ({}), train subset {:?}, epochs det/bbb/retrain {}/{}/{}, OOD {:?}",
@@ -249,6 +288,28 @@ fn main() -> Result<()> {
             std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
             let setup_json = serde_json::to_string_pretty(&setup)?;
             bnn_train::write_atomic(&out.join("setup.json"), setup_json.as_bytes())?;
+            if !tables.is_empty() {
+                let context = ReportContext {
+                    command: std::iter::once("cargo xtask".to_string())
+                        .chain(std::env::args().skip(1))
+                        .collect::<Vec<_>>()
+                        .join(" "),
+                    backend: backend.clone(),
+                };
+                tables::run_seeds(
+                    &setup,
+                    &tables_config,
+                    &tables,
+                    seeds,
+                    &device,
+                    &context,
+                    &mut Log,
+                )
+                .context("the tables run failed")?;
+                println!("{}", std::fs::read_to_string(out.join("tables.md"))?);
+                eprintln!("wrote {}/tables.md and tables.json", out.display());
+                return Ok(());
+            }
             if seeds == 1 {
                 let outcome =
                     experiment::run(&setup, &device, &mut Log).context("the experiment failed")?;

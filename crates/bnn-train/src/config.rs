@@ -38,7 +38,7 @@ impl OptimizerKind {
 }
 
 /// Learning-rate schedule over the whole run.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum LrSchedule {
     /// The base rate throughout.
@@ -51,16 +51,38 @@ pub enum LrSchedule {
     },
     /// Cosine decay from `lr` to 0.
     Cosine,
+    /// Linear warm-up from 0 to `lr` over the first `warmup` of the steps, then `lr` times
+    /// `gamma` per milestone passed (PyTorch's `MultiStepLR` after a `WarmUpLR`). Milestones and
+    /// warm-up are fractions of the run, so a shortened run keeps the schedule's shape.
+    MultiStep {
+        /// Fraction of steps spent warming up (0: none).
+        warmup: f64,
+        /// Fractions of the run at which the rate is multiplied by `gamma`, ascending.
+        milestones: Vec<f64>,
+        /// Factor applied at each milestone.
+        gamma: f64,
+    },
 }
 
 impl LrSchedule {
     /// Multiplier of the base rate at `step` of `total` steps.
     pub fn factor(&self, step: usize, total: usize) -> f64 {
         let t = (step as f64 + 1.0) / total.max(1) as f64;
-        match *self {
+        match self {
             LrSchedule::Constant => 1.0,
             LrSchedule::Cosine => 0.5 * (1.0 + (std::f64::consts::PI * t.min(1.0)).cos()),
-            LrSchedule::OneCycle { pct_start } => {
+            LrSchedule::MultiStep {
+                warmup,
+                milestones,
+                gamma,
+            } => {
+                if t <= *warmup {
+                    return t / warmup;
+                }
+                let passed = milestones.iter().filter(|&&m| t > m).count();
+                gamma.powi(passed as i32)
+            }
+            &LrSchedule::OneCycle { pct_start } => {
                 let (start, end) = (1.0 / 25.0, 1.0 / 25.0 / 1e4);
                 let p = pct_start.clamp(1e-6, 1.0 - 1e-6);
                 if t <= p {
@@ -167,6 +189,34 @@ impl TrainConfig {
                 pct_start > 0.0 && pct_start < 1.0,
                 "in (0, 1)",
             )?;
+        }
+        if let LrSchedule::MultiStep {
+            warmup,
+            milestones,
+            gamma,
+        } = &self.schedule
+        {
+            check(
+                "schedule.multi-step.warmup",
+                *warmup,
+                (0.0..1.0).contains(warmup),
+                "in [0, 1)",
+            )?;
+            check(
+                "schedule.multi-step.gamma",
+                *gamma,
+                *gamma > 0.0,
+                "finite and > 0",
+            )?;
+            for (i, &m) in milestones.iter().enumerate() {
+                let ascending = i == 0 || m > milestones[i - 1];
+                check(
+                    "schedule.multi-step.milestones",
+                    m,
+                    (0.0..=1.0).contains(&m) && ascending,
+                    "ascending fractions in [0, 1]",
+                )?;
+            }
         }
         let (Prior::Normal { sigma, .. } | Prior::Empirical { sigma }) = self.prior;
         check("prior.sigma", sigma, sigma > 0.0, "finite and > 0")

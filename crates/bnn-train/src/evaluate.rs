@@ -122,6 +122,58 @@ pub fn evaluate(
     samples: usize,
 ) -> Result<Evaluation, TrainError> {
     let pred = predict(model, test, samples)?;
+    let out = match ood {
+        Some(loader) => Some(predict(model, loader, samples)?.predictive),
+        None => None,
+    };
+    evaluation_of(&pred, out.as_ref(), samples)
+}
+
+/// A deep ensemble's predictions (Lakshminarayanan et al. 2017): each member's probabilities
+/// (one mean pass each), averaged. The mutual information is the members' disagreement.
+pub fn predict_ensemble(
+    members: &[Network],
+    loader: &DataLoader,
+) -> Result<Predictions, TrainError> {
+    let mut acc: Option<(McPredictive, Vec<u32>)> = None;
+    for member in members {
+        let pred = predict(member, loader, 1)?;
+        let probs = pred.predictive.probabilities();
+        let (mc, _) = match acc.as_mut() {
+            Some(a) => a,
+            None => acc.insert((McPredictive::new(probs.n(), probs.classes())?, pred.labels)),
+        };
+        mc.push_probabilities(probs)?;
+    }
+    let (mc, labels) = acc.ok_or_else(|| TrainError::Config("an ensemble needs members".into()))?;
+    Ok(Predictions {
+        predictive: mc.finish()?,
+        labels,
+    })
+}
+
+/// [`evaluate`] for a deep ensemble ([`predict_ensemble`]); `samples` in the result is the
+/// number of members.
+pub fn evaluate_ensemble(
+    members: &[Network],
+    test: &DataLoader,
+    ood: Option<&DataLoader>,
+) -> Result<Evaluation, TrainError> {
+    let pred = predict_ensemble(members, test)?;
+    let out = match ood {
+        Some(loader) => Some(predict_ensemble(members, loader)?.predictive),
+        None => None,
+    };
+    evaluation_of(&pred, out.as_ref(), members.len())
+}
+
+/// The metrics of [`Evaluation`] from predictions already made on the test set and,
+/// optionally, an OOD set.
+pub fn evaluation_of(
+    pred: &Predictions,
+    ood: Option<&Predictive>,
+    samples: usize,
+) -> Result<Evaluation, TrainError> {
     let summary = EvalSummary::compute(pred.predictive.probabilities(), &pred.labels)?;
     let p = &pred.predictive;
     let mut uncertainty = UncertaintyDiagnostics {
@@ -130,18 +182,17 @@ pub fn evaluate(
         ..Default::default()
     };
     let (ood_max_prob, ood_entropy) = match ood {
-        Some(loader) => {
-            let out = predict(model, loader, samples)?.predictive;
+        Some(out) => {
             uncertainty.ood_mean_confidence = Some(mean_confidence(out.probabilities()));
             uncertainty.ood_mean_entropy = Some(mean(out.entropy()));
-            uncertainty.ood_mean_mutual_information = epistemic(&out).map(mean);
-            if epistemic(p).is_some() && epistemic(&out).is_some() {
+            uncertainty.ood_mean_mutual_information = epistemic(out).map(mean);
+            if epistemic(p).is_some() && epistemic(out).is_some() {
                 uncertainty.ood_auroc_mutual_information =
-                    Some(OodSummary::from_predictive(p, &out, OodScore::MutualInformation)?.auroc);
+                    Some(OodSummary::from_predictive(p, out, OodScore::MutualInformation)?.auroc);
             }
             (
-                Some(OodSummary::from_predictive(p, &out, OodScore::MaxProb)?),
-                Some(OodSummary::from_predictive(p, &out, OodScore::Entropy)?),
+                Some(OodSummary::from_predictive(p, out, OodScore::MaxProb)?),
+                Some(OodSummary::from_predictive(p, out, OodScore::Entropy)?),
             )
         }
         None => (None, None),

@@ -23,6 +23,9 @@ pub use batch::{cross_entropy, to_tensors, to_vec};
 pub use checkpoint::{CheckpointState, Checkpointer, load_model, write_atomic};
 pub use config::{ADAM_EPSILON, LrSchedule, OptimizerKind, TrainConfig};
 pub use error::TrainError;
-pub use evaluate::{Evaluation, Predictions, UncertaintyDiagnostics, evaluate, predict};
+pub use evaluate::{
+    Evaluation, Predictions, UncertaintyDiagnostics, evaluate, evaluate_ensemble, evaluation_of,
+    predict, predict_ensemble,
+};
 pub use grads::mean_mu_gradients;
 pub use train::{EpochStats, Observer, Silent, StepInfo, train};

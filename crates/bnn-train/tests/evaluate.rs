@@ -47,6 +47,49 @@ fn one_cycle_warms_up_to_one_then_anneals_to_its_floor() {
     );
 }
 
+/// The appendix recipe (2 warm-up epochs, decay by 0.2 after epochs 30, 60, ..., 200 of 250),
+/// step by step as PyTorch's `WarmUpLR` + `MultiStepLR` give it with 10 steps per epoch.
+#[test]
+fn multi_step_warms_up_then_decays_at_each_milestone() {
+    let epochs = 250.0;
+    let s = LrSchedule::MultiStep {
+        warmup: 2.0 / epochs,
+        milestones: [30.0, 60.0, 90.0, 120.0, 150.0, 200.0]
+            .iter()
+            .map(|m| m / epochs)
+            .collect(),
+        gamma: 0.2,
+    };
+    let per_epoch = 10;
+    let total = 250 * per_epoch;
+    // Warm-up: linear from lr / 20 to lr over the first 20 steps.
+    assert!((s.factor(0, total) - 1.0 / 20.0).abs() < 1e-12);
+    assert!((s.factor(19, total) - 1.0).abs() < 1e-12);
+    // The last step of epoch 29 still runs at lr; epoch 30 at 0.2 lr; epoch 200 at 0.2^6.
+    assert_eq!(s.factor(30 * per_epoch - 1, total), 1.0);
+    assert!((s.factor(30 * per_epoch, total) - 0.2).abs() < 1e-12);
+    assert!((s.factor(100 * per_epoch, total) - 0.2f64.powi(3)).abs() < 1e-12);
+    assert!((s.factor(total - 1, total) - 0.2f64.powi(6)).abs() < 1e-15);
+}
+
+#[test]
+fn multi_step_settings_are_checked() {
+    let mut c = bnn_train::TrainConfig::deterministic(1);
+    c.schedule = LrSchedule::MultiStep {
+        warmup: 0.0,
+        milestones: vec![0.5, 0.3],
+        gamma: 0.1,
+    };
+    let e = c.validate().unwrap_err().to_string();
+    assert!(e.contains("milestones"), "{e}");
+    c.schedule = LrSchedule::MultiStep {
+        warmup: 0.0,
+        milestones: vec![0.3, 0.5],
+        gamma: 0.0,
+    };
+    assert!(c.validate().unwrap_err().to_string().contains("gamma"));
+}
+
 fn loader(n: usize, seed: u8) -> DataLoader {
     let pixels: Vec<u8> = (0..n * 16)
         .map(|i| ((i * 37 + seed as usize * 11) % 251) as u8)
@@ -109,4 +152,54 @@ fn evaluation_matches_its_parts_and_is_reproducible() {
     let ev = evaluate(&det, &test, None, 7).unwrap();
     assert!(ev.uncertainty.mean_mutual_information.is_none());
     assert!(ev.ood_max_prob.is_none());
+}
+
+/// A deep ensemble's predictive is the mean of its members' probabilities; its mutual
+/// information (the members' disagreement) is positive when they differ, and one member alone
+/// is that member's own evaluation.
+#[test]
+fn ensemble_averages_member_probabilities() {
+    let device = bnn_layers::test_device();
+    let members: Vec<_> = (0..3)
+        .map(|s| {
+            device.seed(100 + s);
+            ModelConfig::for_input(Arch::Mlp, Kind::Deterministic, 4, 1, 4)
+                .with_mlp_hidden(vec![16])
+                .init(&device)
+                .unwrap()
+        })
+        .collect();
+    let test = loader(50, 3);
+    let ood = loader(30, 4);
+    let pred = bnn_train::predict_ensemble(&members, &test).unwrap();
+    assert_eq!(pred.predictive.n_samples(), 3);
+    let singles: Vec<_> = members
+        .iter()
+        .map(|m| predict(m, &test, 1).unwrap())
+        .collect();
+    for (i, p) in pred
+        .predictive
+        .probabilities()
+        .as_slice()
+        .iter()
+        .enumerate()
+    {
+        let mean: f32 = singles
+            .iter()
+            .map(|s| s.predictive.probabilities().as_slice()[i])
+            .sum::<f32>()
+            / 3.0;
+        assert!((p - mean).abs() < 1e-6, "{i}: {p} vs {mean}");
+    }
+    assert_eq!(pred.labels, singles[0].labels);
+    let ev = bnn_train::evaluate_ensemble(&members, &test, Some(&ood)).unwrap();
+    assert_eq!(ev.samples, 3);
+    assert!(ev.uncertainty.mean_mutual_information.unwrap() > 0.0);
+    assert!(ev.ood_entropy.is_some());
+
+    let one = bnn_train::evaluate_ensemble(&members[..1], &test, None).unwrap();
+    let alone = evaluate(&members[0], &test, None, 1).unwrap();
+    assert_eq!(one.summary.accuracy, alone.summary.accuracy);
+    assert!((one.summary.nll - alone.summary.nll).abs() < 1e-6);
+    assert!((one.summary.ece - alone.summary.ece).abs() < 1e-6);
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use bnn_data::{
     Compose, DataLoader, Dataset, DatasetId, LoaderConfig, Locator, NormStats, Normalize,
-    RandomCrop, RandomHorizontalFlip, Split, Subset, load_idx_pair, open, open_dir,
+    RandomHorizontalFlip, Split, Subset, load_idx_pair, open, open_dir,
 };
 
 use bnn_models::ModelConfig;
@@ -75,8 +75,58 @@ pub fn subset(
     }
 }
 
-/// Training loader: the paper's augmentation for the data set (flip for Fashion-MNIST, crop with
-/// 4-pixel reflection padding and flip for CIFAR/SVHN, none for MNIST digits), normalised.
+/// The data of one experiment, opened once and shared by every stage and table: the training
+/// subset, the test subset with its loader, and the OOD loader.
+pub struct ExperimentData {
+    /// Training examples (stratified subset of seed 1 when `train_subset` is set).
+    pub train: Arc<dyn Dataset>,
+    /// Test examples (stratified subset of seed 2 when `test_subset` is set).
+    pub test: Arc<dyn Dataset>,
+    /// Evaluation loader over `test`.
+    pub test_loader: DataLoader,
+    /// Evaluation loader over the OOD set (subset of seed 3), normalised with the
+    /// in-distribution statistics as a deployed model would be.
+    pub ood_loader: Option<DataLoader>,
+    /// Normalisation of the data set.
+    pub stats: NormStats,
+}
+
+impl ExperimentData {
+    /// Opens the data of `setup`.
+    pub fn open(setup: &crate::experiment::Setup) -> Result<Self, Error> {
+        let train = subset(
+            open_split(setup.dataset, Split::Train, setup.data_dir.as_deref())?,
+            setup.train_subset,
+            1,
+        )?;
+        let test = subset(
+            open_split(setup.dataset, Split::Test, setup.data_dir.as_deref())?,
+            setup.test_subset,
+            2,
+        )?;
+        let stats = setup.dataset.norm_stats();
+        let test_loader = eval_loader(stats, test.clone(), 256, setup.workers)?;
+        let ood_loader = match &setup.ood {
+            Some((id, dir)) => {
+                let data = subset(open_ood(*id, dir)?, setup.test_subset, 3)?;
+                Some(eval_loader(stats, data, 256, setup.workers)?)
+            }
+            None => None,
+        };
+        Ok(Self {
+            train,
+            test,
+            test_loader,
+            ood_loader,
+            stats,
+        })
+    }
+}
+
+/// Training loader: the paper's augmentation for the data set (a flip for Fashion-MNIST, none
+/// for MNIST digits, else [`DatasetId::train_transform`]: crop with 4-pixel reflection padding
+/// and flip for CIFAR, random resized crop to 224, flip and colour jitter for ImageNet,
+/// normalisation only for SVHN, whose digits a flip would change), normalised.
 pub fn train_loader(
     id: DatasetId,
     data: Arc<dyn Dataset>,
@@ -84,15 +134,13 @@ pub fn train_loader(
     seed: u64,
     workers: usize,
 ) -> Result<DataLoader, Error> {
-    let (_, h, _) = data.shape();
     let t = match id {
-        DatasetId::Mnist => Compose::new(),
-        DatasetId::FashionMnist => Compose::new().then(RandomHorizontalFlip::default()),
-        _ => Compose::new()
-            .then(RandomCrop::reflect(h, 4))
-            .then(RandomHorizontalFlip::default()),
-    }
-    .then(Normalize::new(id.norm_stats()));
+        DatasetId::Mnist => Compose::new().then(Normalize::new(id.norm_stats())),
+        DatasetId::FashionMnist => Compose::new()
+            .then(RandomHorizontalFlip::default())
+            .then(Normalize::new(id.norm_stats())),
+        _ => id.train_transform(),
+    };
     let config = LoaderConfig {
         batch_size,
         shuffle: true,

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use bnn_data::{Corrupted, Corruption, Dataset, DatasetId, NormStats, Split};
+use bnn_data::{Corrupted, Corruption, Dataset, DatasetId, NormStats};
 use bnn_layers::{bayes_from_deterministic, count_params, export_posterior};
 use bnn_metrics::WeightStats;
 use bnn_models::{Arch, BayesOptions, Kind, ModelConfig, Network};
@@ -23,7 +23,7 @@ use swshare::compress::{CompressConfig, compress};
 use swshare::format::full_bnn_to_bytes;
 
 use crate::Error;
-use crate::data::{eval_loader, open_ood, open_split, subset, train_loader};
+use crate::data::{ExperimentData, eval_loader, train_loader};
 
 /// Everything an experiment needs.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -86,14 +86,14 @@ impl Setup {
 /// the model's `config.json`, so `swbnn eval` and `swbnn compress` take the directory) and,
 /// once evaluated, the stage's table row. A long run that stops (power, a crash, Ctrl-C)
 /// continues from there with `resume`.
-struct Stage {
-    dir: PathBuf,
-    checkpointer: Checkpointer,
+pub(crate) struct Stage {
+    pub(crate) dir: PathBuf,
+    pub(crate) checkpointer: Checkpointer,
     resume: bool,
 }
 
 impl Stage {
-    fn new(setup: &Setup, name: &str) -> Result<Self, Error> {
+    pub(crate) fn new(setup: &Setup, name: &str) -> Result<Self, Error> {
         let dir = stages_dir(&setup.out_dir).join(name);
         Ok(Self {
             checkpointer: Checkpointer::new(&dir)?.with_run(serde_json::json!({
@@ -110,13 +110,13 @@ impl Stage {
     }
 
     /// Writes the model's architecture beside its checkpoint.
-    fn write_config(&self, config: &ModelConfig) -> Result<(), Error> {
+    pub(crate) fn write_config(&self, config: &ModelConfig) -> Result<(), Error> {
         let json = serde_json::to_vec_pretty(config).map_err(Error::json)?;
         Ok(write_atomic(&self.dir.join("config.json"), &json)?)
     }
 
     /// Seconds an earlier run spent on this stage's checkpointed epochs (when resuming).
-    fn resumed_seconds(&self) -> Result<f64, Error> {
+    pub(crate) fn resumed_seconds(&self) -> Result<f64, Error> {
         Ok(match self.checkpointer.state()? {
             Some(s) if self.resume => s.history.iter().map(|e| e.seconds).sum(),
             _ => 0.0,
@@ -125,7 +125,7 @@ impl Stage {
 
     /// Trains `model` with this stage's checkpointer. Returns the model and the stage's
     /// training seconds, including the epochs an earlier run checkpointed when resuming.
-    fn train(
+    pub(crate) fn train(
         &self,
         model: Network,
         config: &ModelConfig,
@@ -149,7 +149,7 @@ impl Stage {
     }
 
     /// The row evaluated by an earlier run, when resuming.
-    fn cached_row(&self) -> Result<Option<Row>, Error> {
+    pub(crate) fn cached_row(&self) -> Result<Option<Row>, Error> {
         let path = self.row_path();
         if !self.resume || !path.exists() {
             return Ok(None);
@@ -160,7 +160,7 @@ impl Stage {
             .map_err(|e| Error::parse(&path, e))
     }
 
-    fn save_row(&self, row: &Row) -> Result<(), Error> {
+    pub(crate) fn save_row(&self, row: &Row) -> Result<(), Error> {
         let json = serde_json::to_vec_pretty(row).map_err(Error::json)?;
         Ok(write_atomic(&self.row_path(), &json)?)
     }
@@ -192,7 +192,7 @@ impl Stage {
     }
 
     /// The cached row, or `eval()` (then cached).
-    fn row(&self, eval: impl FnOnce() -> Result<Row, Error>) -> Result<Row, Error> {
+    pub(crate) fn row(&self, eval: impl FnOnce() -> Result<Row, Error>) -> Result<Row, Error> {
         if let Some(row) = self.cached_row()? {
             return Ok(row);
         }
@@ -202,7 +202,7 @@ impl Stage {
     }
 }
 
-fn stages_dir(out_dir: &Path) -> PathBuf {
+pub(crate) fn stages_dir(out_dir: &Path) -> PathBuf {
     out_dir.join("stages")
 }
 
@@ -393,7 +393,7 @@ pub fn weight_stats(model: &Network) -> Result<Vec<WeightStats>, Error> {
         .collect()
 }
 
-fn row(
+pub(crate) fn row(
     arch: Arch,
     method: &str,
     ev: Evaluation,
@@ -423,7 +423,7 @@ fn row(
     }
 }
 
-fn record_bytes(model: &Network) -> Result<u64, Error> {
+pub(crate) fn record_bytes(model: &Network) -> Result<u64, Error> {
     let bytes = model.clone().into_record().into_bytes()?;
     Ok(bytes.len() as u64)
 }
@@ -435,29 +435,12 @@ pub fn run(setup: &Setup, device: &Device, progress: &mut dyn Progress) -> Resul
     if !setup.resume && stages.exists() {
         std::fs::remove_dir_all(&stages).map_err(|e| Error::io(&stages, e))?;
     }
-    let train_data = subset(
-        open_split(setup.dataset, Split::Train, setup.data_dir.as_deref())?,
-        setup.train_subset,
-        1,
-    )?;
-    let test_data = subset(
-        open_split(setup.dataset, Split::Test, setup.data_dir.as_deref())?,
-        setup.test_subset,
-        2,
-    )?;
+    let data = ExperimentData::open(setup)?;
+    let (train_data, test_data, stats) = (data.train.clone(), data.test.clone(), data.stats);
     let (c, h, _) = test_data.shape();
     let classes = test_data.classes();
-    let stats = setup.dataset.norm_stats();
     let workers = setup.workers;
-    let test = eval_loader(stats, test_data.clone(), 256, workers)?;
-    let ood_loader = match &setup.ood {
-        Some((id, dir)) => {
-            let data: Arc<dyn Dataset> = subset(open_ood(*id, dir)?, setup.test_subset, 3)?;
-            // OOD inputs go through the in-distribution normalisation, as a deployed model would.
-            Some(eval_loader(stats, data, 256, workers)?)
-        }
-        None => None,
-    };
+    let (test, ood_loader) = (data.test_loader, data.ood_loader);
     let ad = device.clone().autodiff();
     let mut config = ModelConfig::for_input(setup.arch, Kind::Deterministic, classes, c, h);
     config.bayes = setup.bayes.clone();

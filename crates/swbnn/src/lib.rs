@@ -1,18 +1,22 @@
 //! The `swbnn` command line's library: data loading with the paper's transforms, the
 //! three-method experiment of the paper's tables ([`experiment::run`]) and its presets
-//! ([`presets`]), the figures of `swbnn plot` ([`figures`], [`plot`], [`run_dir`]) and the
-//! reproduction's report ([`report`]), shared by the `swbnn` binary and
+//! ([`presets`], [`paper_presets`]), the baselines ([`baselines`]) and the paper's other
+//! tables ([`tables`]), the figures of `swbnn plot` ([`figures`], [`plot`], [`run_dir`]) and
+//! the reproduction's report ([`report`]), shared by the `swbnn` binary and
 //! `cargo xtask reproduce`.
 #![warn(missing_docs)]
 
 pub mod args;
+pub mod baselines;
 pub mod data;
 pub mod experiment;
 pub mod figures;
+pub mod paper_presets;
 pub mod plot;
 pub mod presets;
 pub mod report;
 pub mod run_dir;
+pub mod tables;
 
 use std::path::Path;
 
@@ -98,6 +102,28 @@ pub enum Error {
     /// A burn record (model or optimiser state) that cannot be serialised.
     #[error("serialising a model record: {0}")]
     Record(#[from] burn::store::RecordError),
+    /// A run directory without the checkpoint of a stage that a table or baseline builds on.
+    #[error("{dir}: no checkpoint of stage `{stage}` to build on")]
+    MissingStage {
+        /// The stage's directory.
+        dir: String,
+        /// The stage (e.g. "bbb").
+        stage: String,
+    },
+    /// The main experiment's results without a method's row that a table builds on.
+    #[error("the main experiment gave no `{method}` row")]
+    MissingRow {
+        /// The method (e.g. "2dgbnn").
+        method: String,
+    },
+    /// A tensor of a quantised (`.qbnn`) model that does not fit the model's parameters.
+    #[error("qbnn: tensor `{tensor}`: {problem}")]
+    QbnnTensor {
+        /// The tensor's parameter path.
+        tensor: String,
+        /// What is wrong with it.
+        problem: String,
+    },
 }
 
 impl Error {

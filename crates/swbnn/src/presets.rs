@@ -25,7 +25,8 @@ pub fn default_arch(dataset: DatasetId, quick: bool) -> Arch {
 }
 
 /// A preset for `dataset`; `quick` trains LeNet-5 on a 20,000-image subset for a few epochs
-/// (minutes on 2 CPU cores), the full run trains the data set's architecture to convergence.
+/// (minutes on 2 CPU cores), the full run trains the data set's architecture to convergence
+/// (CIFAR, SVHN and ImageNet: the paper's appendix recipe, [`crate::paper_presets`]).
 pub fn setup(
     dataset: DatasetId,
     arch: Option<Arch>,
@@ -33,6 +34,9 @@ pub fn setup(
     repo_root: &Path,
     out_dir: PathBuf,
 ) -> Setup {
+    if !quick && let Some(s) = crate::paper_presets::setup(dataset, arch, out_dir.clone()) {
+        return s;
+    }
     let arch = arch.unwrap_or_else(|| default_arch(dataset, quick));
     let (det_epochs, bbb_epochs, retrain_epochs) = if quick { (3, 3, 2) } else { (5, 5, 3) };
     let mut swshare = SwshareConfig::default();

@@ -70,6 +70,7 @@ pub mod huffman;
 pub mod index;
 mod io;
 mod model;
+pub mod qbnn;
 pub mod quant;
 
 use serde::{Deserialize, Serialize};

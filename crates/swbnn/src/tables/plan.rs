@@ -1,0 +1,200 @@
+//! The plan of a run without its data (`cargo xtask reproduce --dry-run`): every stage in
+//! order with its epochs and the images it will process, from the data sets' published sizes.
+
+use bnn_data::DatasetId;
+use serde::{Deserialize, Serialize};
+
+use super::{TableId, TablesConfig, variants};
+use crate::baselines::ensemble::member_config;
+use crate::experiment::Setup;
+
+/// `(training, test)` examples of each data set as published: MNIST and Fashion-MNIST
+/// 60,000 / 10,000; CIFAR-10 and CIFAR-100 50,000 / 10,000; SVHN (cropped digits, without
+/// `extra`) 73,257 / 26,032; ImageNet-1k (ILSVRC2012) 1,281,167 / 50,000.
+pub fn dataset_sizes(id: DatasetId) -> (usize, usize) {
+    match id {
+        DatasetId::Mnist | DatasetId::FashionMnist => (60_000, 10_000),
+        DatasetId::Cifar10 | DatasetId::Cifar100 => (50_000, 10_000),
+        DatasetId::Svhn => (73_257, 26_032),
+        DatasetId::ImageNet => (1_281_167, 50_000),
+    }
+}
+
+/// One stage of the plan.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlannedStage {
+    /// Stage directory name under `out/stages/` (or `timing`).
+    pub stage: String,
+    /// What it does.
+    pub work: String,
+    /// Training epochs (0 for stages that only evaluate).
+    pub epochs: usize,
+    /// Mini-batch size of the training (0 without training).
+    pub batch_size: usize,
+    /// Images through training: epochs x training examples.
+    pub train_images: u64,
+    /// Images through evaluation: forward passes per image x (test + OOD examples).
+    pub eval_images: u64,
+}
+
+/// The plan of a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Plan {
+    /// Training examples used.
+    pub train_examples: usize,
+    /// Test examples used.
+    pub test_examples: usize,
+    /// OOD examples used (0 without an OOD set).
+    pub ood_examples: usize,
+    /// The stages, in the order the run makes them.
+    pub stages: Vec<PlannedStage>,
+}
+
+impl Plan {
+    /// Total training images.
+    pub fn train_images(&self) -> u64 {
+        self.stages.iter().map(|s| s.train_images).sum()
+    }
+
+    /// Total evaluation images.
+    pub fn eval_images(&self) -> u64 {
+        self.stages.iter().map(|s| s.eval_images).sum()
+    }
+
+    /// The plan as a Markdown table with totals.
+    pub fn markdown(&self) -> String {
+        let mut s = format!(
+            "{} training, {} test and {} OOD examples.\n\n| Stage | Work | Epochs | Batch | Training images | Evaluation images |\n|---|---|---|---|---|---|\n",
+            self.train_examples, self.test_examples, self.ood_examples
+        );
+        for st in &self.stages {
+            s.push_str(&format!(
+                "| {} | {} | {} | {} | {} | {} |\n",
+                st.stage, st.work, st.epochs, st.batch_size, st.train_images, st.eval_images
+            ));
+        }
+        s.push_str(&format!(
+            "| total | | | | {} | {} |\n",
+            self.train_images(),
+            self.eval_images()
+        ));
+        s
+    }
+}
+
+/// The stages a run of `tables` (the main experiment alone when empty) will make for `setup`,
+/// without opening any data.
+pub fn plan(setup: &Setup, cfg: &TablesConfig, tables: &[TableId]) -> Plan {
+    let (train, test) = dataset_sizes(setup.dataset);
+    let cap = |n: usize, subset: Option<usize>| subset.map_or(n, |s| s.min(n));
+    let train = cap(train, setup.train_subset);
+    let test = cap(test, setup.test_subset);
+    let ood = setup.ood.as_ref().map_or(0, |(id, _)| {
+        // The bundled OOD digits are MNIST's 10,000 test images.
+        cap(dataset_sizes(*id).1, setup.test_subset)
+    });
+    let eval = |passes: usize| (passes * (test + ood)) as u64;
+    let corrupt = |passes: usize| (passes * test * setup.corruptions.len()) as u64;
+    let s = setup.samples;
+    let trained =
+        |stage: &str, work: &str, tc: &bnn_train::TrainConfig, eval_images: u64| PlannedStage {
+            stage: stage.into(),
+            work: work.into(),
+            epochs: tc.epochs,
+            batch_size: tc.batch_size,
+            train_images: (tc.epochs * train) as u64,
+            eval_images,
+        };
+    let evaluated = |stage: String, work: String, eval_images: u64| PlannedStage {
+        stage,
+        work,
+        epochs: 0,
+        batch_size: 0,
+        train_images: 0,
+        eval_images,
+    };
+    let mut stages = vec![
+        trained(
+            "deterministic",
+            "train, evaluate",
+            &setup.deterministic,
+            eval(1) + corrupt(1),
+        ),
+        trained(
+            "bbb",
+            "train Bayes by Backprop, evaluate",
+            &setup.bbb,
+            eval(s) + corrupt(s),
+        ),
+        trained(
+            "2dgbnn",
+            "stages 1-2, retrain, evaluate",
+            &setup.compress.retrain,
+            eval(s) + corrupt(s),
+        ),
+    ];
+    let mut planned = vec![setup.compress.clone()];
+    for &t in tables {
+        match t {
+            TableId::Quant => {
+                for b in &cfg.sigma_bits {
+                    stages.push(evaluated(
+                        format!("qbnn-sigma{b}"),
+                        format!("quantise the BBB model (sigma {b} bits), evaluate"),
+                        eval(s),
+                    ));
+                }
+            }
+            TableId::Ensemble => {
+                for i in 1..cfg.ensemble_members {
+                    stages.push(trained(
+                        &format!("ensemble-{i}"),
+                        "train a member",
+                        &member_config(&setup.deterministic, i),
+                        0,
+                    ));
+                }
+                stages.push(evaluated(
+                    "ensemble".into(),
+                    format!("evaluate {} members", cfg.ensemble_members),
+                    eval(cfg.ensemble_members),
+                ));
+            }
+            TableId::Ablation | TableId::GmmK | TableId::TauW | TableId::Merge => {
+                for v in variants(setup, cfg, t) {
+                    if planned.contains(&v.compress) {
+                        continue;
+                    }
+                    stages.push(trained(
+                        &v.stage,
+                        &format!("2DGBNN {}: stages 1-2, retrain, evaluate", v.label),
+                        &v.compress.retrain,
+                        eval(s),
+                    ));
+                    planned.push(v.compress);
+                }
+            }
+            TableId::Timing => {
+                let n = cfg.timing.images.min(test) as u64;
+                let ensemble = if tables.contains(&TableId::Ensemble) {
+                    cfg.ensemble_members
+                } else {
+                    0
+                };
+                let passes = (1 + 2 * s + ensemble) as u64 * (cfg.timing.repeats as u64 + 1);
+                stages.push(evaluated(
+                    "timing".into(),
+                    "measure MC inference speed".into(),
+                    n * passes,
+                ));
+            }
+            TableId::Main => {}
+        }
+    }
+    Plan {
+        train_examples: train,
+        test_examples: test,
+        ood_examples: ood,
+        stages,
+    }
+}
