@@ -19,12 +19,16 @@ pub fn available_backends() -> Vec<&'static str> {
     if cfg!(feature = "wgpu") {
         v.push("wgpu");
     }
+    if cfg!(feature = "cuda") {
+        v.push("cuda");
+    }
     v
 }
 
 /// The device for a backend name: `flex` (default CPU backend), `cpu` (CubeCL CPU), `ndarray`
-/// (deprecated, slow convolutions) or `wgpu` (GPU; Vulkan, Metal or DX12). Each must be compiled
-/// in with the cargo feature of the same name.
+/// (deprecated, slow convolutions), `wgpu` (GPU; Vulkan, Metal or DX12) or `cuda` / `cuda:N`
+/// (NVIDIA GPU number N, default 0). Each must be compiled in with the cargo feature of the same
+/// name.
 pub fn device_by_name(name: &str) -> Result<Device, LayerError> {
     let unknown = || LayerError::UnknownBackend {
         name: name.to_string(),
@@ -40,6 +44,13 @@ pub fn device_by_name(name: &str) -> Result<Device, LayerError> {
         "ndarray" => Ok(Device::ndarray()),
         #[cfg(feature = "wgpu")]
         "wgpu" => Ok(Device::wgpu(burn::tensor::DeviceKind::DefaultDevice)),
+        #[cfg(feature = "cuda")]
+        "cuda" => Ok(Device::cuda(0)),
+        #[cfg(feature = "cuda")]
+        s if s.starts_with("cuda:") => s["cuda:".len()..]
+            .parse::<usize>()
+            .map(Device::cuda)
+            .map_err(|_| unknown()),
         _ => Err(unknown()),
     }
 }

@@ -48,7 +48,7 @@ use swshare::compress::{CompressConfig, compress};
     about = "Stochastic weight sharing for Bayesian neural networks (2DGBNN)"
 )]
 struct Cli {
-    /// Backend: flex (default CPU), ndarray, cpu or wgpu (each if compiled in).
+    /// Backend: flex (default CPU), ndarray, cpu, wgpu, cuda or cuda:N (each if compiled in).
     #[arg(long, global = true, default_value = "flex")]
     backend: String,
     /// Threads for the CPU backends (default: all cores).
