@@ -11,17 +11,22 @@ use burn::module::Module;
 use burn::prelude::*;
 use burn::tensor::Distribution;
 use clap::Subcommand;
+use swshare::synth::{SynthSpec, synthetic_table};
+use swshare::{SwshareConfig, build_plan};
 
 /// The benchmarks.
 #[derive(Subcommand)]
 pub enum Which {
     /// Images per second of a full training step (forward, backward, optimiser) per kind and
-    /// estimator, on random 1x28x28 inputs.
+    /// estimator, on random inputs (1x28x28 by default; `--input 3x32` for CIFAR-shaped ones).
     TrainStep {
         #[arg(long, default_value = "resnet20")]
         arch: Arch,
         #[arg(long, default_value_t = 128)]
         batch: usize,
+        /// Input shape, CHANNELSxSIZE.
+        #[arg(long, default_value = "1x28", value_parser = parse_input)]
+        input: Input,
         /// Measured steps (one extra warm-up epoch of the same length runs first).
         #[arg(long, default_value_t = 10)]
         steps: usize,
@@ -42,12 +47,55 @@ pub enum Which {
         samples: usize,
         #[arg(long, default_value_t = 128)]
         batch: usize,
+        /// Input shape, CHANNELSxSIZE.
+        #[arg(long, default_value = "1x28", value_parser = parse_input)]
+        input: Input,
         /// Batches per measurement.
         #[arg(long, default_value_t = 2)]
         batches: usize,
+        /// Untimed passes first (lazy initialisation, kernel compilation, autotuning, and on
+        /// GPU backends the fusion of kernels, which settles only after some passes).
+        #[arg(long, default_value_t = 1)]
+        warmup: usize,
         #[arg(long, default_value = "flex")]
         backend: String,
+        /// Only this kind (deterministic, bayesian, shared).
+        #[arg(long)]
+        kind: Option<Kind>,
     },
+    /// Seconds of the 2DGBNN stages 1-2 (outliers, GMM, cluster reduction, ellipses, merging:
+    /// `swshare::build_plan`) on a synthetic weight table; the defaults are ResNet-50-sized
+    /// (25.5 million shareable weights in 54 layers, K = 6000 as the ImageNet preset).
+    Stages {
+        /// Shareable weights.
+        #[arg(long, default_value_t = 25_500_000)]
+        weights: usize,
+        /// Shareable layers.
+        #[arg(long, default_value_t = 54)]
+        layers: usize,
+        /// GMM components.
+        #[arg(long, default_value_t = 6000)]
+        k: usize,
+    },
+}
+
+/// Input shape of the throughput benchmarks.
+#[derive(Clone, Copy, Debug)]
+pub struct Input {
+    channels: usize,
+    size: usize,
+}
+
+fn parse_input(s: &str) -> Result<Input, String> {
+    let bad = || format!("input shape {s:?}: expected CHANNELSxSIZE, e.g. 3x32");
+    let (c, n) = s.split_once('x').ok_or_else(bad)?;
+    let (channels, size) = (c.parse().map_err(|_| bad())?, n.parse().map_err(|_| bad())?);
+    if !(1..=16).contains(&channels) || !(8..=512).contains(&size) {
+        return Err(format!(
+            "input shape {s:?}: channels must be 1-16 and size 8-512"
+        ));
+    }
+    Ok(Input { channels, size })
 }
 
 const K: usize = 2000;
@@ -133,8 +181,8 @@ fn shared_model(config: &ModelConfig, device: &Device) -> Result<Network, ModelE
         .init_shared(device, &mut share, codebook)
 }
 
-fn variants(arch: Arch) -> Vec<(Kind, Option<Estimator>, ModelConfig)> {
-    let base = ModelConfig::for_input(arch, Kind::Deterministic, 10, 1, 28);
+fn variants(arch: Arch, input: Input) -> Vec<(Kind, Option<Estimator>, ModelConfig)> {
+    let base = ModelConfig::for_input(arch, Kind::Deterministic, 10, input.channels, input.size);
     let mut v = vec![(Kind::Deterministic, None, base.clone())];
     for e in [
         Estimator::Reparameterization,
@@ -163,6 +211,7 @@ pub fn run(which: Which) -> Result<()> {
         Which::TrainStep {
             arch,
             batch,
+            input,
             steps,
             backend,
             kind: want_kind,
@@ -170,11 +219,12 @@ pub fn run(which: Which) -> Result<()> {
         } => {
             let device = device_by_name(&backend)?.autodiff();
             let n = batch * steps;
-            let pixels: Vec<u8> = (0..n * 784)
+            let (c, hw) = (input.channels, input.size);
+            let pixels: Vec<u8> = (0..n * c * hw * hw)
                 .map(|i| (i * 2654435761usize % 251) as u8)
                 .collect();
             let labels: Vec<u32> = (0..n as u32).map(|i| i % 10).collect();
-            let data = InMemoryDataset::new(pixels, labels, (1, 28, 28), 10)?;
+            let data = InMemoryDataset::new(pixels, labels, (c, hw, hw), 10)?;
             let loader = DataLoader::new(
                 data,
                 Compose::new(),
@@ -187,7 +237,7 @@ pub fn run(which: Which) -> Result<()> {
                     prefetch: 2,
                 },
             )?;
-            for (kind, est, config) in variants(arch) {
+            for (kind, est, config) in variants(arch, input) {
                 if !selected(kind, est, want_kind, want_est) {
                     continue;
                 }
@@ -204,6 +254,7 @@ pub fn run(which: Which) -> Result<()> {
                     "{}",
                     serde_json::json!({
                         "bench": "train-step", "arch": arch.name(), "batch": batch, "backend": backend,
+                        "input": [c, hw, hw],
                         "kind": kind.name(), "estimator": est.map(|e| e.name()), "images_per_s": measured,
                         "cpu_images_per_s": cpu_measured,
                     })
@@ -214,25 +265,37 @@ pub fn run(which: Which) -> Result<()> {
             arch,
             samples,
             batch,
+            input,
             batches,
+            warmup,
             backend,
+            kind: want_kind,
         } => {
             let device = device_by_name(&backend)?;
+            let (c, hw) = (input.channels, input.size);
             let x =
-                Tensor::<4>::random([batch, 1, 28, 28], Distribution::Normal(0.0, 1.0), &device);
-            for (kind, est, config) in variants(arch) {
-                if est.is_some_and(|e| e != Estimator::Reparameterization && kind == Kind::Shared) {
+                Tensor::<4>::random([batch, c, hw, hw], Distribution::Normal(0.0, 1.0), &device);
+            for (kind, est, config) in variants(arch, input) {
+                if est.is_some_and(|e| e != Estimator::Reparameterization && kind == Kind::Shared)
+                    || want_kind.is_some_and(|k| k != kind)
+                {
                     continue;
                 }
                 let model = build(kind, &config, &device)?.valid();
                 let model = set_sampling(model, kind != Kind::Deterministic);
-                // Warm-up pass (lazy initialisation, kernel selection).
-                let _ = model.forward(x.clone()).into_data();
+                for _ in 0..warmup.max(1) {
+                    let _ = model.forward(x.clone()).into_data();
+                }
                 let (started, cpu_started) = (Instant::now(), cpu_seconds());
+                // The mean predictive of each batch stays on the device and is read back once,
+                // as in evaluation (and the PyTorch peer).
                 for _ in 0..batches {
-                    for _ in 0..samples {
-                        let _ = model.forward(x.clone()).into_data();
+                    let mut probs = burn::tensor::activation::softmax(model.forward(x.clone()), 1);
+                    for _ in 1..samples {
+                        probs =
+                            probs + burn::tensor::activation::softmax(model.forward(x.clone()), 1);
                     }
+                    let _ = (probs / samples as f64).into_data();
                 }
                 let s = started.elapsed().as_secs_f64();
                 let cpu = cpu_seconds() - cpu_started;
@@ -241,6 +304,7 @@ pub fn run(which: Which) -> Result<()> {
                     serde_json::json!({
                         "bench": "mc-inference", "arch": arch.name(), "batch": batch, "samples": samples,
                         "backend": backend, "kind": kind.name(), "estimator": est.map(|e| e.name()),
+                        "input": [c, hw, hw],
                         "images_per_s": (batch * batches) as f64 / s,
                         "passes_per_s": (batch * batches * samples) as f64 / s,
                         "cpu_images_per_s": (batch * batches) as f64 / cpu,
@@ -248,6 +312,37 @@ pub fn run(which: Which) -> Result<()> {
                 );
             }
         }
+        Which::Stages { weights, layers, k } => {
+            let started = Instant::now();
+            let table = synthetic_table(&SynthSpec {
+                n_shareable: weights,
+                layers,
+                ..Default::default()
+            })?;
+            let generate_s = started.elapsed().as_secs_f64();
+            let mut cfg = SwshareConfig::default();
+            cfg.gmm.k = k;
+            let (_, report) = build_plan(&table, &cfg)?;
+            let t = &report.timings;
+            println!(
+                "{}",
+                serde_json::json!({
+                    "bench": "stages", "weights": weights, "layers": layers, "k": k,
+                    "threads": rayon_threads(), "generate_s": generate_s,
+                    "outliers_s": t.outliers_s, "gmm_s": t.gmm_s,
+                    "small_clusters_s": t.small_clusters_s, "ellipse_s": t.ellipse_s,
+                    "merge_s": t.merge_s, "total_s": t.total_s,
+                    "outliers": report.outliers,
+                    "components_before_merge": report.gaussians_before_merge,
+                    "components": report.gaussians_after_merge,
+                })
+            );
+        }
     }
     Ok(())
+}
+
+/// Threads of the global rayon pool (the stages' parallelism).
+fn rayon_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
