@@ -193,6 +193,14 @@ impl DataParallel {
         self.collective
     }
 
+    /// The same devices with burn's collective forced on, even for one device (NCCL with one
+    /// rank): lets a machine with a single GPU exercise the collective path.
+    #[cfg(all(test, feature = "cuda"))]
+    fn with_collective(mut self) -> Self {
+        self.collective = true;
+        self
+    }
+
     /// Refuses more replicas than examples in a batch of `batch_size`.
     pub fn check_batch_size(&self, batch_size: usize) -> Result<(), DevicesError> {
         if self.world_size() > batch_size {
@@ -588,7 +596,7 @@ mod tests {
     fn objective(with_kl: bool) -> Objective {
         Objective {
             elbo: ElboConfig::new(N_TRAIN),
-            kl: with_kl.then(|| (Prior::default(), SharedKl::Mixture)),
+            kl: with_kl.then_some((Prior::default(), SharedKl::Mixture)),
         }
     }
 
@@ -847,6 +855,49 @@ mod tests {
         let placed = Replicas::start(&parallel).place(lazy());
         device.seed(99);
         assert_eq!(values(&placed), want);
+    }
+
+    /// On a CUDA machine (`SWBNN_TEST_BACKEND=cuda`, built with `--features cuda`): the
+    /// collective path (parameters marked distributed, `backward()` on a thread of its own,
+    /// NCCL's all-reduce, here with one rank) gives the gradients of the plain path, and a short
+    /// run through it trains (no deadlock, the marks survive the optimiser's step).
+    #[cfg(feature = "cuda")]
+    #[test]
+    fn the_collective_path_matches_the_plain_one_on_cuda() {
+        if !std::env::var("SWBNN_TEST_BACKEND").is_ok_and(|b| b.starts_with("cuda")) {
+            return;
+        }
+        let _rng = DEVICE_RNG.lock().unwrap_or_else(|e| e.into_inner());
+        let device = flex().autodiff();
+        device.seed(3);
+        let m = ModelConfig::for_input(Arch::Mlp, Kind::Bayesian, 3, 1, 4)
+            .with_mlp_hidden(vec![8])
+            .init(&device)
+            .unwrap();
+        materialize(&m);
+        let m = set_sampling(m, false);
+        let (b, o) = (batch(5), objective(true));
+        let plain = DataParallel::parse("cuda:0").unwrap();
+        let nccl = plain.clone().with_collective();
+        let (g, t) = Replicas::start(&plain).gradients(&m, &b, &o, AT);
+        let want = host_grads(&m, &g);
+        let replicas = Replicas::start(&nccl);
+        let placed = replicas.place(m.clone());
+        let (g, u) = replicas.gradients(&placed, &b, &o, AT);
+        let got = host_grads(&placed, &g);
+        for (i, (w, g)) in want.iter().zip(&got).enumerate() {
+            assert_close(
+                g.as_ref().unwrap(),
+                w.as_ref().unwrap(),
+                &format!("parameter {i}"),
+            );
+        }
+        assert_eq!((t.seen, t.correct), (u.seen, u.correct));
+        drop(replicas);
+        let data = loader(24, 8);
+        let (_, h) =
+            train_data_parallel(m, &data, &config(2, 8), &nccl, None, &mut Silent).unwrap();
+        assert!(h.iter().all(|e| e.loss.is_finite()), "{h:?}");
     }
 
     #[test]

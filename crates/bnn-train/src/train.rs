@@ -264,7 +264,7 @@ pub fn train_data_parallel(
         });
     let objective = Objective {
         elbo,
-        kl: bayesian.then(|| (config.prior.clone(), config.shared_kl)),
+        kl: bayesian.then_some((config.prior, config.shared_kl)),
     };
     let steps_per_epoch = loader.num_batches();
     let total_steps =
