@@ -900,6 +900,36 @@ mod tests {
         assert!(h.iter().all(|e| e.loss.is_finite()), "{h:?}");
     }
 
+    /// A GPU named twice, and two backends in one list, are refused (needs a GPU backend
+    /// compiled in; no GPU is used: naming a device does not open it).
+    #[cfg(any(feature = "wgpu", feature = "cuda"))]
+    #[test]
+    fn a_gpu_named_twice_and_mixed_backends_are_refused() {
+        #[cfg(feature = "wgpu")]
+        match DataParallel::parse("wgpu,wgpu") {
+            Err(DevicesError::Duplicate {
+                first: 1,
+                second: 2,
+                name,
+            }) => assert_eq!(name, "wgpu"),
+            r => panic!("{r:?}"),
+        }
+        #[cfg(feature = "cuda")]
+        match DataParallel::parse("cuda:1,cuda,cuda:0") {
+            Err(DevicesError::Duplicate {
+                first: 2,
+                second: 3,
+                ..
+            }) => {}
+            r => panic!("{r:?}"),
+        }
+        #[cfg(all(feature = "wgpu", feature = "flex"))]
+        match DataParallel::parse("flex,wgpu") {
+            Err(DevicesError::MixedBackends { position: 2, .. }) => {}
+            r => panic!("{r:?}"),
+        }
+    }
+
     #[test]
     fn device_lists_are_checked() {
         let err = |s: &str| DataParallel::parse(s).unwrap_err();
