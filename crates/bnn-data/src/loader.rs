@@ -38,6 +38,30 @@ impl Batch {
     pub fn is_empty(&self) -> bool {
         self.labels.is_empty()
     }
+
+    /// The examples of replica `rank` of `world` in data-parallel training: the `rank`-th of
+    /// `world` contiguous slices of the batch, in batch order, the first `len % world` one example
+    /// longer than the rest. The shards of ranks `0..world` are disjoint and together are the
+    /// batch; a rank at or beyond `world` (or `world == 0`) gets an empty batch.
+    pub fn shard(&self, rank: usize, world: usize) -> Batch {
+        let n = self.len();
+        let range = if rank < world {
+            let (base, extra) = (n / world, n % world);
+            let start = rank * base + rank.min(extra);
+            start..start + base + usize::from(rank < extra)
+        } else {
+            0..0
+        };
+        let per_image: usize = self.shape[1..].iter().product();
+        let mut shape = self.shape;
+        shape[0] = range.len();
+        Batch {
+            images: self.images[range.start * per_image..range.end * per_image].to_vec(),
+            labels: self.labels[range.clone()].to_vec(),
+            shape,
+            indices: self.indices[range].to_vec(),
+        }
+    }
 }
 
 /// Loader settings.
@@ -318,5 +342,46 @@ impl Drop for EpochIter {
         for h in self.handles.drain(..) {
             let _ = h.join();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn batch(n: usize) -> Batch {
+        Batch {
+            images: (0..n * 2).map(|v| v as f32).collect(),
+            labels: (0..n as u32).map(|l| l * 10).collect(),
+            shape: [n, 1, 1, 2],
+            indices: (100..100 + n).collect(),
+        }
+    }
+
+    /// Every size up to 9 over 1 to 4 replicas: the shards, in rank order, are the batch (so
+    /// they are disjoint and cover it), their sizes differ by at most one, and images, labels
+    /// and indices stay together.
+    #[test]
+    fn shards_partition_the_batch_in_order() {
+        for n in 0..10 {
+            let b = batch(n);
+            for world in 1..5 {
+                let shards: Vec<Batch> = (0..world).map(|r| b.shard(r, world)).collect();
+                let indices: Vec<usize> = shards.iter().flat_map(|s| s.indices.clone()).collect();
+                assert_eq!(indices, b.indices, "n {n}, world {world}");
+                let labels: Vec<u32> = shards.iter().flat_map(|s| s.labels.clone()).collect();
+                assert_eq!(labels, b.labels);
+                let images: Vec<f32> = shards.iter().flat_map(|s| s.images.clone()).collect();
+                assert_eq!(images, b.images);
+                let sizes: Vec<usize> = shards.iter().map(Batch::len).collect();
+                let (lo, hi) = (sizes.iter().min().unwrap(), sizes.iter().max().unwrap());
+                assert!(hi - lo <= 1, "sizes {sizes:?}");
+                for s in &shards {
+                    assert_eq!(s.shape, [s.len(), 1, 1, 2]);
+                }
+            }
+        }
+        assert!(batch(4).shard(2, 2).is_empty());
+        assert!(batch(4).shard(0, 0).is_empty());
     }
 }

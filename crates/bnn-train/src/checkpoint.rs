@@ -85,6 +85,17 @@ pub(crate) struct Run {
     parameters: Vec<(String, Vec<usize>)>,
     /// The caller's description ([`Checkpointer::with_run`]).
     described: Option<serde_json::Value>,
+    /// Replicas of a data-parallel run (absent: 1, as in checkpoints from before it existed).
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    world_size: usize,
+}
+
+fn one() -> usize {
+    1
+}
+
+fn is_one(n: &usize) -> bool {
+    *n == 1
 }
 
 /// Saves and restores training state in a directory: one directory per committed epoch
@@ -93,6 +104,7 @@ pub(crate) struct Run {
 pub struct Checkpointer {
     dir: PathBuf,
     run: Option<serde_json::Value>,
+    world_size: usize,
     _lock: Option<Arc<File>>,
 }
 
@@ -208,6 +220,7 @@ impl Checkpointer {
         let ck = Self {
             dir,
             run: None,
+            world_size: 1,
             _lock: lock,
         };
         ck.clean()?;
@@ -218,6 +231,13 @@ impl Checkpointer {
     /// name): resuming a checkpoint saved with another description is refused.
     pub fn with_run(mut self, run: serde_json::Value) -> Self {
         self.run = Some(run);
+        self
+    }
+
+    /// The number of data-parallel replicas that [`check`](Self::check) assumes (1 by
+    /// default); training reads it from its [`DataParallel`](crate::DataParallel) instead.
+    pub fn with_world_size(mut self, world_size: usize) -> Self {
+        self.world_size = world_size;
         self
     }
 
@@ -328,16 +348,23 @@ impl Checkpointer {
         data: &DataLoader,
         config: &TrainConfig,
     ) -> Result<Option<CheckpointState>, TrainError> {
-        self.check_run(&self.run_of(model, data, config))
+        self.check_run(&self.run_of(model, data, config, self.world_size))
     }
 
-    pub(crate) fn run_of(&self, model: &Network, data: &DataLoader, config: &TrainConfig) -> Run {
+    pub(crate) fn run_of(
+        &self,
+        model: &Network,
+        data: &DataLoader,
+        config: &TrainConfig,
+        world_size: usize,
+    ) -> Run {
         Run {
             config: config.clone(),
             examples: data.dataset().len(),
             batches: data.num_batches(),
             parameters: model.param_shapes(),
             described: self.run.clone(),
+            world_size,
         }
     }
 
@@ -380,6 +407,12 @@ impl Checkpointer {
                 "it was started for {}, this run is for {}",
                 show(&saved.described),
                 show(&run.described)
+            )));
+        }
+        if saved.world_size != run.world_size {
+            return Err(mismatch(format!(
+                "it was trained by {} data-parallel replicas, this run has {} (their noise streams differ)",
+                saved.world_size, run.world_size
             )));
         }
         if saved.examples != run.examples || saved.batches != run.batches {

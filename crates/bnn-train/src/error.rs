@@ -66,4 +66,7 @@ pub enum TrainError {
     /// A model could not be built.
     #[error(transparent)]
     Model(#[from] bnn_models::ModelError),
+    /// The devices of a data-parallel run are unusable.
+    #[error("data-parallel devices: {0}")]
+    Devices(#[from] crate::DevicesError),
 }

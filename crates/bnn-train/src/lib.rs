@@ -6,6 +6,9 @@
 //!   stop with a clear error on a non-finite loss or parameter, before it is checkpointed.
 //! - [`predict`] / [`evaluate`]: Monte-Carlo predictive (30 samples by default in the CLI),
 //!   accuracy, NLL, ECE (15 bins), and OOD detection against a second data set.
+//! - [`train_data_parallel`]: the same loop over several devices of one node ([`DataParallel`]):
+//!   each replica takes a shard of every batch, gradients are averaged (burn's NCCL all-reduce
+//!   on CUDA, on the first device elsewhere).
 //! - [`mean_mu_gradients`]: averaged `d loss / d mu` for the gradient-outlier criterion.
 //!
 //! The library prints nothing; pass an [`Observer`] for progress.
@@ -17,6 +20,7 @@ mod config;
 mod error;
 mod evaluate;
 mod grads;
+mod parallel;
 mod train;
 
 pub use batch::{cross_entropy, to_tensors, to_vec};
@@ -28,4 +32,5 @@ pub use evaluate::{
     predict, predict_ensemble,
 };
 pub use grads::mean_mu_gradients;
-pub use train::{EpochStats, Observer, Silent, StepInfo, train};
+pub use parallel::{DataParallel, DevicesError};
+pub use train::{EpochStats, Observer, Silent, StepInfo, train, train_data_parallel};

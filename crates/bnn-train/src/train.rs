@@ -4,19 +4,19 @@
 use std::time::Instant;
 
 use bnn_data::DataLoader;
-use bnn_layers::{ElboConfig, KlSchedule, kl_divergence_with};
+use bnn_layers::{ElboConfig, KlSchedule};
 use bnn_models::Network;
 use burn::module::{Module, ModuleVisitor, Param, ParamGroup};
 use burn::optim::decay::WeightDecayConfig;
 use burn::optim::lr_scheduler::module_lr_scheduler::{ModuleLearningRate, ModuleLrScheduler};
 use burn::optim::momentum::MomentumConfig;
-use burn::optim::{AdamConfig, GradientsParams, ModuleOptimizer, SgdConfig};
+use burn::optim::{AdamConfig, ModuleOptimizer, SgdConfig};
 use burn::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::batch::{cross_entropy, to_tensors};
 use crate::checkpoint::Checkpointer;
-use crate::{OptimizerKind, TrainConfig, TrainError};
+use crate::parallel::{Objective, Position, Replicas};
+use crate::{DataParallel, OptimizerKind, TrainConfig, TrainError};
 
 /// What one epoch did.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -202,13 +202,47 @@ fn epoch_seed(seed: u64, epoch: usize) -> u64 {
 /// parameter at the end of an epoch with [`TrainError::NonFiniteParameters`]; either way no
 /// checkpoint with a non-finite value is written and the previous one stays on disk.
 pub fn train(
-    mut model: Network,
+    model: Network,
     loader: &DataLoader,
     config: &TrainConfig,
     checkpointer: Option<&Checkpointer>,
     observer: &mut dyn Observer,
 ) -> Result<(Network, Vec<EpochStats>), TrainError> {
+    let device = model.devices().first().cloned().unwrap_or_default();
+    train_data_parallel(
+        model,
+        loader,
+        config,
+        &DataParallel::single(device),
+        checkpointer,
+        observer,
+    )
+}
+
+/// [`train`] with one replica per device of `parallel` (see the module `parallel` of this
+/// crate for the arithmetic): every global batch of `loader` is split into one shard per
+/// replica, each replica draws its own weight noise (seeded from `(config.seed, epoch, step,
+/// rank)`), and the optimiser steps on the mean of the replicas' gradients, which is the
+/// gradient of the global batch's loss (the KL keeps its global `N_train` scaling). The
+/// statistics are those of the global batch. The model returned lives on the first device.
+///
+/// Same seed, same backend and world size: same result. A world size of 1 is [`train`]. A
+/// checkpoint records the world size: resuming with another is refused
+/// ([`TrainError::ResumeMismatch`]); set it with [`Checkpointer::with_world_size`] for
+/// [`Checkpointer::check`]. More replicas than examples per batch is
+/// [`DevicesError::WorldSizeExceedsBatch`](crate::DevicesError::WorldSizeExceedsBatch).
+pub fn train_data_parallel(
+    model: Network,
+    loader: &DataLoader,
+    config: &TrainConfig,
+    parallel: &DataParallel,
+    checkpointer: Option<&Checkpointer>,
+    observer: &mut dyn Observer,
+) -> Result<(Network, Vec<EpochStats>), TrainError> {
     config.validate()?;
+    parallel.check_batch_size(loader.config().batch_size)?;
+    let replicas = Replicas::start(parallel);
+    let mut model = replicas.place(model);
     let rho = rho_group()?;
     let mut in_group = InGroup {
         group: &rho,
@@ -228,6 +262,10 @@ pub fn train(
         } else {
             KlSchedule::Constant
         });
+    let objective = Objective {
+        elbo,
+        kl: bayesian.then_some((config.prior, config.shared_kl)),
+    };
     let steps_per_epoch = loader.num_batches();
     let total_steps =
         steps_per_epoch
@@ -239,11 +277,11 @@ pub fn train(
             })?;
     let mut history = Vec::new();
     let mut start_epoch = 0;
-    let run = checkpointer.map(|ck| ck.run_of(&model, loader, config));
+    let run = checkpointer.map(|ck| ck.run_of(&model, loader, config, parallel.world_size()));
     if let (Some(ck), Some(run)) = (checkpointer, &run)
         && let Some((m, o, state)) = ck.resume(model.clone(), optim.clone(), run)?
     {
-        model = m;
+        model = replicas.place(m);
         optim = o;
         start_epoch = state.epoch + 1;
         history = state.history;
@@ -252,49 +290,43 @@ pub fn train(
     let device = model.devices().first().cloned().unwrap_or_default();
     let mut saved = None;
     for epoch in start_epoch..config.epochs {
-        device.seed(epoch_seed(config.seed, epoch));
+        let seed = epoch_seed(config.seed, epoch);
+        device.seed(seed);
         let started = Instant::now();
         let (mut loss_sum, mut nll_sum, mut correct, mut seen) = (0.0f64, 0.0f64, 0usize, 0usize);
         let mut last_kl: Option<Tensor<1>> = None;
         for (step, batch) in loader.epoch(epoch as u64).enumerate() {
             let batch = batch?;
             let global = epoch * steps_per_epoch + step;
-            let (x, y) = to_tensors(&batch, &device);
-            let logits = model.forward(x);
-            let nll = cross_entropy(logits.clone(), y.clone());
-            let kl = if bayesian {
-                kl_divergence_with(&model, &config.prior, config.shared_kl)
-            } else {
-                None
+            let at = Position {
+                epoch_seed: seed,
+                step,
+                global,
             };
-            if let Some(k) = &kl {
-                last_kl = Some(k.clone().detach());
-            }
-            let loss = elbo.loss(nll.clone(), kl, global);
-            let loss_value = loss.clone().into_scalar::<f32>();
-            if !loss_value.is_finite() {
+            let (grads, totals) = replicas.gradients(&model, &batch, &objective, at);
+            if !totals.loss.is_finite() {
                 return Err(TrainError::NonFiniteLoss {
                     epoch,
                     step,
-                    value: loss_value,
+                    value: totals.loss,
                 });
             }
-            let predicted = logits.argmax(1).reshape([batch.len()]);
-            correct += predicted.equal(y).int().sum().into_scalar::<i64>() as usize;
-            seen += batch.len();
-            loss_sum += loss_value as f64 * batch.len() as f64;
-            nll_sum += nll.into_scalar::<f32>() as f64 * batch.len() as f64;
+            if totals.kl.is_some() {
+                last_kl = totals.kl;
+            }
+            correct += totals.correct;
+            seen += totals.seen;
+            loss_sum += totals.loss as f64 * totals.seen as f64;
+            nll_sum += totals.nll_sum;
 
-            let mut grads = loss.backward();
             let factor = config.schedule.factor(global, total_steps);
-            let grads = GradientsParams::from_module(&mut grads, &model);
             let rates = step_rates(config.lr * factor, config.lr_rho * factor, &rho);
             model = optim.step(rates, model, grads);
             observer.on_step(&StepInfo {
                 epoch,
                 step,
                 steps: steps_per_epoch,
-                loss: loss_value,
+                loss: totals.loss,
                 images_per_s: seen as f64 / started.elapsed().as_secs_f64().max(1e-9),
             });
         }
@@ -326,6 +358,7 @@ pub fn train(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use burn::optim::GradientsParams;
 
     #[derive(Module, Debug)]
     struct Pair {

@@ -30,7 +30,8 @@ use bnn_data::{Dataset, DatasetId, Split};
 use bnn_layers::{Estimator, bayes_from_deterministic, device_by_name};
 use bnn_models::{Arch, Kind, ModelConfig, Network};
 use bnn_train::{
-    Checkpointer, EpochStats, Observer, StepInfo, TrainConfig, evaluate, load_model, train,
+    Checkpointer, DataParallel, EpochStats, Observer, StepInfo, TrainConfig, evaluate, load_model,
+    train_data_parallel,
 };
 use burn::prelude::*;
 use clap::{Parser, Subcommand, ValueEnum};
@@ -98,6 +99,11 @@ enum Command {
         estimator: String,
         #[arg(long, default_value_t = 0)]
         seed: u64,
+        /// Data-parallel training on these devices of this machine, one replica each, e.g.
+        /// cuda:0,cuda:1 (NCCL all-reduce). A CPU backend may be repeated (flex,flex) to
+        /// simulate replicas in turn. Each batch of 128 is split between the replicas.
+        #[arg(long, value_name = "LIST")]
+        devices: Option<String>,
     },
     /// Run 2DGBNN stages 1-3 on a trained Bayesian model directory and save a .swb file.
     Compress {
@@ -339,7 +345,25 @@ fn run() -> Result<()> {
             subset: n,
             estimator,
             seed,
+            devices,
         } => {
+            let (ad, parallel) = match &devices {
+                None => (ad.clone(), DataParallel::single(device.clone())),
+                Some(list) => {
+                    let parallel =
+                        DataParallel::parse(list).with_context(|| format!("--devices {list}"))?;
+                    let backend = |n: &str| n.split(':').next().unwrap_or(n).to_string();
+                    if cli.backend != "flex"
+                        && backend(&cli.backend) != backend(&parallel.names()[0])
+                    {
+                        bail!(
+                            "--backend {} and --devices {list} name different backends; --devices alone picks the devices",
+                            cli.backend
+                        );
+                    }
+                    (parallel.devices()[0].clone().autodiff(), parallel)
+                }
+            };
             let train_data = subset(open_split(dataset, Split::Train, data.as_deref())?, n, 1)?;
             let (c, h, _) = train_data.shape();
             let mut config =
@@ -355,6 +379,9 @@ fn run() -> Result<()> {
                 }
             };
             tc.seed = seed;
+            parallel
+                .check_batch_size(tc.batch_size)
+                .with_context(|| format!("--devices {}", devices.as_deref().unwrap_or("")))?;
             ad.seed(seed);
             let mut model = config.init(&ad)?;
             if let Some(dir) = from {
@@ -365,10 +392,12 @@ fn run() -> Result<()> {
             }
             let loader = train_loader(dataset, train_data, tc.batch_size, seed, 2)?;
             // Everything that must match to resume is checked before anything is written.
-            let ck = Checkpointer::new(&out)?.with_run(serde_json::json!({
-                "dataset": dataset.name(),
-                "subset": n,
-            }));
+            let ck = Checkpointer::new(&out)?
+                .with_run(serde_json::json!({
+                    "dataset": dataset.name(),
+                    "subset": n,
+                }))
+                .with_world_size(parallel.world_size());
             let state = if resume {
                 ck.check(&model, &loader, &tc)?
             } else {
@@ -407,7 +436,8 @@ fn run() -> Result<()> {
                     out.display()
                 );
             }
-            let (_, history) = train(model, &loader, &tc, Some(&ck), &mut bars)?;
+            let (_, history) =
+                train_data_parallel(model, &loader, &tc, &parallel, Some(&ck), &mut bars)?;
             if cli.json {
                 println!("{}", serde_json::to_string(&history)?);
             }

@@ -545,3 +545,56 @@ fn resume_refuses_another_run_and_changes_nothing() {
         serde_json::from_slice(&std::fs::read(out.join("state.json")).unwrap()).unwrap();
     assert_eq!(state["epoch"], 1);
 }
+
+/// `--devices`: a bad list is refused before anything is written, naming the flag and the
+/// device; `flex,flex` trains two replicas in turn, and resuming that run with one device is
+/// refused (the noise streams differ) while resuming it with two continues it.
+#[test]
+fn data_parallel_devices_are_checked_and_recorded() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("dp");
+    let out_s = s(&out).to_string();
+    let train = |devices: &str, epochs: &str, extra: &[&str]| -> Vec<String> {
+        let mut a: Vec<String> = [
+            "train",
+            "--dataset",
+            "fashion-mnist",
+            "--arch",
+            "mlp",
+            "--kind",
+            "bayesian",
+            "--subset",
+            "100",
+            "--epochs",
+            epochs,
+            "--out",
+            &out_s,
+            "--devices",
+            devices,
+        ]
+        .iter()
+        .map(|x| x.to_string())
+        .collect();
+        a.extend(extra.iter().map(|x| x.to_string()));
+        a
+    };
+    let too_many = vec!["flex"; 129].join(",");
+    for (devices, needles) in [
+        (
+            "flex,nosuch",
+            &["--devices flex,nosuch", "device 2", "nosuch"][..],
+        ),
+        ("", &["--devices", "empty"][..]),
+        (too_many.as_str(), &["129 replicas", "batches of 128"][..]),
+    ] {
+        let err = refused(&strs(&train(devices, "1", &[])), needles[0]);
+        for n in needles {
+            assert!(err.contains(n), "`{n}` not in: {err}");
+        }
+        assert!(!out.exists(), "nothing is written for {devices:?}");
+    }
+    ok(&strs(&train("flex,flex", "1", &[])));
+    let err = refused(&strs(&train("flex", "2", &["--resume"])), "replicas");
+    assert!(err.contains("2 data-parallel replicas"), "{err}");
+    ok(&strs(&train("flex,flex", "2", &["--resume"])));
+}
