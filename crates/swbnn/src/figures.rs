@@ -285,7 +285,7 @@ pub fn weights_from_swb(
     path: &Path,
 ) -> Result<(), Error> {
     data.validate()
-        .map_err(|e| Error::Usage(format!("invalid model file: {e}")))?;
+        .map_err(swshare::FormatError::InvalidModel)?;
     let sigma_of = |rho: f32| bnn_layers::softplus(f64::from(rho));
     let (mut mu, mut sigma, mut fates) = (Vec::new(), Vec::new(), Vec::new());
     let (mut next_ellipse, mut next_outlier) = (0usize, 0usize);
