@@ -423,6 +423,17 @@ pub(crate) fn row(
     }
 }
 
+impl Row {
+    /// The row with the 2DGBNN plan's counts (outliers, ellipses, Gaussians, compression).
+    pub(crate) fn with_plan(mut self, report: &CompressionReport) -> Row {
+        self.outliers = Some(report.outliers);
+        self.ellipses = Some(report.ellipse_weights);
+        self.gaussians = Some(report.gaussians_after_merge);
+        self.compression_ratio = Some(report.compression_ratio);
+        self
+    }
+}
+
 pub(crate) fn record_bytes(model: &Network) -> Result<u64, Error> {
     let bytes = model.clone().into_record().into_bytes()?;
     Ok(bytes.len() as u64)
@@ -579,7 +590,7 @@ pub fn run(setup: &Setup, device: &Device, progress: &mut dyn Progress) -> Resul
     let r = stage.row(|| {
         ad.seed(setup.compress.retrain.seed);
         let ev = evaluate(&compressed.model, &test, ood_loader.as_ref(), setup.samples)?;
-        let mut r = row(
+        Ok(row(
             setup.arch,
             "2dgbnn",
             ev,
@@ -587,12 +598,8 @@ pub fn run(setup: &Setup, device: &Device, progress: &mut dyn Progress) -> Resul
             sizes.total,
             gbnn_seconds,
             weight_stats(&compressed.model)?,
-        );
-        r.outliers = Some(report.outliers);
-        r.ellipses = Some(report.ellipse_weights);
-        r.gaussians = Some(report.gaussians_after_merge);
-        r.compression_ratio = Some(report.compression_ratio);
-        Ok(r)
+        )
+        .with_plan(&report))
     })?;
     progress.row(&r);
     corruptions.extend(stage.corruptions(setup, || {

@@ -354,7 +354,7 @@ fn variant_row(
         data.ood_loader.as_ref(),
         setup.samples,
     )?;
-    let mut r = row(
+    let r = row(
         setup.arch,
         "2dgbnn",
         ev,
@@ -362,11 +362,8 @@ fn variant_row(
         sizes.total,
         seconds,
         weight_stats(&compressed.model)?,
-    );
-    r.outliers = Some(report.outliers);
-    r.ellipses = Some(report.ellipse_weights);
-    r.gaussians = Some(report.gaussians_after_merge);
-    r.compression_ratio = Some(report.compression_ratio);
+    )
+    .with_plan(report);
     stage.save_row(&r)?;
     progress.row(&r);
     Ok(r)
