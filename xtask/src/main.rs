@@ -82,8 +82,8 @@ enum Command {
         #[arg(long, default_value_t = 1)]
         seeds: usize,
         /// How Bayes by Backprop is trained: `reference` (the PyTorch reference recipe: from
-        /// scratch, SGD, rho = -6) or `pretrained` (the paper's: from the deterministic net,
-        /// Adam).
+        /// scratch, SGD, rho = -6; the full runs' default) or `pretrained` (the paper's: from
+        /// the deterministic net, Adam; the `--quick` default). Why: docs/results.md.
         #[arg(long, value_enum)]
         recipe: Option<Recipe>,
         /// Also evaluate every method on the 15 corrupted test sets (5 kinds x 3 severities)

@@ -139,7 +139,8 @@ fn ood(dataset: DatasetId) -> Option<(DatasetId, PathBuf)> {
 /// The paper's full run for `dataset` (`None` for MNIST and Fashion-MNIST, whose presets are
 /// [`crate::presets::setup`]'s).
 pub fn setup(dataset: DatasetId, arch: Option<Arch>, out_dir: PathBuf) -> Option<Setup> {
-    let arch = arch.or_else(|| default_arch(dataset))?;
+    // MNIST and Fashion-MNIST have no appendix preset, whichever architecture is asked for.
+    let arch = arch.unwrap_or(default_arch(dataset)?);
     let mut sharing = SwshareConfig::default();
     sharing.gmm.k = gmm_k(dataset, arch);
     Some(Setup {
