@@ -157,12 +157,13 @@ pub fn patch(setup: &Setup, path: &Path) -> Result<Setup, crate::Error> {
     serde_json::from_value(value).map_err(|e| crate::Error::parse(path, e))
 }
 
-/// Objects merge field by field; an object that shares no key with the preset's replaces it
-/// (another variant of an enum, e.g. `{"sgd": {...}}` for `{"adam": {...}}`).
+/// Objects merge field by field; an empty object changes nothing; an object that shares no key
+/// with the preset's replaces it (another variant of an enum, e.g. `{"sgd": {...}}` for
+/// `{"adam": {...}}`).
 fn merge(base: &mut serde_json::Value, patch: serde_json::Value) {
     match (base, patch) {
         (serde_json::Value::Object(b), serde_json::Value::Object(p))
-            if p.keys().any(|k| b.contains_key(k)) =>
+            if p.is_empty() || p.keys().any(|k| b.contains_key(k)) =>
         {
             for (k, v) in p {
                 match b.get_mut(&k) {
@@ -227,6 +228,43 @@ mod tests {
         let digits = root.join("../shared/data/mnist-10k").exists();
         assert_eq!(s.ood.is_some(), digits);
         assert!(!s.bbb_from_deterministic);
+    }
+
+    #[test]
+    fn an_empty_patch_changes_nothing_and_a_variant_replaces_its_enum() {
+        let dir = std::env::temp_dir().join(format!("swbnn-patch-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let base = preset(true);
+        for (i, (text, changed)) in [
+            ("{}", false),
+            (r#"{"compress": {}}"#, false),
+            (
+                r#"{"bbb": {"optimizer": {"sgd": {"momentum": 0.5, "nesterov": true}}}}"#,
+                true,
+            ),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let path = dir.join(format!("patch-{i}.json"));
+            std::fs::write(&path, text).unwrap();
+            let patched = patch(&base, &path).unwrap_or_else(|e| panic!("{text}: {e}"));
+            let (a, b) = (
+                serde_json::to_value(&base).unwrap(),
+                serde_json::to_value(&patched).unwrap(),
+            );
+            assert_eq!(a != b, changed, "{text}");
+            if changed {
+                assert_eq!(
+                    patched.bbb.optimizer,
+                    OptimizerKind::Sgd {
+                        momentum: 0.5,
+                        nesterov: true
+                    }
+                );
+            }
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
