@@ -45,7 +45,7 @@ enum Command {
     Reproduce {
         /// mnist, fashion-mnist, cifar10, cifar100 or imagenet.
         dataset: DatasetId,
-        /// A small, fast run (LeNet-5, a 20,000-image subset, a few epochs).
+        /// A small, fast run (LeNet-5, all training images, a few epochs).
         #[arg(long)]
         quick: bool,
         /// Architecture (default: the paper's for the data set).
