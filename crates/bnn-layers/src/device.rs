@@ -55,6 +55,16 @@ pub fn device_by_name(name: &str) -> Result<Device, LayerError> {
     }
 }
 
+/// Serialises tests that seed or draw from the backend's random generator.
+///
+/// The generator is global to the process: a test that seeds it and then draws holds this
+/// guard, so a test running in parallel cannot consume draws in between. A test that panicked
+/// while holding it does not poison it for the others.
+pub fn lock_device_rng() -> std::sync::MutexGuard<'static, ()> {
+    static DEVICE_RNG: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    DEVICE_RNG.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// The device tests run on: the backend named by `SWBNN_TEST_BACKEND`, else the first compiled
 /// in (`flex` by default).
 pub fn test_device() -> Device {

@@ -54,7 +54,7 @@ pub use convert::{
     NamedTensor, bayes_from_deterministic, deterministic_from_bayes, export_params, import_params,
     shared_from_bayes,
 };
-pub use device::{available_backends, device_by_name, test_device};
+pub use device::{available_backends, device_by_name, lock_device_rng, test_device};
 pub use elbo::{ElboConfig, KlSchedule};
 pub use error::LayerError;
 pub use estimator::Estimator;

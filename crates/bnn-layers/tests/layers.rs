@@ -10,13 +10,7 @@ use burn::module::Module;
 use burn::prelude::*;
 use burn::tensor::{Distribution, TensorData};
 
-/// The backend's random generator is global: tests that seed it or draw from it take this lock,
-/// so a concurrently running test cannot consume draws between a seed and its use.
-static RNG: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn rng_lock() -> std::sync::MutexGuard<'static, ()> {
-    RNG.lock().unwrap_or_else(|e| e.into_inner())
-}
+use bnn_layers::lock_device_rng as rng_lock;
 
 fn scalar(t: Tensor<1>) -> f64 {
     t.into_scalar::<f32>() as f64

@@ -562,9 +562,6 @@ mod tests {
     use bnn_layers::set_sampling;
     use bnn_models::{Arch, Kind, ModelConfig};
 
-    /// burn's generator is process-wide: the tests that seed it or draw from it take turns.
-    static DEVICE_RNG: Mutex<()> = Mutex::new(());
-
     const N_TRAIN: usize = 50;
 
     fn flex() -> Device {
@@ -648,7 +645,7 @@ mod tests {
     /// process on the whole batch.
     #[test]
     fn averaged_replica_gradients_equal_the_full_batch_gradient() {
-        let _rng = DEVICE_RNG.lock().unwrap_or_else(|e| e.into_inner());
+        let _rng = bnn_layers::lock_device_rng();
         let model = set_sampling(model(Kind::Bayesian), false);
         let (b, o) = (batch(5), objective(true));
         let (full, full_totals) = step(&model, "flex", &b, &o);
@@ -678,7 +675,7 @@ mod tests {
     /// (zero) for every parameter, as an all-reduce needs.
     #[test]
     fn every_parameter_gets_a_gradient_on_every_replica() {
-        let _rng = DEVICE_RNG.lock().unwrap_or_else(|e| e.into_inner());
+        let _rng = bnn_layers::lock_device_rng();
         let model = set_sampling(model(Kind::Bayesian), false);
         let (b, o) = (batch(4), objective(false));
         let (single, _) = step(&model, "flex", &b, &o);
@@ -707,7 +704,7 @@ mod tests {
     /// Each rank draws its own noise, the same for the same seed, rank and step.
     #[test]
     fn noise_streams_differ_per_rank_and_repeat() {
-        let _rng = DEVICE_RNG.lock().unwrap_or_else(|e| e.into_inner());
+        let _rng = bnn_layers::lock_device_rng();
         let model = model(Kind::Bayesian);
         let (b, o) = (batch(4), objective(true));
         let value = |rank| o.replica_loss(&model, &b, (rank, 2, 4), AT).value.to_bits();
@@ -724,7 +721,7 @@ mod tests {
     /// shard's size.
     #[test]
     fn each_replica_scales_the_kl_by_the_global_training_set() {
-        let _rng = DEVICE_RNG.lock().unwrap_or_else(|e| e.into_inner());
+        let _rng = bnn_layers::lock_device_rng();
         let model = set_sampling(model(Kind::Bayesian), false);
         let b = batch(5);
         let kl = kl_divergence_with(&model, &Prior::default(), SharedKl::Mixture)
@@ -785,7 +782,7 @@ mod tests {
     /// the KL over the global `N_train`.
     #[test]
     fn epoch_metrics_reduced_across_replicas_equal_one_process() {
-        let _rng = DEVICE_RNG.lock().unwrap_or_else(|e| e.into_inner());
+        let _rng = bnn_layers::lock_device_rng();
         let data = loader(7, 7);
         let c = config(1, 7);
         let m = || set_sampling(model(Kind::Bayesian), false);
@@ -815,7 +812,7 @@ mod tests {
     /// one device draws other noise.
     #[test]
     fn a_data_parallel_run_repeats_bit_for_bit() {
-        let _rng = DEVICE_RNG.lock().unwrap_or_else(|e| e.into_inner());
+        let _rng = bnn_layers::lock_device_rng();
         let data = loader(24, 8);
         let c = config(2, 8);
         let (a, ha) = run(model(Kind::Bayesian), "flex,flex", &data, &c);
@@ -835,7 +832,7 @@ mod tests {
     /// generator's state then, not at the first forward pass (after a replica's noise seed).
     #[test]
     fn placing_replicas_initialises_lazy_parameters() {
-        let _rng = DEVICE_RNG.lock().unwrap_or_else(|e| e.into_inner());
+        let _rng = bnn_layers::lock_device_rng();
         let device = flex().autodiff();
         let lazy = || {
             device.seed(3);
@@ -867,7 +864,7 @@ mod tests {
         if !std::env::var("SWBNN_TEST_BACKEND").is_ok_and(|b| b.starts_with("cuda")) {
             return;
         }
-        let _rng = DEVICE_RNG.lock().unwrap_or_else(|e| e.into_inner());
+        let _rng = bnn_layers::lock_device_rng();
         let device = flex().autodiff();
         device.seed(3);
         let m = ModelConfig::for_input(Arch::Mlp, Kind::Bayesian, 3, 1, 4)
@@ -953,7 +950,7 @@ mod tests {
         }
         assert!(dp.check_batch_size(2).is_ok());
         // Through training: a typed error, before any work.
-        let _rng = DEVICE_RNG.lock().unwrap_or_else(|e| e.into_inner());
+        let _rng = bnn_layers::lock_device_rng();
         let r = train_data_parallel(
             model(Kind::Bayesian),
             &loader(4, 1),

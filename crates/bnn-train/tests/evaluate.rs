@@ -110,13 +110,9 @@ fn loader(n: usize, seed: u8) -> DataLoader {
 /// `evaluate`'s numbers are `EvalSummary`'s on `predict`'s output, samples are honoured for
 /// Bayesian models, the same seed gives the same result, and a deterministic model makes one
 /// pass whatever `samples` says.
-/// burn's device generator is one per process: tests that seed it or draw from it take this
-/// lock, or a test running beside them draws from the seeded stream between two evaluations.
-static DEVICE_RNG: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
 #[test]
 fn evaluation_matches_its_parts_and_is_reproducible() {
-    let _rng = DEVICE_RNG.lock().unwrap_or_else(|e| e.into_inner());
+    let _rng = bnn_layers::lock_device_rng();
     let device = bnn_layers::test_device();
     device.seed(11);
     let bayes = ModelConfig::for_input(Arch::Mlp, Kind::Bayesian, 4, 1, 4)
@@ -164,7 +160,7 @@ fn evaluation_matches_its_parts_and_is_reproducible() {
 /// is that member's own evaluation.
 #[test]
 fn ensemble_averages_member_probabilities() {
-    let _rng = DEVICE_RNG.lock().unwrap_or_else(|e| e.into_inner());
+    let _rng = bnn_layers::lock_device_rng();
     let device = bnn_layers::test_device();
     let members: Vec<_> = (0..3)
         .map(|s| {

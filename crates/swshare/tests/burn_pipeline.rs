@@ -67,12 +67,8 @@ fn argmax_rows(v: &[f32], classes: usize) -> Vec<usize> {
         .collect()
 }
 
-/// The backend's random generator is global; the two tests must not interleave their draws
-/// between a seed and its use.
-static RNG: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
 fn run(arch: Arch, size: usize, k: usize) {
-    let _guard = RNG.lock().unwrap_or_else(|e| e.into_inner());
+    let _guard = bnn_layers::lock_device_rng();
     let device = test_device();
     let ad = device.clone().autodiff();
     ad.seed(3);
@@ -198,7 +194,7 @@ fn pipeline_on_lenet5() {
 /// `<layer>.weight.prior_mu` there and at `<layer>.weight_prior_mu` in the Bayesian model.
 #[test]
 fn empirical_prior_centres_reach_the_shared_model() {
-    let _guard = RNG.lock().unwrap_or_else(|e| e.into_inner());
+    let _guard = bnn_layers::lock_device_rng();
     let device = test_device();
     device.seed(5);
     let det_config =

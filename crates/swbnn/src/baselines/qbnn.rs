@@ -352,14 +352,9 @@ mod tests {
             .unwrap()
     }
 
-    /// The tests that seed and draw from the process-wide device generator take this lock, so
-    /// that parallel tests do not interleave their draws (seen as a flaky failure of the folding
-    /// test: logits of -3e16 against -2.6e16).
-    static DEVICE_RNG: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
     #[test]
     fn folding_keeps_the_function_and_only_folds_norms_after_convolutions() {
-        let _rng = DEVICE_RNG.lock().unwrap_or_else(|e| e.into_inner());
+        let _rng = bnn_layers::lock_device_rng();
         let device = bnn_layers::test_device();
         let net = model(Arch::Resnet20, &device);
         let pairs = fold_pairs(&net);
@@ -405,7 +400,7 @@ mod tests {
 
     #[test]
     fn folded_sigma_is_scaled_by_the_absolute_coefficient() {
-        let _rng = DEVICE_RNG.lock().unwrap_or_else(|e| e.into_inner());
+        let _rng = bnn_layers::lock_device_rng();
         let device = bnn_layers::test_device();
         let net = model(Arch::Resnet20, &device);
         let before = export_params(&net);
@@ -432,7 +427,7 @@ mod tests {
 
     #[test]
     fn quantised_file_rebuilds_the_model() {
-        let _rng = DEVICE_RNG.lock().unwrap_or_else(|e| e.into_inner());
+        let _rng = bnn_layers::lock_device_rng();
         let device = bnn_layers::test_device();
         let net = model(Arch::Resnet20, &device);
         let config = ModelConfig::for_input(Arch::Resnet20, Kind::Bayesian, 10, 3, 16);
