@@ -90,6 +90,8 @@ pub(crate) struct Stage {
     pub(crate) dir: PathBuf,
     pub(crate) checkpointer: Checkpointer,
     resume: bool,
+    /// The cached results describe a shorter run than this one (see [`Stage::training`]).
+    stale: bool,
 }
 
 impl Stage {
@@ -102,7 +104,18 @@ impl Stage {
             })),
             dir,
             resume: setup.resume,
+            stale: false,
         })
+    }
+
+    /// The stage trains for `epochs` in this run: a row or corruption rows cached by an earlier
+    /// run whose checkpoint has fewer epochs describe the shorter run's model, so they are
+    /// evaluated again once the stage has trained on.
+    /// Call it before training.
+    pub(crate) fn training(mut self, epochs: usize) -> Result<Self, Error> {
+        let done = self.checkpointer.state()?.map_or(0, |s| s.history.len());
+        self.stale = done < epochs;
+        Ok(self)
     }
 
     fn row_path(&self) -> PathBuf {
@@ -148,10 +161,11 @@ impl Stage {
         Ok((model, resumed + started.elapsed().as_secs_f64()))
     }
 
-    /// The row evaluated by an earlier run, when resuming.
+    /// The row evaluated by an earlier run, when resuming (and it describes the model this run
+    /// ends with, see [`Stage::training`]).
     pub(crate) fn cached_row(&self) -> Result<Option<Row>, Error> {
         let path = self.row_path();
-        if !self.resume || !path.exists() {
+        if !self.resume || !path.exists() || self.stale {
             return Ok(None);
         }
         let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
@@ -165,8 +179,8 @@ impl Stage {
         Ok(write_atomic(&self.row_path(), &json)?)
     }
 
-    /// The stage's corruption rows: cached by an earlier run (when resuming and the cache
-    /// holds exactly `setup.corruptions`), else `eval()` (then cached).
+    /// The stage's corruption rows: cached by an earlier run (when resuming, the cache holds
+    /// exactly `setup.corruptions` and describes this run's model), else `eval()` (then cached).
     fn corruptions(
         &self,
         setup: &Setup,
@@ -176,7 +190,7 @@ impl Stage {
             return Ok(Vec::new());
         }
         let path = self.dir.join("corruptions.json");
-        if self.resume && path.exists() {
+        if self.resume && path.exists() && !self.stale {
             let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
             let rows: Vec<CorruptionRow> =
                 serde_json::from_slice(&bytes).map_err(|e| Error::parse(&path, e))?;
@@ -458,7 +472,7 @@ pub fn run(setup: &Setup, device: &Device, progress: &mut dyn Progress) -> Resul
 
     // Deterministic.
     progress.stage("deterministic");
-    let stage = Stage::new(setup, "deterministic")?;
+    let stage = Stage::new(setup, "deterministic")?.training(setup.deterministic.epochs)?;
     let loader = train_loader(
         setup.dataset,
         train_data.clone(),
@@ -501,7 +515,7 @@ pub fn run(setup: &Setup, device: &Device, progress: &mut dyn Progress) -> Resul
 
     // Bayes by Backprop.
     progress.stage("bbb");
-    let stage = Stage::new(setup, "bbb")?;
+    let stage = Stage::new(setup, "bbb")?.training(setup.bbb.epochs)?;
     let bayes_config = config.clone().with_kind(Kind::Bayesian);
     ad.seed(setup.bbb.seed);
     let mut bayes = bayes_config.init(&ad)?;
@@ -555,7 +569,7 @@ pub fn run(setup: &Setup, device: &Device, progress: &mut dyn Progress) -> Resul
 
     // 2DGBNN: stages 1-2 on the trained BNN, then retraining, in one library call.
     progress.stage("2dgbnn");
-    let stage = Stage::new(setup, "2dgbnn")?;
+    let stage = Stage::new(setup, "2dgbnn")?.training(setup.compress.retrain.epochs)?;
     let resumed = stage.resumed_seconds()?;
     let loader = train_loader(
         setup.dataset,

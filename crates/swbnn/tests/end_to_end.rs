@@ -109,6 +109,17 @@ fn three_methods_on_a_fashion_mnist_subset() {
     assert_eq!(resumed.rows[2].parameters, g.parameters);
     assert!(resumed.rows[2].accuracy > 0.35);
 
+    // Resuming with a longer stage 3 trains it on from its checkpoint: the row evaluated before
+    // describes the shorter run and must not be reported for the longer one.
+    setup.compress.retrain.epochs = 2;
+    let longer = experiment::run(&setup, &device, &mut Quiet).unwrap();
+    assert_eq!(longer.rows[..2], outcome.rows[..2]);
+    assert_ne!(
+        longer.rows[2], resumed.rows[2],
+        "the 2DGBNN row of the 1-epoch run was reported for the 2-epoch one"
+    );
+    assert!(longer.rows[2].train_seconds > resumed.rows[2].train_seconds);
+
     // Every stage directory of a reproduction loads in `swbnn eval` (and the BBB one is a valid
     // `swbnn compress --model`).
     for stage in ["deterministic", "bbb", "2dgbnn"] {

@@ -320,7 +320,7 @@ fn variant_row(
     data: &ExperimentData,
     progress: &mut dyn Progress,
 ) -> Result<Row, Error> {
-    let stage = Stage::new(setup, stage_name)?;
+    let stage = Stage::new(setup, stage_name)?.training(cfg.retrain.epochs)?;
     if let Some(r) = stage.cached_row()? {
         return Ok(r);
     }
