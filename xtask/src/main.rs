@@ -275,7 +275,7 @@ fn main() -> Result<()> {
             }
             let device = bnn_layers::device_by_name(&backend)?;
             eprintln!(
-                "reproduce {}: {} ({}), train subset {:?}, epochs det/bbb/retrain {}/{}/{}, OOD {:?}",
+                "reproduce {}: {} ({}), train subset {:?}, epochs det/bbb/retrain {}/{}/{}{}, OOD {:?}",
                 dataset.name(),
                 setup.arch,
                 if quick { "quick" } else { "full" },
@@ -283,6 +283,11 @@ fn main() -> Result<()> {
                 setup.deterministic.epochs,
                 setup.bbb.epochs,
                 setup.compress.retrain.epochs,
+                match setup.compress.retrain_stop {
+                    swshare::retrain_stop::RetrainStop::Epochs => "",
+                    swshare::retrain_stop::RetrainStop::ConfidenceRecovered { .. } =>
+                        " (at most: stage 3 ends once BBB's confidence is recovered)",
+                },
                 setup.ood.as_ref().map(|(id, _)| id.name())
             );
             std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;

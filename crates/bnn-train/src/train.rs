@@ -58,6 +58,13 @@ pub trait Observer {
     fn on_step(&mut self, _info: &StepInfo) {}
     /// After every epoch.
     fn on_epoch(&mut self, _stats: &EpochStats) {}
+    /// Before every epoch (`epochs_done` of them are behind `model`, after a resumed
+    /// checkpoint's too), ahead of the epoch's seeding: whether training ends here instead.
+    /// A rule that samples weights must seed the device itself, so a resumed run decides as an
+    /// uninterrupted one did. The default never stops.
+    fn should_stop(&mut self, _model: &Network, _epochs_done: usize) -> Result<bool, TrainError> {
+        Ok(false)
+    }
 }
 
 /// An observer that ignores everything.
@@ -198,6 +205,9 @@ fn epoch_seed(seed: u64, epoch: usize) -> u64 {
 /// as a resumed run would load it. A checkpoint of another run is refused with
 /// [`TrainError::ResumeMismatch`] (see [`Checkpointer::check`]).
 ///
+/// The observer may end training early ([`Observer::should_stop`], asked before every epoch);
+/// the history then holds the epochs trained.
+///
 /// A non-finite loss stops training with [`TrainError::NonFiniteLoss`], a non-finite
 /// parameter at the end of an epoch with [`TrainError::NonFiniteParameters`]; either way no
 /// checkpoint with a non-finite value is written and the previous one stays on disk.
@@ -290,6 +300,9 @@ pub fn train_data_parallel(
     let device = model.devices().first().cloned().unwrap_or_default();
     let mut saved = None;
     for epoch in start_epoch..config.epochs {
+        if observer.should_stop(&model, epoch)? {
+            break;
+        }
         let seed = epoch_seed(config.seed, epoch);
         device.seed(seed);
         let started = Instant::now();

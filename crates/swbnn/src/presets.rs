@@ -9,6 +9,7 @@ use bnn_train::{LrSchedule, OptimizerKind, TrainConfig};
 use serde::{Deserialize, Serialize};
 use swshare::SwshareConfig;
 use swshare::compress::CompressConfig;
+use swshare::retrain_stop::RetrainStop;
 
 use crate::data::default_ood_dir;
 use crate::experiment::Setup;
@@ -38,12 +39,19 @@ pub fn setup(
         return s;
     }
     let arch = arch.unwrap_or_else(|| default_arch(dataset, quick));
-    let (det_epochs, bbb_epochs, retrain_epochs) = if quick { (3, 3, 2) } else { (5, 5, 3) };
+    // The stage-3 epochs are a ceiling: the confidence-recovered rule (below) ends it earlier.
+    let (det_epochs, bbb_epochs, retrain_epochs) = if quick { (3, 3, 2) } else { (5, 5, 5) };
     let mut swshare = SwshareConfig::default();
     if quick || matches!(arch, Arch::Mlp | Arch::Lenet5 | Arch::VitTiny) {
         // A LeNet-5 has 61k weights: K = 2000 would leave ~30 weights per component, most of
         // them below N_min. Scale K to the network (about 300 weights per component).
         swshare.gmm.k = 200;
+    } else {
+        // Issue 9 asks for >= 98 % fewer trainable parameters than BBB. On ResNet-20 the
+        // paper's K = 2000 gives 96.7 % (1,529 -> 457 Gaussians, 8,577 outliers); K = 64 gives
+        // 98.9 % (2,791 outliers) at the same ECE once stage 3 has recovered the BNN's
+        // confidence (0.0041 vs 0.0041 after 5 epochs; 0.0084 after 3; docs/results.md).
+        swshare.gmm.k = 64;
     }
     let mut bbb = TrainConfig::bayes_by_backprop(bbb_epochs);
     bbb.seed = 1;
@@ -67,6 +75,10 @@ pub fn setup(
         compress: CompressConfig {
             sharing: swshare,
             retrain,
+            // Stage 3 ends once the shared model is as confident as the BNN it came from: the
+            // calibrated length (LeNet-5: stops after 1 of 2 epochs on all 6 runs, ECE 0.0077
+            // at 1 epoch vs 0.0112 at 2; docs/results.md).
+            retrain_stop: RetrainStop::confidence_recovered(),
             ..Default::default()
         },
         samples: 30,
@@ -226,7 +238,7 @@ mod tests {
                 s.bbb.epochs,
                 s.compress.retrain.epochs
             ),
-            (5, 5, 3)
+            (5, 5, 5)
         );
         // MNIST is the OOD set wherever the shared digits are beside the repository (CI).
         let digits = root.join("../shared/data/mnist-10k").exists();
@@ -277,5 +289,14 @@ mod tests {
         assert!(s.bbb_from_deterministic);
         assert!(matches!(s.bbb.optimizer, OptimizerKind::Adam { .. }));
         assert_eq!((s.bbb.epochs, s.bbb.seed), (3, 1));
+        assert_eq!(s.compress.retrain_stop, RetrainStop::confidence_recovered());
+    }
+
+    #[test]
+    fn full_resnet_run_shares_64_gaussians_and_stops_stage_3_on_confidence() {
+        let s = preset(false);
+        assert_eq!(s.compress.sharing.gmm.k, 64);
+        assert_eq!(s.compress.retrain.epochs, 5);
+        assert_eq!(s.compress.retrain_stop, RetrainStop::confidence_recovered());
     }
 }

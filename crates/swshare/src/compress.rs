@@ -23,6 +23,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::burn_edges::{EdgeError, build_shared_model, table_from_tensors, to_swb};
 use crate::format::{self, FileSizes, SaveOptions, SharedModelData, SwbError};
+use crate::retrain_stop::{RetrainStop, StopRule};
 use crate::{CompressionReport, SharingPlan, SwshareConfig, SwshareError, build_plan};
 
 /// Stage-3 epochs of the paper's appendix table (`E = 200`); presets and the command line set
@@ -38,6 +39,10 @@ pub struct CompressConfig {
     /// Stage 3: retraining of the shared model, and the seed of the gradient pass of stage 1.
     /// Default [`TrainConfig::retrain`] with [`PAPER_RETRAIN_EPOCHS`].
     pub retrain: TrainConfig,
+    /// When stage 3 ends: after `retrain.epochs` (default, the paper's), or once the shared
+    /// model is as confident as the source BNN ([`RetrainStop::ConfidenceRecovered`], the
+    /// presets' choice).
+    pub retrain_stop: RetrainStop,
     /// How the `.swb` file is encoded. Default: the entropy-coded index (lossless), `f32`
     /// outliers.
     pub save: SaveOptions,
@@ -48,6 +53,7 @@ impl Default for CompressConfig {
         Self {
             sharing: SwshareConfig::default(),
             retrain: TrainConfig::retrain(PAPER_RETRAIN_EPOCHS),
+            retrain_stop: RetrainStop::Epochs,
             save: SaveOptions {
                 entropy_index: true,
                 int8_outliers: false,
@@ -61,6 +67,7 @@ impl CompressConfig {
     pub fn validate(&self) -> Result<(), CompressError> {
         self.sharing.validate()?;
         self.retrain.validate()?;
+        self.retrain_stop.validate()?;
         Ok(())
     }
 
@@ -162,7 +169,7 @@ pub fn shared_config(bayes_config: &ModelConfig, k: usize) -> ModelConfig {
 ///    `cfg.retrain.seed`, so the plan is a function of the model and the config alone;
 /// 2. stages 1-2 ([`build_plan`]) and the shared model ([`build_shared_model`]);
 /// 3. retraining on `data` with `cfg.retrain` (checkpointed by `checkpointer`, which also
-///    resumes an interrupted run);
+///    resumes an interrupted run), ended early by `cfg.retrain_stop`;
 /// 4. the `.swb` content and its sizes (in `report.file_sizes`).
 pub fn compress(
     bayes: &Network,
@@ -196,7 +203,9 @@ pub fn compress(
     let shared = build_shared_model(bayes_config, bayes, &table, &plan, &device)?;
     let plan_seconds = started.elapsed().as_secs_f64();
 
-    let (model, history) = train(shared, data, &cfg.retrain, checkpointer, observer)?;
+    let mut stop = StopRule::new(cfg.retrain_stop, bayes, data, cfg.retrain.seed, observer)?;
+    let (model, history) = train(shared, data, &cfg.retrain, checkpointer, &mut stop)?;
+    report.retrain_stop = stop.into_trace();
     let config = shared_config(bayes_config, plan.k());
     let file = to_swb(&model.valid(), &config, &table, &plan)?;
     let sizes = format::encoded_sizes(&file, &cfg.save).map_err(|source| SwbError::Format {

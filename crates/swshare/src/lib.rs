@@ -68,6 +68,8 @@ pub mod outliers;
 pub mod pipeline;
 pub mod plan;
 pub mod report;
+#[cfg(feature = "burn")]
+pub mod retrain_stop;
 pub mod small_clusters;
 pub mod synth;
 pub mod table;
@@ -88,6 +90,6 @@ pub use merge::{MergeOutcome, merge_gaussians};
 pub use outliers::{OutlierMask, detect_outliers};
 pub use pipeline::build_plan;
 pub use plan::{CodebookEntry, EllipseWeight, FateCounts, MAX_BLEND, PlanError, SharingPlan};
-pub use report::{CompressionReport, StageTimings};
+pub use report::{CompressionReport, ConfidenceCheck, RetrainStopTrace, StageTimings};
 pub use small_clusters::{SmallClusterOutcome, reduce_small_clusters};
 pub use table::{LayerInfo, TableError, WeightTable, WeightTableBuilder};

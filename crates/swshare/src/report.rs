@@ -87,6 +87,31 @@ pub struct CompressionReport {
     pub timings: StageTimings,
     /// Bytes of the saved model file by part, once written.
     pub file_sizes: Option<FileSizes>,
+    /// What the stage-3 stopping rule measured, when one was used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retrain_stop: Option<RetrainStopTrace>,
+}
+
+/// The measurements of a confidence-recovered stopping rule for stage 3.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RetrainStopTrace {
+    /// Training images in the probe.
+    pub probe_images: usize,
+    /// The source BNN's mean confidence on the probe (the target).
+    pub source_confidence: f64,
+    /// The shared model's mean confidence on the probe before each epoch this run checked.
+    pub checks: Vec<ConfidenceCheck>,
+    /// Epochs trained when the rule ended stage 3 (`None`: it ran all its epochs).
+    pub stopped_after: Option<usize>,
+}
+
+/// One check of the stopping rule.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ConfidenceCheck {
+    /// Epochs of retraining behind the model.
+    pub epochs_done: usize,
+    /// Its mean confidence on the probe.
+    pub confidence: f64,
 }
 
 impl CompressionReport {
@@ -129,6 +154,7 @@ impl CompressionReport {
             compression_ratio,
             timings: StageTimings::default(),
             file_sizes: None,
+            retrain_stop: None,
         }
     }
 

@@ -228,3 +228,75 @@ fn empirical_prior_centres_reach_the_shared_model() {
     assert!(layers >= 2);
     assert_eq!(checked, layers, "one prior centre per shared layer");
 }
+
+/// Stage 3 with the confidence-recovered rule: it measures the shared model before every epoch,
+/// ends at the first check at or above the source BNN's confidence, and the history holds the
+/// epochs it trained. The same call again gives the same decision (the probe and its weight
+/// noise are seeded). With the paper's fixed epochs there is no trace and every epoch runs.
+#[test]
+fn stage_3_stops_once_the_source_confidence_is_recovered() {
+    use swshare::compress::{CompressConfig, compress};
+    use swshare::retrain_stop::RetrainStop;
+
+    let _guard = bnn_layers::lock_device_rng();
+    let ad = test_device().autodiff();
+    ad.seed(3);
+    let config =
+        ModelConfig::for_input(Arch::Mlp, Kind::Bayesian, 8, 1, 8).with_mlp_hidden(vec![48, 48]);
+    let train_loader = loader(1024, 8, 1);
+    let mut tc = TrainConfig::bayes_by_backprop(3);
+    tc.batch_size = 32;
+    tc.kl_weight = 0.02;
+    let (bayes, _) = train(
+        config.init(&ad).unwrap(),
+        &train_loader,
+        &tc,
+        None,
+        &mut Silent,
+    )
+    .unwrap();
+    let mut cfg = CompressConfig::default();
+    cfg.sharing.gmm.k = 16;
+    cfg.sharing.refine.n_min = 5;
+    cfg.retrain = TrainConfig::retrain(8);
+    cfg.retrain.batch_size = 32;
+    // The coarse codebook starts the shared model under-confident; a faster rate recovers the
+    // source's confidence within the 8 epochs allowed.
+    cfg.retrain.lr = 3e-3;
+
+    let fixed = compress(&bayes, &config, &train_loader, &cfg, None, &mut Silent).unwrap();
+    assert_eq!(fixed.history.len(), 8);
+    assert!(fixed.report.retrain_stop.is_none());
+
+    cfg.retrain_stop = RetrainStop::ConfidenceRecovered {
+        probe_images: 256,
+        samples: 4,
+    };
+    let stopped = compress(&bayes, &config, &train_loader, &cfg, None, &mut Silent).unwrap();
+    let trace = stopped.report.retrain_stop.clone().unwrap();
+    assert_eq!(trace.probe_images, 256);
+    let n = trace.stopped_after.expect("the rule fires within 8 epochs");
+    assert!(n < 8, "{trace:?}");
+    assert_eq!(stopped.history.len(), n);
+    let epochs: Vec<usize> = trace.checks.iter().map(|c| c.epochs_done).collect();
+    assert_eq!(epochs, (0..=n).collect::<Vec<_>>());
+    for c in &trace.checks[..n] {
+        assert!(c.confidence < trace.source_confidence, "{trace:?}");
+    }
+    assert!(trace.checks[n].confidence >= trace.source_confidence);
+    // Up to the stop, stage 3 trained as the fixed-epoch run did (the probe draws no training
+    // noise; the loss is summed in f32 on the device, so it is compared loosely).
+    for (a, b) in stopped.history.iter().zip(&fixed.history) {
+        assert_eq!(
+            (a.epoch, a.nll, a.kl, a.accuracy),
+            (b.epoch, b.nll, b.kl, b.accuracy)
+        );
+        assert!(
+            (a.loss - b.loss).abs() < 1e-6 * b.loss.abs(),
+            "{a:?} vs {b:?}"
+        );
+    }
+
+    let again = compress(&bayes, &config, &train_loader, &cfg, None, &mut Silent).unwrap();
+    assert_eq!(again.report.retrain_stop, Some(trace));
+}

@@ -3,6 +3,7 @@
 
 use bnn_data::DatasetId;
 use serde::{Deserialize, Serialize};
+use swshare::retrain_stop::RetrainStop;
 
 use super::{TableId, TablesConfig, variants};
 use crate::baselines::ensemble::member_config;
@@ -128,7 +129,13 @@ pub fn plan(setup: &Setup, cfg: &TablesConfig, tables: &[TableId]) -> Plan {
         ),
         trained(
             "2dgbnn",
-            "stages 1-2, retrain, evaluate",
+            match setup.compress.retrain_stop {
+                RetrainStop::Epochs => "stages 1-2, retrain, evaluate",
+                // The epochs and images are then a ceiling.
+                RetrainStop::ConfidenceRecovered { .. } => {
+                    "stages 1-2, retrain (at most; ends once BBB's confidence is recovered), evaluate"
+                }
+            },
             &setup.compress.retrain,
             eval(s) + corrupt(s),
         ),
