@@ -251,6 +251,51 @@ impl Predictive {
         }
     }
 
+    /// Rebuilds a predictive from its parts (as read back from a file): `entropy` and
+    /// `mutual_information` need one finite value per example of `probabilities` (the mutual
+    /// information of identical samples can round to a tiny negative number), and `n_samples`
+    /// at least 1.
+    pub fn from_parts(
+        probabilities: Probabilities,
+        entropy: Vec<f64>,
+        mutual_information: Option<Vec<f64>>,
+        n_samples: usize,
+    ) -> Result<Self> {
+        let n = probabilities.n();
+        if n_samples == 0 {
+            return Err(MetricsError::Empty {
+                what: "Monte Carlo samples (0 recorded)",
+            });
+        }
+        for (what, values) in [
+            ("predictive entropy", Some(&entropy)),
+            ("mutual information", mutual_information.as_ref()),
+        ] {
+            let Some(values) = values else { continue };
+            if values.len() != n {
+                return Err(MetricsError::LengthMismatch {
+                    what,
+                    expected: n,
+                    got: values.len(),
+                });
+            }
+            if let Some(row) = values.iter().position(|v| !v.is_finite()) {
+                return Err(MetricsError::NonFinite {
+                    what,
+                    row,
+                    col: 0,
+                    value: values[row],
+                });
+            }
+        }
+        Ok(Self {
+            probabilities,
+            entropy,
+            mutual_information,
+            n_samples,
+        })
+    }
+
     /// Mean predictive probabilities.
     pub fn probabilities(&self) -> &Probabilities {
         &self.probabilities
@@ -287,6 +332,34 @@ impl Predictive {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn from_parts_round_trips_and_refuses_bad_parts() {
+        let mut mc = McPredictive::new(2, 3).unwrap();
+        mc.push_logits(&[1.0, 2.0, 3.0, 0.0, 0.0, 1.0]).unwrap();
+        mc.push_logits(&[0.5, 2.0, 1.0, 1.0, 0.0, 0.0]).unwrap();
+        let p = mc.finish().unwrap();
+        let parts = |p: &Predictive| {
+            (
+                p.probabilities().clone(),
+                p.entropy().to_vec(),
+                p.mutual_information().map(<[f64]>::to_vec),
+                p.n_samples(),
+            )
+        };
+        let (probs, h, mi, s) = parts(&p);
+        assert_eq!(
+            Predictive::from_parts(probs.clone(), h.clone(), mi.clone(), s).unwrap(),
+            p
+        );
+        assert!(Predictive::from_parts(probs.clone(), vec![0.1], mi.clone(), s).is_err());
+        assert!(Predictive::from_parts(probs.clone(), vec![0.1, f64::NAN], None, s).is_err());
+        assert!(
+            Predictive::from_parts(probs.clone(), h.clone(), Some(vec![f64::INFINITY, 0.0]), s)
+                .is_err()
+        );
+        assert!(Predictive::from_parts(probs, h, mi, 0).is_err());
+    }
 
     #[test]
     fn logits_and_probabilities_paths_agree() {

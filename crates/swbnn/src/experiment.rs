@@ -6,19 +6,20 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
+use bnn_data::DataLoader;
 use bnn_data::{Corrupted, Corruption, Dataset, DatasetId, NormStats};
 use bnn_layers::{bayes_from_deterministic, count_params, export_posterior};
 use bnn_metrics::WeightStats;
 use bnn_models::{Arch, BayesOptions, Kind, ModelConfig, Network};
 use bnn_train::{
-    Checkpointer, Evaluation, Observer, TrainConfig, UncertaintyDiagnostics, evaluate, train,
-    write_atomic,
+    Checkpointer, Evaluation, Observer, TrainConfig, UncertaintyDiagnostics, evaluate,
+    evaluation_of, predict, train, write_atomic,
 };
 use burn::module::Module;
 use burn::prelude::*;
 use serde::{Deserialize, Serialize};
 use swshare::CompressionReport;
-use swshare::burn_edges::full_bnn_data;
+use swshare::burn_edges::{from_swb, full_bnn_data};
 use swshare::compress::{CompressConfig, compress};
 use swshare::format::full_bnn_to_bytes;
 
@@ -407,6 +408,27 @@ pub fn weight_stats(model: &Network) -> Result<Vec<WeightStats>, Error> {
         .collect()
 }
 
+/// [`evaluate`], keeping the predictions in the stage's directory
+/// ([`crate::run_dir::save_predictions`]): the report's figures reuse them instead of a second
+/// Monte Carlo pass over the saved model.
+fn evaluate_and_keep(
+    stage: &Stage,
+    model: &Network,
+    test: &DataLoader,
+    ood: Option<&DataLoader>,
+    samples: usize,
+) -> Result<Evaluation, Error> {
+    let test_pred = predict(model, test, samples)?;
+    let ood_pred = ood.map(|l| predict(model, l, samples)).transpose()?;
+    let ev = evaluation_of(
+        &test_pred,
+        ood_pred.as_ref().map(|p| &p.predictive),
+        samples,
+    )?;
+    crate::run_dir::save_predictions(&stage.dir, samples, &test_pred, ood_pred.as_ref())?;
+    Ok(ev)
+}
+
 pub(crate) fn row(
     arch: Arch,
     method: &str,
@@ -489,7 +511,7 @@ pub fn run(setup: &Setup, device: &Device, progress: &mut dyn Progress) -> Resul
         progress,
     )?;
     let det_row = stage.row(|| {
-        let ev = evaluate(&det, &test, ood_loader.as_ref(), 1)?;
+        let ev = evaluate_and_keep(&stage, &det, &test, ood_loader.as_ref(), 1)?;
         Ok(row(
             setup.arch,
             "deterministic",
@@ -534,7 +556,7 @@ pub fn run(setup: &Setup, device: &Device, progress: &mut dyn Progress) -> Resul
     let bbb_row = stage.row(|| {
         // Seeded, so the numbers do not depend on whether training ran or was resumed.
         ad.seed(setup.bbb.seed);
-        let ev = evaluate(&bayes, &test, ood_loader.as_ref(), setup.samples)?;
+        let ev = evaluate_and_keep(&stage, &bayes, &test, ood_loader.as_ref(), setup.samples)?;
         let full = full_bnn_data(&bayes, &bayes_config)?;
         let full_bytes = full_bnn_to_bytes(
             &full.arch,
@@ -600,10 +622,13 @@ pub fn run(setup: &Setup, device: &Device, progress: &mut dyn Progress) -> Resul
             .join(format!("{}-2dgbnn.swb", setup.arch.name())),
     )?;
     let report = compressed.report.clone();
-    let params = count_params(&compressed.model).trainable;
+    // Evaluated as a user loads it: decoded from its file. The default encoding is lossless;
+    // `int8_outliers` is not, and the row must describe the file its bytes count.
+    let shared = from_swb(&swshare::format::load(stage.dir.join("model.swb"))?, &ad)?.0;
+    let params = count_params(&shared).trainable;
     let r = stage.row(|| {
         ad.seed(setup.compress.retrain.seed);
-        let ev = evaluate(&compressed.model, &test, ood_loader.as_ref(), setup.samples)?;
+        let ev = evaluate_and_keep(&stage, &shared, &test, ood_loader.as_ref(), setup.samples)?;
         Ok(row(
             setup.arch,
             "2dgbnn",
@@ -611,14 +636,14 @@ pub fn run(setup: &Setup, device: &Device, progress: &mut dyn Progress) -> Resul
             params,
             sizes.total,
             gbnn_seconds,
-            weight_stats(&compressed.model)?,
+            weight_stats(&shared)?,
         )
         .with_plan(&report))
     })?;
     progress.row(&r);
     corruptions.extend(stage.corruptions(setup, || {
         evaluate_corruptions(
-            &compressed.model,
+            &shared,
             "2dgbnn",
             &test_data,
             stats,

@@ -99,6 +99,17 @@ pub enum Error {
     /// A sharing plan that cannot be encoded.
     #[error("encoding the sharing plan: {0}")]
     PlanEncode(bincode::error::EncodeError),
+    /// A stage's kept predictions that cannot be decoded or are inconsistent.
+    #[error("{path}: not a valid predictions file: {source}")]
+    Predictions {
+        /// The file.
+        path: String,
+        /// The cause.
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// Predictions that cannot be encoded.
+    #[error("encoding predictions: {0}")]
+    PredictionsEncode(bincode::error::EncodeError),
     /// A burn record (model or optimiser state) that cannot be serialised.
     #[error("serialising a model record: {0}")]
     Record(#[from] burn::store::RecordError),

@@ -2,10 +2,12 @@
 //! models the run saved. It opens in any Markdown viewer (figures are PNG files in
 //! `figures/`, linked relatively).
 //!
-//! The figures come from a second Monte Carlo pass over the saved models (seeded with
-//! [`FIGURE_SEED`]), so the ECE and AUROC printed in them can differ from the table's in the
-//! last digits: the table's pass drew other weight samples. A multi-seed run's figures show
-//! seed 0's models; its corruptions figure shows the means over seeds, as its tables do.
+//! The figures show the predictions the table's evaluation kept in each stage's directory
+//! ([`crate::run_dir::PREDICTIONS_FILE`]), so their ECE and AUROC are the table's. A stage
+//! without them (a run directory of an older version, or another number of samples) is
+//! predicted again by a second Monte Carlo pass over its saved model, seeded with
+//! [`FIGURE_SEED`]. A multi-seed run's figures show seed 0's models; its corruptions figure
+//! shows the means over seeds, as its tables do.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -16,7 +18,7 @@ use swshare::CompressionReport;
 
 use crate::Error;
 use crate::figures::{self, CORRUPTIONS_SIZE, OOD_SIZE, PER_CLASS_SIZE, WEIGHTS_SIZE};
-use crate::run_dir::{FIGURE_SEED, METHODS, RunDir, run_predictions};
+use crate::run_dir::{FIGURE_SEED, METHODS, PREDICTIONS_FILE, RunDir, run_predictions};
 
 /// Folder of the figures inside the run directory.
 pub const FIGURE_DIR: &str = "figures";
@@ -71,9 +73,9 @@ pub fn write_report(dir: &Path, device: &Device) -> Result<PathBuf, Error> {
     };
     let _ = writeln!(
         md,
-        "\n## Figures\n\nDrawn from the saved models{models} by a second Monte Carlo pass ({} \
-         samples, seed {FIGURE_SEED}); the ECE and AUROC in the figures can differ from the \
-         table's in the last digits. `swbnn plot <what> RUN_DIR --out FILE.svg`, with this \
+        "\n## Figures\n\nDrawn from the predictions of the table's evaluation{models} ({} \
+         samples), kept in each stage's `{PREDICTIONS_FILE}`; a stage without them is predicted \
+         again (seed {FIGURE_SEED}). `swbnn plot <what> RUN_DIR --out FILE.svg`, with this \
          directory as `RUN_DIR`, draws any of them again as SVG or PNG (`swbnn plot --help`).\n",
         run.samples,
     );

@@ -10,10 +10,11 @@ use std::sync::Arc;
 
 use bnn_data::{Dataset, DatasetId, Split};
 use bnn_layers::export_bayes;
+use bnn_metrics::{MetricsError, Predictive, Probabilities};
 use bnn_models::{Arch, ModelConfig, Network};
-use bnn_train::{load_model, predict, write_atomic};
+use bnn_train::{Predictions, load_model, predict, write_atomic};
 use burn::prelude::*;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use swshare::burn_edges::{from_swb, table_from_tensors};
 use swshare::{SharingPlan, WeightTable};
 
@@ -30,6 +31,105 @@ pub const PLAN_FILE: &str = "sharing-plan.bin";
 
 /// Seed of the Monte Carlo passes of the figures, so a figure is the same every time.
 pub const FIGURE_SEED: u64 = 7;
+
+/// File name of a stage's evaluation predictions (test and OOD sets) in its directory.
+pub const PREDICTIONS_FILE: &str = "predictions.bin";
+
+/// Largest predictions file read back: 1 GiB (ImageNet's 50,000 x 1,000 probabilities take
+/// 200 MB), so a damaged length field cannot ask for more.
+const PREDICTIONS_LIMIT: usize = 1 << 30;
+
+#[derive(Serialize, Deserialize)]
+struct StoredPredictive {
+    classes: usize,
+    probabilities: Vec<f32>,
+    entropy: Vec<f64>,
+    mutual_information: Option<Vec<f64>>,
+    n_samples: usize,
+}
+
+#[derive(Serialize, Deserialize)]
+struct StoredPredictions {
+    samples: usize,
+    test: (Vec<u32>, StoredPredictive),
+    ood: Option<(Vec<u32>, StoredPredictive)>,
+}
+
+fn store(p: &Predictions) -> (Vec<u32>, StoredPredictive) {
+    let q = &p.predictive;
+    (
+        p.labels.clone(),
+        StoredPredictive {
+            classes: q.probabilities().classes(),
+            probabilities: q.probabilities().as_slice().to_vec(),
+            entropy: q.entropy().to_vec(),
+            mutual_information: q.mutual_information().map(<[f64]>::to_vec),
+            n_samples: q.n_samples(),
+        },
+    )
+}
+
+fn restore((labels, s): (Vec<u32>, StoredPredictive)) -> Result<Predictions, MetricsError> {
+    let n = labels.len();
+    let probabilities = Probabilities::new(s.probabilities, n, s.classes)?;
+    let predictive =
+        Predictive::from_parts(probabilities, s.entropy, s.mutual_information, s.n_samples)?;
+    Ok(Predictions { predictive, labels })
+}
+
+/// Keeps a stage's evaluation predictions (`samples` Monte Carlo samples) in `dir`
+/// ([`PREDICTIONS_FILE`], bincode, written atomically), so the report's figures show the
+/// table's own predictions instead of drawing new ones.
+pub fn save_predictions(
+    dir: &Path,
+    samples: usize,
+    test: &Predictions,
+    ood: Option<&Predictions>,
+) -> Result<(), Error> {
+    let stored = StoredPredictions {
+        samples,
+        test: store(test),
+        ood: ood.map(store),
+    };
+    let bytes = bincode::serde::encode_to_vec(&stored, bincode::config::standard())
+        .map_err(Error::PredictionsEncode)?;
+    Ok(write_atomic(&dir.join(PREDICTIONS_FILE), &bytes)?)
+}
+
+/// The predictions [`save_predictions`] kept in `dir`, if there are some for `samples`
+/// samples: `Ok(None)` without a file or for another number of samples; an error naming the
+/// file when it is damaged.
+pub fn load_predictions(
+    dir: &Path,
+    samples: usize,
+) -> Result<Option<(Predictions, Option<Predictions>)>, Error> {
+    let path = dir.join(PREDICTIONS_FILE);
+    let bytes = match std::fs::read(&path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::io(&path, e)),
+    };
+    let bad = |e: Box<dyn std::error::Error + Send + Sync>| Error::Predictions {
+        path: path.display().to_string(),
+        source: e,
+    };
+    let config = bincode::config::standard().with_limit::<PREDICTIONS_LIMIT>();
+    let (stored, used): (StoredPredictions, usize) =
+        bincode::serde::decode_from_slice(&bytes, config).map_err(|e| bad(Box::new(e)))?;
+    if used != bytes.len() {
+        return Err(bad(format!("{} trailing bytes", bytes.len() - used).into()));
+    }
+    if stored.samples != samples {
+        return Ok(None);
+    }
+    let test = restore(stored.test).map_err(|e| bad(Box::new(e)))?;
+    let ood = stored
+        .ood
+        .map(restore)
+        .transpose()
+        .map_err(|e| bad(Box::new(e)))?;
+    Ok(Some((test, ood)))
+}
 
 /// Writes the sharing plan into `dir` (bincode, written atomically), so the weights figure can
 /// show the fates and Gaussians the model was built from.
@@ -345,6 +445,20 @@ impl Loaders {
         })
     }
 
+    /// Whether kept predictions cover these loaders' data: as many test examples with the same
+    /// labels, and OOD predictions exactly when there is an OOD set, of its size.
+    pub fn fit(&self, test: &Predictions, ood: Option<&Predictions>) -> bool {
+        let same_test = test.labels.len() == self.test.dataset().len()
+            && (0..test.labels.len())
+                .all(|i| self.test.dataset().label(i).ok() == Some(test.labels[i]));
+        let same_ood = match (&self.ood, ood) {
+            (None, None) => true,
+            (Some((_, loader)), Some(p)) => p.labels.len() == loader.dataset().len(),
+            _ => false,
+        };
+        same_test && same_ood
+    }
+
     /// Predictions of `model` on the test and OOD sets with `samples` Monte Carlo passes,
     /// seeded with [`FIGURE_SEED`].
     pub fn predict(
@@ -379,10 +493,59 @@ pub fn run_predictions(
     methods
         .iter()
         .map(|m| {
-            let model = run.load(m, device)?;
             // A deterministic network gives the same answer every pass.
             let s = if *m == "deterministic" { 1 } else { samples };
-            loaders.predict(&method_label(m), &model, device, s)
+            let label = method_label(m);
+            if let Some((test, ood)) = load_predictions(&run.stage_dir(m), s)?
+                && loaders.fit(&test, ood.as_ref())
+            {
+                return Ok(ModelPredictions { label, test, ood });
+            }
+            let model = run.load(m, device)?;
+            loaders.predict(&label, &model, device, s)
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bnn_metrics::McPredictive;
+
+    fn predictions(samples: usize) -> Predictions {
+        let mut mc = McPredictive::new(3, 2).unwrap();
+        for s in 0..samples {
+            let x = s as f32;
+            mc.push_logits(&[x, 1.0, 0.0, x, 2.0, -x]).unwrap();
+        }
+        Predictions {
+            predictive: mc.finish().unwrap(),
+            labels: vec![0, 1, 1],
+        }
+    }
+
+    #[test]
+    fn kept_predictions_round_trip_for_their_number_of_samples_only() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(
+            load_predictions(dir.path(), 4).unwrap().is_none(),
+            "no file"
+        );
+        let (test, ood) = (predictions(4), predictions(4));
+        save_predictions(dir.path(), 4, &test, Some(&ood)).unwrap();
+        let (t, o) = load_predictions(dir.path(), 4).unwrap().unwrap();
+        assert_eq!((t.predictive, t.labels), (test.predictive, test.labels));
+        assert_eq!(o.unwrap().predictive, ood.predictive);
+        assert!(load_predictions(dir.path(), 30).unwrap().is_none());
+
+        let path = dir.path().join(PREDICTIONS_FILE);
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes.push(0);
+        std::fs::write(&path, &bytes).unwrap();
+        let e = load_predictions(dir.path(), 4).unwrap_err().to_string();
+        assert!(
+            e.contains("trailing") && e.contains(PREDICTIONS_FILE),
+            "{e}"
+        );
+    }
 }

@@ -117,6 +117,25 @@ fn every_figure_of_a_tiny_run() {
             .is_file()
     );
 
+    // The figures draw the evaluation's own predictions, kept beside each stage's row: their
+    // metrics are the table's to the last digit (a second Monte Carlo pass drew other samples).
+    let run = swbnn::run_dir::RunDir::open(dir, None).unwrap();
+    let loaders = run.loaders().unwrap();
+    let methods = swbnn::run_dir::METHODS;
+    let preds =
+        swbnn::run_dir::run_predictions(&run, &loaders, &methods, &device, run.samples).unwrap();
+    for (p, r) in preds.iter().zip(&outcome.rows) {
+        let summary =
+            bnn_metrics::EvalSummary::compute(p.test.predictive.probabilities(), &p.test.labels)
+                .unwrap();
+        assert_eq!(
+            (summary.accuracy, summary.ece),
+            (r.accuracy, r.ece),
+            "{}",
+            r.method
+        );
+    }
+
     write_report(dir, &device).unwrap();
     let (text, linked) = linked_figures(dir);
     assert!(
@@ -174,6 +193,18 @@ fn every_figure_of_a_tiny_run() {
     a.seed = Some(1);
     let e = swbnn::plot::run(&a, &device).unwrap_err().to_string();
     assert!(e.contains("no seed 1"), "{e}");
+    // A damaged predictions file is an error naming it, not a silent second pass.
+    let kept = dir
+        .join("stages/bbb")
+        .join(swbnn::run_dir::PREDICTIONS_FILE);
+    let bytes = std::fs::read(&kept).unwrap();
+    std::fs::write(&kept, &bytes[..bytes.len() / 2]).unwrap();
+    let e = write_report(dir, &device).unwrap_err().to_string();
+    assert!(
+        e.contains(&kept.display().to_string()) && e.contains("predictions"),
+        "{e}"
+    );
+    std::fs::write(&kept, bytes).unwrap();
     std::fs::remove_file(dir.join("corruptions.json")).unwrap();
     let a = args(Figure::Corruptions, dir, figs.path().join("c.png"));
     let e = swbnn::plot::run(&a, &device).unwrap_err().to_string();
