@@ -53,6 +53,10 @@ pub struct CheckpointState {
     /// versions, which held no optimiser state).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     commit: Option<Commit>,
+    /// Training ended at this checkpoint before its last epoch: the observer's
+    /// [`Observer::should_stop`](crate::Observer::should_stop) said so.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stopped: bool,
 }
 
 impl CheckpointState {
@@ -300,6 +304,21 @@ impl Checkpointer {
         write_atomic(&self.model_path(), &bytes)
     }
 
+    /// Records that training ended at the last committed checkpoint before its last epoch
+    /// ([`CheckpointState::stopped`]); nothing to record without a checkpoint.
+    pub fn mark_stopped(&self) -> Result<(), TrainError> {
+        let Some(mut state) = self.state()? else {
+            return Ok(());
+        };
+        if !state.stopped {
+            state.stopped = true;
+            let json =
+                serde_json::to_vec_pretty(&state).map_err(|e| ck_err(&self.state_path(), e))?;
+            write_atomic(&self.state_path(), &json)?;
+        }
+        Ok(())
+    }
+
     /// The last committed checkpoint's state (epoch and history), if any.
     pub fn state(&self) -> Result<Option<CheckpointState>, TrainError> {
         let path = self.state_path();
@@ -497,6 +516,7 @@ impl Checkpointer {
                 optimizer_crc32: crc32(&optim_bytes),
                 run: run.clone(),
             }),
+            stopped: false,
         };
         let json = serde_json::to_vec_pretty(&state).map_err(|e| ck_err(&self.state_path(), e))?;
         write_atomic(&self.state_path(), &json)?;

@@ -206,7 +206,8 @@ fn epoch_seed(seed: u64, epoch: usize) -> u64 {
 /// [`TrainError::ResumeMismatch`] (see [`Checkpointer::check`]).
 ///
 /// The observer may end training early ([`Observer::should_stop`], asked before every epoch);
-/// the history then holds the epochs trained.
+/// the history then holds the epochs trained, and the checkpoint records the stop
+/// ([`CheckpointState::stopped`](crate::CheckpointState::stopped)).
 ///
 /// A non-finite loss stops training with [`TrainError::NonFiniteLoss`], a non-finite
 /// parameter at the end of an epoch with [`TrainError::NonFiniteParameters`]; either way no
@@ -301,6 +302,9 @@ pub fn train_data_parallel(
     let mut saved = None;
     for epoch in start_epoch..config.epochs {
         if observer.should_stop(&model, epoch)? {
+            if let Some(ck) = checkpointer {
+                ck.mark_stopped()?;
+            }
             break;
         }
         let seed = epoch_seed(config.seed, epoch);

@@ -42,6 +42,19 @@ impl Observer for StopAt {
     }
 }
 
+/// Ends training before epoch `.0` (after `.0` epochs).
+struct StopBefore(usize);
+
+impl Observer for StopBefore {
+    fn should_stop(
+        &mut self,
+        _model: &Network,
+        epochs_done: usize,
+    ) -> Result<bool, bnn_train::TrainError> {
+        Ok(epochs_done >= self.0)
+    }
+}
+
 /// Every parameter's path, shape and bits (a record's bytes would also hold parameter ids).
 fn bits(model: &Network) -> Vec<(String, Vec<usize>, Vec<u32>)> {
     bnn_layers::export_params(model)
@@ -127,5 +140,23 @@ fn an_interrupted_run_resumes_bit_identically() {
                 );
             }
         }
+
+        // A run its observer ended after one epoch records the stop; resumed under the same
+        // rule it trains no further, without one it goes on exactly as the whole run did.
+        let dir = tempfile::tempdir().unwrap();
+        let ck = Checkpointer::new(dir.path()).unwrap();
+        let (one, h) = train(init(), &loader(), &config, Some(&ck), &mut StopBefore(1)).unwrap();
+        assert_eq!(h.len(), 1, "{name}");
+        assert!(ck.state().unwrap().unwrap().stopped, "{name}");
+        let (again, h) = train(init(), &loader(), &config, Some(&ck), &mut StopBefore(1)).unwrap();
+        assert_eq!(h.len(), 1, "{name}");
+        assert!(
+            bits(&again) == bits(&one),
+            "{name}: a stopped run trained on"
+        );
+        let (rest, h) = train(init(), &loader(), &config, Some(&ck), &mut Silent).unwrap();
+        assert_eq!(without_timing(&h), without_timing(&whole_history), "{name}");
+        assert!(bits(&rest) == bits(&whole), "{name}: continued run differs");
+        assert!(!ck.state().unwrap().unwrap().stopped, "{name}");
     }
 }

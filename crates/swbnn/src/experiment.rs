@@ -22,6 +22,7 @@ use swshare::CompressionReport;
 use swshare::burn_edges::{from_swb, full_bnn_data};
 use swshare::compress::{CompressConfig, compress};
 use swshare::format::full_bnn_to_bytes;
+use swshare::retrain_stop::RetrainStop;
 
 use crate::Error;
 use crate::data::{ExperimentData, eval_loader, train_loader};
@@ -111,11 +112,14 @@ impl Stage {
 
     /// The stage trains for `epochs` in this run: a row or corruption rows cached by an earlier
     /// run whose checkpoint has fewer epochs describe the shorter run's model, so they are
-    /// evaluated again once the stage has trained on.
-    /// Call it before training.
-    pub(crate) fn training(mut self, epochs: usize) -> Result<Self, Error> {
-        let done = self.checkpointer.state()?.map_or(0, |s| s.history.len());
-        self.stale = done < epochs;
+    /// evaluated again once the stage has trained on. A checkpoint a stopping rule ended
+    /// ([`bnn_train::CheckpointState::stopped`]) is finished when this run has such a rule too
+    /// (`stops_early`): the rule stops it again at once. Call it before training.
+    pub(crate) fn training(mut self, epochs: usize, stops_early: bool) -> Result<Self, Error> {
+        self.stale = match self.checkpointer.state()? {
+            None => epochs > 0,
+            Some(s) => s.history.len() < epochs && !(s.stopped && stops_early),
+        };
         Ok(self)
     }
 
@@ -494,7 +498,7 @@ pub fn run(setup: &Setup, device: &Device, progress: &mut dyn Progress) -> Resul
 
     // Deterministic.
     progress.stage("deterministic");
-    let stage = Stage::new(setup, "deterministic")?.training(setup.deterministic.epochs)?;
+    let stage = Stage::new(setup, "deterministic")?.training(setup.deterministic.epochs, false)?;
     let loader = train_loader(
         setup.dataset,
         train_data.clone(),
@@ -537,7 +541,7 @@ pub fn run(setup: &Setup, device: &Device, progress: &mut dyn Progress) -> Resul
 
     // Bayes by Backprop.
     progress.stage("bbb");
-    let stage = Stage::new(setup, "bbb")?.training(setup.bbb.epochs)?;
+    let stage = Stage::new(setup, "bbb")?.training(setup.bbb.epochs, false)?;
     let bayes_config = config.clone().with_kind(Kind::Bayesian);
     ad.seed(setup.bbb.seed);
     let mut bayes = bayes_config.init(&ad)?;
@@ -591,7 +595,10 @@ pub fn run(setup: &Setup, device: &Device, progress: &mut dyn Progress) -> Resul
 
     // 2DGBNN: stages 1-2 on the trained BNN, then retraining, in one library call.
     progress.stage("2dgbnn");
-    let stage = Stage::new(setup, "2dgbnn")?.training(setup.compress.retrain.epochs)?;
+    let stage = Stage::new(setup, "2dgbnn")?.training(
+        setup.compress.retrain.epochs,
+        setup.compress.retrain_stop != RetrainStop::Epochs,
+    )?;
     let resumed = stage.resumed_seconds()?;
     let loader = train_loader(
         setup.dataset,

@@ -34,6 +34,7 @@ use bnn_train::{Checkpointer, evaluate, load_model, write_atomic};
 use burn::prelude::*;
 use serde::{Deserialize, Serialize};
 use swshare::compress::{CompressConfig, compress};
+use swshare::retrain_stop::RetrainStop;
 
 pub use report::{TableSummary, markdown, summarise};
 pub use timing::{TimingConfig, TimingRow};
@@ -320,7 +321,8 @@ fn variant_row(
     data: &ExperimentData,
     progress: &mut dyn Progress,
 ) -> Result<Row, Error> {
-    let stage = Stage::new(setup, stage_name)?.training(cfg.retrain.epochs)?;
+    let stage = Stage::new(setup, stage_name)?
+        .training(cfg.retrain.epochs, cfg.retrain_stop != RetrainStop::Epochs)?;
     if let Some(r) = stage.cached_row()? {
         return Ok(r);
     }
