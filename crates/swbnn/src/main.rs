@@ -41,6 +41,7 @@ use swbnn::data::{check_input, eval_loader, open_ood, open_split, subset, train_
 use swbnn::experiment::{Progress, Row};
 use swshare::burn_edges::from_swb;
 use swshare::compress::{CompressConfig, compress};
+use swshare::retrain_stop::RetrainStop;
 
 #[derive(Parser)]
 #[command(
@@ -121,11 +122,14 @@ enum Command {
         /// Number of GMM components.
         #[arg(long, value_parser = args::positive)]
         k: Option<usize>,
-        /// A compression config JSON file (`{"sharing": {...}, "retrain": {...}, "save":
-        /// {...}}`; missing fields take their defaults).
+        /// A compression config JSON file (`{"sharing": {...}, "retrain": {...},
+        /// "retrain_stop": ..., "save": {...}}`; missing fields take the library's defaults,
+        /// the paper's fixed stage-3 epochs among them).
         #[arg(long)]
         config: Option<PathBuf>,
-        /// Retraining epochs (stage 3); default: the config file's, else 2.
+        /// Most retraining epochs (stage 3); default: the config file's, else 2. Without
+        /// --config, stage 3 ends earlier once the model is as confident as the BNN it came
+        /// from (the presets' rule, docs/method.md).
         #[arg(long, value_parser = args::epochs)]
         epochs: Option<usize>,
         /// The data folder (used alone: a folder without the data set is an error).
@@ -464,6 +468,7 @@ fn run() -> Result<()> {
                 None => {
                     let mut cfg = CompressConfig::default();
                     cfg.retrain.epochs = DEFAULT_RETRAIN_EPOCHS;
+                    cfg.retrain_stop = RetrainStop::confidence_recovered();
                     cfg
                 }
             };

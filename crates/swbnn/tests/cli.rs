@@ -442,6 +442,23 @@ fn compress_guards_its_input_and_is_repeatable() {
     refused(&run(&common(&a)), "already exists");
     ok(&run(&with(common(&a), &["--force"])));
 
+    // Without --config, stage 3 is checked against the BNN's confidence (the presets' rule),
+    // and the report says what the rule measured; a config file keeps the library default.
+    let mut json = vec!["--json".to_string()];
+    json.extend(with(common(&a), &["--force"]));
+    let report: serde_json::Value = serde_json::from_str(&ok(&run(&json))).unwrap();
+    let stop = &report["retrain_stop"];
+    assert!(
+        stop["source_confidence"].as_f64().unwrap() > 0.0,
+        "{report}"
+    );
+    assert_eq!(stop["checks"][0]["epochs_done"], 0, "{report}");
+    let empty = tmp.path().join("empty.json");
+    std::fs::write(&empty, "{}").unwrap();
+    json.extend(["--config".to_string(), s(&empty).to_string()]);
+    let report: serde_json::Value = serde_json::from_str(&ok(&run(&json))).unwrap();
+    assert!(report.get("retrain_stop").is_none(), "{report}");
+
     let config = tmp.path().join("diverge.json");
     std::fs::write(&config, r#"{"retrain": {"lr": 1e30, "lr_rho": 1e30}}"#).unwrap();
     let c = tmp.path().join("c.swb");

@@ -238,6 +238,24 @@ impl fmt::Display for CompressionReport {
                 fs.codebook, fs.index, fs.alphas, fs.outliers, fs.unshared, fs.total
             )?;
         }
+        if let Some(r) = &self.retrain_stop {
+            let checks: Vec<String> = r
+                .checks
+                .iter()
+                .map(|c| format!("{}: {:.4}", c.epochs_done, c.confidence))
+                .collect();
+            let end = match r.stopped_after {
+                Some(n) => format!("stopped after {n} epochs"),
+                None => "ran every epoch".to_string(),
+            };
+            writeln!(
+                f,
+                "Stage 3 {end}: confidence on {} probe images, source BNN {:.4}, shared model by epochs done {}",
+                r.probe_images,
+                r.source_confidence,
+                checks.join(", ")
+            )?;
+        }
         Ok(())
     }
 }
