@@ -284,19 +284,24 @@ fn stage_3_stops_once_the_source_confidence_is_recovered() {
         assert!(c.confidence < trace.source_confidence, "{trace:?}");
     }
     assert!(trace.checks[n].confidence >= trace.source_confidence);
-    // Up to the stop, stage 3 trained as the fixed-epoch run did (the probe draws no training
-    // noise; the loss is summed in f32 on the device, so it is compared loosely).
+    // Up to the stop, stage 3 trained as the fixed-epoch run did: the probe draws no training
+    // noise. Sums are compared to 1e-6: flex's parallel reductions may add in another order
+    // when the machine is loaded.
+    let close = |a: f64, b: f64| (a - b).abs() <= 1e-6 * b.abs().max(1e-12);
     for (a, b) in stopped.history.iter().zip(&fixed.history) {
-        assert_eq!(
-            (a.epoch, a.nll, a.kl, a.accuracy),
-            (b.epoch, b.nll, b.kl, b.accuracy)
-        );
+        assert_eq!((a.epoch, a.accuracy), (b.epoch, b.accuracy));
         assert!(
-            (a.loss - b.loss).abs() < 1e-6 * b.loss.abs(),
+            close(a.loss, b.loss) && close(a.nll, b.nll) && close(a.kl, b.kl),
             "{a:?} vs {b:?}"
         );
     }
 
     let again = compress(&bayes, &config, &train_loader, &cfg, None, &mut Silent).unwrap();
-    assert_eq!(again.report.retrain_stop, Some(trace));
+    let repeat = again.report.retrain_stop.unwrap();
+    assert_eq!(repeat.stopped_after, trace.stopped_after);
+    assert!(close(repeat.source_confidence, trace.source_confidence));
+    for (a, b) in repeat.checks.iter().zip(&trace.checks) {
+        assert_eq!(a.epochs_done, b.epochs_done);
+        assert!(close(a.confidence, b.confidence), "{repeat:?} vs {trace:?}");
+    }
 }
