@@ -245,7 +245,7 @@ impl fmt::Display for CompressionReport {
                 .map(|c| format!("{}: {:.4}", c.epochs_done, c.confidence))
                 .collect();
             let end = match r.stopped_after {
-                Some(n) => format!("stopped after {n} epochs"),
+                Some(n) => format!("stopped after {n} epoch{}", if n == 1 { "" } else { "s" }),
                 None => "ran every epoch".to_string(),
             };
             writeln!(
