@@ -121,12 +121,21 @@ pub fn evaluate(
     ood: Option<&DataLoader>,
     samples: usize,
 ) -> Result<Evaluation, TrainError> {
+    Ok(evaluate_with_predictions(model, test, ood, samples)?.0)
+}
+
+/// [`evaluate`], also returning the predictions it computed: the test set's and the OOD
+/// set's.
+pub fn evaluate_with_predictions(
+    model: &Network,
+    test: &DataLoader,
+    ood: Option<&DataLoader>,
+    samples: usize,
+) -> Result<(Evaluation, Predictions, Option<Predictions>), TrainError> {
     let pred = predict(model, test, samples)?;
-    let out = match ood {
-        Some(loader) => Some(predict(model, loader, samples)?.predictive),
-        None => None,
-    };
-    evaluation_of(&pred, out.as_ref(), samples)
+    let out = ood.map(|l| predict(model, l, samples)).transpose()?;
+    let ev = evaluation_of(&pred, out.as_ref().map(|p| &p.predictive), samples)?;
+    Ok((ev, pred, out))
 }
 
 /// A deep ensemble's predictions (Lakshminarayanan et al. 2017): each member's probabilities

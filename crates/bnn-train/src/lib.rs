@@ -28,8 +28,8 @@ pub use checkpoint::{CheckpointState, Checkpointer, load_model, write_atomic};
 pub use config::{ADAM_EPSILON, LrSchedule, OptimizerKind, TrainConfig};
 pub use error::TrainError;
 pub use evaluate::{
-    Evaluation, Predictions, UncertaintyDiagnostics, evaluate, evaluate_ensemble, evaluation_of,
-    predict, predict_ensemble,
+    Evaluation, Predictions, UncertaintyDiagnostics, evaluate, evaluate_ensemble,
+    evaluate_with_predictions, evaluation_of, predict, predict_ensemble,
 };
 pub use grads::mean_mu_gradients;
 pub use parallel::{DataParallel, DevicesError};

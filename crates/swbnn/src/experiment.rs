@@ -13,7 +13,7 @@ use bnn_metrics::WeightStats;
 use bnn_models::{Arch, BayesOptions, Kind, ModelConfig, Network};
 use bnn_train::{
     Checkpointer, Evaluation, Observer, TrainConfig, UncertaintyDiagnostics, evaluate,
-    evaluation_of, predict, train, write_atomic,
+    evaluate_with_predictions, train, write_atomic,
 };
 use burn::module::Module;
 use burn::prelude::*;
@@ -422,13 +422,7 @@ fn evaluate_and_keep(
     ood: Option<&DataLoader>,
     samples: usize,
 ) -> Result<Evaluation, Error> {
-    let test_pred = predict(model, test, samples)?;
-    let ood_pred = ood.map(|l| predict(model, l, samples)).transpose()?;
-    let ev = evaluation_of(
-        &test_pred,
-        ood_pred.as_ref().map(|p| &p.predictive),
-        samples,
-    )?;
+    let (ev, test_pred, ood_pred) = evaluate_with_predictions(model, test, ood, samples)?;
     crate::run_dir::save_predictions(&stage.dir, samples, &test_pred, ood_pred.as_ref())?;
     Ok(ev)
 }

@@ -67,15 +67,27 @@ fn argmax_rows(v: &[f32], classes: usize) -> Vec<usize> {
         .collect()
 }
 
-fn run(arch: Arch, size: usize, k: usize) {
-    let _guard = bnn_layers::lock_device_rng();
-    let device = test_device();
-    let ad = device.clone().autodiff();
+/// A Bayesian `arch` (hidden layers 48, 48 for the MLP) trained for `epochs` on `n` images of
+/// `size` x `size`, on an autodiff device seeded with 3; with its config, loader, training
+/// config and history. Take the device-generator lock first.
+fn trained_bayes(
+    arch: Arch,
+    size: usize,
+    n: usize,
+    epochs: usize,
+) -> (
+    Network,
+    ModelConfig,
+    DataLoader,
+    TrainConfig,
+    Vec<bnn_train::EpochStats>,
+) {
+    let ad = test_device().autodiff();
     ad.seed(3);
     let config =
         ModelConfig::for_input(arch, Kind::Bayesian, 8, 1, size).with_mlp_hidden(vec![48, 48]);
-    let train_loader = loader(2048, size, 1);
-    let mut tc = TrainConfig::bayes_by_backprop(4);
+    let train_loader = loader(n, size, 1);
+    let mut tc = TrainConfig::bayes_by_backprop(epochs);
     tc.batch_size = 32;
     // With 2048 examples the full KL would pin the posterior to the prior; down-weight it so
     // the small network learns the task in a few epochs.
@@ -88,6 +100,14 @@ fn run(arch: Arch, size: usize, k: usize) {
         &mut Silent,
     )
     .unwrap();
+    (bayes, config, train_loader, tc, hist)
+}
+
+fn run(arch: Arch, size: usize, k: usize) {
+    let _guard = bnn_layers::lock_device_rng();
+    let device = test_device();
+    let ad = device.clone().autodiff();
+    let (bayes, config, train_loader, tc, hist) = trained_bayes(arch, size, 2048, 4);
 
     assert!(
         hist.last().unwrap().accuracy > 0.9,
@@ -239,22 +259,7 @@ fn stage_3_stops_once_the_source_confidence_is_recovered() {
     use swshare::retrain_stop::RetrainStop;
 
     let _guard = bnn_layers::lock_device_rng();
-    let ad = test_device().autodiff();
-    ad.seed(3);
-    let config =
-        ModelConfig::for_input(Arch::Mlp, Kind::Bayesian, 8, 1, 8).with_mlp_hidden(vec![48, 48]);
-    let train_loader = loader(1024, 8, 1);
-    let mut tc = TrainConfig::bayes_by_backprop(3);
-    tc.batch_size = 32;
-    tc.kl_weight = 0.02;
-    let (bayes, _) = train(
-        config.init(&ad).unwrap(),
-        &train_loader,
-        &tc,
-        None,
-        &mut Silent,
-    )
-    .unwrap();
+    let (bayes, config, train_loader, _, _) = trained_bayes(Arch::Mlp, 8, 1024, 3);
     let mut cfg = CompressConfig::default();
     cfg.sharing.gmm.k = 16;
     cfg.sharing.refine.n_min = 5;
