@@ -19,7 +19,7 @@ use burn::module::Module;
 use burn::prelude::*;
 use serde::{Deserialize, Serialize};
 use swshare::CompressionReport;
-use swshare::burn_edges::{from_swb, full_bnn_data};
+use swshare::burn_edges::full_bnn_data;
 use swshare::compress::{CompressConfig, compress};
 use swshare::format::full_bnn_to_bytes;
 use swshare::retrain_stop::RetrainStop;
@@ -613,7 +613,8 @@ pub fn run(setup: &Setup, device: &Device, progress: &mut dyn Progress) -> Resul
     let gbnn_seconds = resumed + started.elapsed().as_secs_f64();
     // The stage directory holds the model as a `.swb` (what `swbnn eval` loads); a copy sits
     // beside the tables under the architecture's name.
-    let sizes = compressed.save(stage.dir.join("model.swb"))?;
+    // Evaluated as a user loads it: decoded from its file (`int8_outliers` is lossy).
+    let (sizes, shared) = compressed.save_and_reload(stage.dir.join("model.swb"), &ad)?;
     // The plan keeps what the `.swb` file drops (the Gaussians' covariances, the fates before
     // retraining): the weights figure draws it (`swbnn plot weights`, the report).
     crate::run_dir::save_plan(&stage.dir, &compressed.plan)?;
@@ -623,9 +624,6 @@ pub fn run(setup: &Setup, device: &Device, progress: &mut dyn Progress) -> Resul
             .join(format!("{}-2dgbnn.swb", setup.arch.name())),
     )?;
     let report = compressed.report.clone();
-    // Evaluated as a user loads it: decoded from its file. The default encoding is lossless;
-    // `int8_outliers` is not, and the row must describe the file its bytes count.
-    let shared = from_swb(&swshare::format::load(stage.dir.join("model.swb"))?, &ad)?.0;
     let params = count_params(&shared).trainable;
     let r = stage.row(|| {
         ad.seed(setup.compress.retrain.seed);

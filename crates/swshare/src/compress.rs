@@ -21,7 +21,7 @@ use bnn_train::{Checkpointer, EpochStats, Observer, TrainConfig, TrainError, tra
 use burn::module::Module;
 use serde::{Deserialize, Serialize};
 
-use crate::burn_edges::{EdgeError, build_shared_model, table_from_tensors, to_swb};
+use crate::burn_edges::{EdgeError, build_shared_model, from_swb, table_from_tensors, to_swb};
 use crate::format::{self, FileSizes, SaveOptions, SharedModelData, SwbError};
 use crate::retrain_stop::{RetrainStop, StopRule};
 use crate::{CompressionReport, SharingPlan, SwshareConfig, SwshareError, build_plan};
@@ -151,6 +151,19 @@ impl Compressed {
     /// Writes the `.swb` file atomically; returns the size of each part.
     pub fn save(&self, path: impl AsRef<Path>) -> Result<FileSizes, SwbError> {
         format::save(path, &self.file, &self.save_options)
+    }
+
+    /// [`Compressed::save`], then the model read back from the file onto `device`: what a user
+    /// of the file gets. The default encoding is lossless; `int8_outliers` is not, so a result
+    /// reported beside the file's size must come from this model, not [`Compressed::model`].
+    pub fn save_and_reload(
+        &self,
+        path: impl AsRef<Path>,
+        device: &burn::prelude::Device,
+    ) -> Result<(FileSizes, Network), CompressError> {
+        let sizes = self.save(&path)?;
+        let (model, _) = from_swb(&format::load(&path)?, device)?;
+        Ok((sizes, model))
     }
 }
 

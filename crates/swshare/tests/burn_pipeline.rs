@@ -273,6 +273,21 @@ fn stage_3_stops_once_the_source_confidence_is_recovered() {
     assert_eq!(fixed.history.len(), 8);
     assert!(fixed.report.retrain_stop.is_none());
 
+    // The model a file's user gets: the same parameters under the lossless default encoding,
+    // rounded outliers under int8 (what a row beside the file's size must be evaluated on).
+    let dir = tempfile::tempdir().unwrap();
+    let params = |m: &Network| bnn_layers::export_params(&m.valid());
+    let (_, lossless) = fixed
+        .save_and_reload(dir.path().join("a.swb"), &test_device())
+        .unwrap();
+    assert_eq!(params(&lossless), params(&fixed.model));
+    let mut int8 = compress(&bayes, &config, &train_loader, &cfg, None, &mut Silent).unwrap();
+    int8.save_options.int8_outliers = true;
+    let (_, rounded) = int8
+        .save_and_reload(dir.path().join("b.swb"), &test_device())
+        .unwrap();
+    assert_ne!(params(&rounded), params(&int8.model));
+
     cfg.retrain_stop = RetrainStop::ConfidenceRecovered {
         probe_images: 256,
         samples: 4,

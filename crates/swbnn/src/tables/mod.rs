@@ -347,11 +347,18 @@ fn variant_row(
         progress,
     )?;
     let seconds = resumed + started.elapsed().as_secs_f64();
-    let sizes = compressed.save(stage.dir.join("model.swb"))?;
+    // Evaluated as decoded from its file, as the main table's row (`int8_outliers` is lossy).
+    let device = compressed
+        .model
+        .devices()
+        .first()
+        .cloned()
+        .unwrap_or_default();
+    let (sizes, shared) = compressed.save_and_reload(stage.dir.join("model.swb"), &device)?;
     let report = &compressed.report;
-    let params = count_params(&compressed.model).trainable;
+    let params = count_params(&shared).trainable;
     let ev = evaluate(
-        &compressed.model,
+        &shared,
         &data.test_loader,
         data.ood_loader.as_ref(),
         setup.samples,
@@ -363,7 +370,7 @@ fn variant_row(
         params,
         sizes.total,
         seconds,
-        weight_stats(&compressed.model)?,
+        weight_stats(&shared)?,
     )
     .with_plan(report);
     stage.save_row(&r)?;
