@@ -10,7 +10,7 @@ use burn::module::{Module, ModuleMapper, Param};
 use burn::prelude::*;
 
 use crate::LayerError;
-use crate::visit::Collector;
+use crate::visit::{Collector, ModulePath};
 
 #[derive(Clone, Copy, PartialEq)]
 enum Direction {
@@ -21,8 +21,7 @@ enum Direction {
 }
 
 struct CopyMapper {
-    path: Vec<String>,
-    skipped: Vec<bool>,
+    path: ModulePath,
     source: HashMap<String, (Vec<usize>, Tensor<1>)>,
     direction: Direction,
     copied: usize,
@@ -60,21 +59,15 @@ impl CopyMapper {
 
 impl ModuleMapper for CopyMapper {
     fn enter_module(&mut self, name: &str, container_type: &str) {
-        let skip = container_type.starts_with("Enum:");
-        self.skipped.push(skip);
-        if !skip {
-            self.path.push(name.to_string());
-        }
+        self.path.enter(name, container_type);
     }
 
     fn exit_module(&mut self, _name: &str, _container_type: &str) {
-        if !self.skipped.pop().unwrap_or(false) {
-            self.path.pop();
-        }
+        self.path.exit();
     }
 
     fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
-        let path = self.path.join(".");
+        let path = self.path.joined();
         let Some((shape, flat)) = self.source_for(&path).cloned() else {
             return param;
         };
@@ -118,8 +111,7 @@ fn copy_params<S: Module, T: Module>(
         .map(|e| (e.path, (e.shape, e.flat)))
         .collect();
     let mut mapper = CopyMapper {
-        path: Vec::new(),
-        skipped: Vec::new(),
+        path: ModulePath::default(),
         source,
         direction,
         copied: 0,
@@ -216,8 +208,7 @@ pub fn import_params<M: Module>(
         source.insert(t.path.clone(), (t.shape.clone(), flat));
     }
     let mut mapper = CopyMapper {
-        path: Vec::new(),
-        skipped: Vec::new(),
+        path: ModulePath::default(),
         source,
         direction: Direction::Same,
         copied: 0,

@@ -67,6 +67,6 @@ pub use shared::{
     WeightSource,
 };
 pub use visit::{
-    BayesTensor, ParamCounts, ParamRole, count_params, export_bayes, export_posterior,
+    BayesTensor, ModulePath, ParamCounts, ParamRole, count_params, export_bayes, export_posterior,
     kl_divergence, kl_divergence_with, set_sampling,
 };

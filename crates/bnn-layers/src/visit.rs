@@ -17,6 +17,54 @@ use crate::forward::sigma_of_rho;
 use crate::prior::{SharedKl, kl_gaussian_each, kl_gaussian_sum};
 use crate::shared::{CodebookView, gather_sources};
 
+/// Where a [`ModuleVisitor`] or [`ModuleMapper`] is in a model: the field names of the modules
+/// entered, enum variant names left out (the paths of this module's docs). Call
+/// [`enter`](Self::enter) and [`exit`](Self::exit) from the visitor's `enter_module` and
+/// `exit_module`.
+#[derive(Debug, Clone, Default)]
+pub struct ModulePath {
+    names: Vec<String>,
+    containers: Vec<String>,
+    /// Per entered module, whether it was left out of the path.
+    skipped: Vec<bool>,
+}
+
+impl ModulePath {
+    /// Enters the module `name` of burn's `container_type` (`Struct:Name`, `Enum:Name`, ...).
+    pub fn enter(&mut self, name: &str, container_type: &str) {
+        let skip = container_type.starts_with("Enum:");
+        self.skipped.push(skip);
+        if !skip {
+            self.names.push(name.to_string());
+            self.containers.push(container_type.to_string());
+        }
+    }
+
+    /// Leaves the module entered last.
+    pub fn exit(&mut self) {
+        if !self.skipped.pop().unwrap_or(false) {
+            self.names.pop();
+            self.containers.pop();
+        }
+    }
+
+    /// The path, names joined with `.` (e.g. `layer1.0.conv1.weight_mu`).
+    pub fn joined(&self) -> String {
+        self.names.join(".")
+    }
+
+    /// The innermost name (a parameter's field name while visiting it), `""` at the root.
+    pub fn last(&self) -> &str {
+        self.names.last().map_or("", String::as_str)
+    }
+
+    /// The innermost module's container type (e.g. `Struct:Codebook` while visiting its
+    /// parameter), `""` at the root.
+    pub fn container(&self) -> &str {
+        self.containers.last().map_or("", String::as_str)
+    }
+}
+
 /// One float parameter seen by the collector.
 #[derive(Debug, Clone)]
 pub(crate) struct FloatEntry {
@@ -30,9 +78,7 @@ pub(crate) struct FloatEntry {
 /// Collects every float and int parameter with its path.
 #[derive(Default)]
 pub(crate) struct Collector<'g> {
-    path: Vec<String>,
-    parents: Vec<String>,
-    skipped: Vec<bool>,
+    path: ModulePath,
     pub(crate) floats: Vec<FloatEntry>,
     pub(crate) ints: HashMap<String, Tensor<1, Int>>,
     grads: Option<&'g burn::tensor::Gradients>,
@@ -62,7 +108,7 @@ impl<'g> Collector<'g> {
     }
 
     fn current(&self) -> String {
-        self.path.join(".")
+        self.path.joined()
     }
 
     pub(crate) fn float(&self, path: &str) -> Option<&FloatEntry> {
@@ -72,19 +118,11 @@ impl<'g> Collector<'g> {
 
 impl ModuleVisitor for Collector<'_> {
     fn enter_module(&mut self, name: &str, container_type: &str) {
-        let skip = container_type.starts_with("Enum:");
-        self.skipped.push(skip);
-        if !skip {
-            self.path.push(name.to_string());
-            self.parents.push(container_type.to_string());
-        }
+        self.path.enter(name, container_type);
     }
 
     fn exit_module(&mut self, _name: &str, _container_type: &str) {
-        if !self.skipped.pop().unwrap_or(false) {
-            self.path.pop();
-            self.parents.pop();
-        }
+        self.path.exit();
     }
 
     fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
@@ -92,7 +130,7 @@ impl ModuleVisitor for Collector<'_> {
         let grad = self.grads.and_then(|g| value.grad(g)).map(flatten);
         self.floats.push(FloatEntry {
             path: self.current(),
-            parent: self.parents.last().cloned().unwrap_or_default(),
+            parent: self.path.container().to_string(),
             shape: value.dims().to_vec(),
             flat: flatten(value),
             grad,
@@ -347,21 +385,21 @@ fn gather_shared(
 }
 
 struct SamplingMapper {
-    path: Vec<String>,
+    path: ModulePath,
     enabled: bool,
 }
 
 impl ModuleMapper for SamplingMapper {
-    fn enter_module(&mut self, name: &str, _container_type: &str) {
-        self.path.push(name.to_string());
+    fn enter_module(&mut self, name: &str, container_type: &str) {
+        self.path.enter(name, container_type);
     }
 
     fn exit_module(&mut self, _name: &str, _container_type: &str) {
-        self.path.pop();
+        self.path.exit();
     }
 
     fn map_flag(&mut self, flag: Param<Flag>) -> Param<Flag> {
-        if self.path.last().is_some_and(|n| n == "sampling") {
+        if self.path.last() == "sampling" {
             flag.with_value(self.enabled)
         } else {
             flag
@@ -375,7 +413,7 @@ impl ModuleMapper for SamplingMapper {
 /// Monte-Carlo evaluation.
 pub fn set_sampling<M: Module>(model: M, enabled: bool) -> M {
     model.map(&mut SamplingMapper {
-        path: Vec::new(),
+        path: ModulePath::default(),
         enabled,
     })
 }
@@ -399,26 +437,22 @@ pub struct ParamCounts {
 
 #[derive(Default)]
 struct ShapeCounter {
-    path: Vec<String>,
-    parents: Vec<String>,
+    path: ModulePath,
     counts: ParamCounts,
 }
 
 impl ModuleVisitor for ShapeCounter {
     fn enter_module(&mut self, name: &str, container_type: &str) {
-        self.path.push(name.to_string());
-        self.parents.push(container_type.to_string());
+        self.path.enter(name, container_type);
     }
 
     fn exit_module(&mut self, _name: &str, _container_type: &str) {
-        self.path.pop();
-        self.parents.pop();
+        self.path.exit();
     }
 
     fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
         let n = param.lazy_shape().num_elements();
-        let name = self.path.last().map(String::as_str).unwrap_or("");
-        let parent = self.parents.last().map(String::as_str).unwrap_or("");
+        let (name, parent) = (self.path.last(), self.path.container());
         let fixed =
             name.starts_with("running_") || name.ends_with("prior_mu") || name == "ellipse_alphas";
         if !fixed {
@@ -434,7 +468,7 @@ impl ModuleVisitor for ShapeCounter {
     }
 
     fn visit_int<const D: usize>(&mut self, param: &Param<Tensor<D, Int>>) {
-        if self.path.last().is_some_and(|n| n == "index") {
+        if self.path.last() == "index" {
             self.counts.shared_weights += param.lazy_shape().num_elements();
         }
     }
@@ -445,4 +479,28 @@ pub fn count_params<M: Module>(model: &M) -> ParamCounts {
     let mut c = ShapeCounter::default();
     model.visit(&mut c);
     c.counts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ModulePath;
+
+    /// Enum variants are left out of the path; leaving a module restores the path before it,
+    /// whether or not it was left out.
+    #[test]
+    fn module_path_leaves_out_enum_variants() {
+        let mut p = ModulePath::default();
+        assert_eq!((p.joined().as_str(), p.last(), p.container()), ("", "", ""));
+        p.enter("layer1", "Vec");
+        p.enter("Bayes", "Enum:Layer");
+        p.enter("weight_mu", "Struct:BayesLinear");
+        assert_eq!(p.joined(), "layer1.weight_mu");
+        assert_eq!((p.last(), p.container()), ("weight_mu", "Struct:BayesLinear"));
+        p.exit();
+        assert_eq!(p.joined(), "layer1");
+        p.exit();
+        assert_eq!((p.joined().as_str(), p.container()), ("layer1", "Vec"));
+        p.exit();
+        assert_eq!(p.joined(), "");
+    }
 }

@@ -303,29 +303,22 @@ pub const MAX_CODEBOOK_LEN: usize = 65_534;
 /// `bnn_layers`' (enum variant names left out).
 #[derive(Default)]
 struct ShapeVisitor {
-    path: Vec<String>,
-    skipped: Vec<bool>,
+    path: bnn_layers::ModulePath,
     out: Vec<(String, Vec<usize>)>,
 }
 
 impl ModuleVisitor for ShapeVisitor {
     fn enter_module(&mut self, name: &str, container_type: &str) {
-        let skip = container_type.starts_with("Enum:");
-        self.skipped.push(skip);
-        if !skip {
-            self.path.push(name.to_string());
-        }
+        self.path.enter(name, container_type);
     }
 
     fn exit_module(&mut self, _name: &str, _container_type: &str) {
-        if !self.skipped.pop().unwrap_or(false) {
-            self.path.pop();
-        }
+        self.path.exit();
     }
 
     fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
         self.out
-            .push((self.path.join("."), param.lazy_shape().to_vec()));
+            .push((self.path.joined(), param.lazy_shape().to_vec()));
     }
 }
 

@@ -45,9 +45,10 @@ const LOCK: &str = ".lock";
 /// What a checkpoint records besides the weights.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CheckpointState {
-    /// Last completed epoch.
+    /// Last epoch trained, completed or (see [`partial`](Self::partial)) stopped inside.
     pub epoch: usize,
-    /// Statistics of every completed epoch.
+    /// Statistics of every epoch trained, the last one partial when training stopped inside it
+    /// ([`EpochStats::partial_steps`]).
     pub history: Vec<EpochStats>,
     /// The committed files and the run they belong to (absent in checkpoints of older
     /// versions, which held no optimiser state).
@@ -57,9 +58,40 @@ pub struct CheckpointState {
     /// [`Observer::should_stop`](crate::Observer::should_stop) said so.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub stopped: bool,
+    /// Where inside `epoch` the observer stopped training, with the epoch's running sums, so
+    /// that a run without the stop continues it exactly.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) partial: Option<PartialEpoch>,
+}
+
+/// An epoch that training left after `step` of its steps: the sums its statistics are made of.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub(crate) struct PartialEpoch {
+    /// Steps trained in the epoch.
+    pub(crate) step: usize,
+    /// Sum over the steps of loss times examples.
+    pub(crate) loss_sum: f64,
+    /// Sum of the examples' NLL.
+    pub(crate) nll_sum: f64,
+    /// Examples classified correctly.
+    pub(crate) correct: usize,
+    /// Examples seen.
+    pub(crate) seen: usize,
+    /// The last step's KL, if any.
+    pub(crate) kl: Option<f64>,
+    /// Seconds spent in the epoch.
+    pub(crate) seconds: f64,
 }
 
 impl CheckpointState {
+    /// Epochs trained to their end (a stop inside an epoch leaves it out).
+    pub fn complete_epochs(&self) -> usize {
+        self.history
+            .iter()
+            .filter(|e| e.partial_steps.is_none())
+            .count()
+    }
+
     /// Whether resuming from this checkpoint continues the run exactly (optimiser state
     /// included). Checkpoints written before optimiser states were saved resume with fresh
     /// optimiser moments.
@@ -340,6 +372,22 @@ impl Checkpointer {
                 ),
             ));
         }
+        let partial_entries = state
+            .history
+            .iter()
+            .filter(|e| e.partial_steps.is_some())
+            .count();
+        let last_partial = state.history.last().and_then(|e| e.partial_steps);
+        let consistent = match state.partial {
+            Some(p) => partial_entries == 1 && last_partial == Some(p.step),
+            None => partial_entries == 0,
+        };
+        if !consistent {
+            return Err(ck_err(
+                &path,
+                "its partial epoch and its history disagree (only the last epoch may be partial)",
+            ));
+        }
         if let Some(c) = &state.commit {
             let rel = Path::new(&c.files);
             let inside = rel
@@ -463,8 +511,8 @@ impl Checkpointer {
         Ok(Some(state))
     }
 
-    /// Saves the model and the optimiser after `epoch` and commits them (see the module docs).
-    /// Returns the model's record bytes.
+    /// Saves the model and the optimiser after `epoch` (or inside it, with `partial`) and
+    /// commits them (see the module docs). Returns the model's record bytes.
     pub(crate) fn save(
         &self,
         model: &Network,
@@ -472,10 +520,14 @@ impl Checkpointer {
         run: &Run,
         epoch: usize,
         history: &[EpochStats],
+        partial: Option<PartialEpoch>,
     ) -> Result<Vec<u8>, TrainError> {
         let root = self.dir.join(CHECKPOINTS);
         fs::create_dir_all(&root).map_err(|e| ck_err(&root, e))?;
-        let name = format!("epoch-{}", epoch + 1);
+        let name = match partial {
+            None => format!("epoch-{}", epoch + 1),
+            Some(p) => format!("epoch-{}-step-{}", epoch + 1, p.step),
+        };
         let tmp = root.join(temp_name(&name));
         let model_bytes = model
             .clone()
@@ -516,7 +568,9 @@ impl Checkpointer {
                 optimizer_crc32: crc32(&optim_bytes),
                 run: run.clone(),
             }),
-            stopped: false,
+            // A stop inside an epoch is recorded with its checkpoint, in one write.
+            stopped: partial.is_some(),
+            partial,
         };
         let json = serde_json::to_vec_pretty(&state).map_err(|e| ck_err(&self.state_path(), e))?;
         write_atomic(&self.state_path(), &json)?;

@@ -23,7 +23,8 @@
 //! first replica's optimiser takes the step and the other replicas are forked from it before the
 //! next step, so the replicas cannot drift apart.
 //!
-//! With world size 1 none of this applies and the loop is the single-device one.
+//! With world size 1 none of this applies but the noise seeds: the loop is the single-device
+//! one, seeded per step the same way.
 
 use std::sync::{Condvar, Mutex};
 
@@ -283,9 +284,10 @@ impl Objective {
         at: Position,
     ) -> ReplicaLoss {
         let device = model.devices().first().cloned().unwrap_or_default();
-        if world > 1 {
-            device.seed(replica_seed(at.epoch_seed, at.step, rank));
-        }
+        // Every step, with one replica too: a step's noise then depends on where it is alone,
+        // so a run can stop or resume inside an epoch and what samples weights between steps
+        // (a stopping rule's probe) leaves training's noise alone.
+        device.seed(replica_seed(at.epoch_seed, at.step, rank));
         let (nll_term, nll_sum, correct) = if shard.is_empty() {
             (Tensor::zeros([1], &device), 0.0, 0)
         } else {

@@ -4,7 +4,7 @@
 use std::time::Instant;
 
 use bnn_data::DataLoader;
-use bnn_layers::{ElboConfig, KlSchedule};
+use bnn_layers::{ElboConfig, KlSchedule, ModulePath};
 use bnn_models::Network;
 use burn::module::{Module, ModuleVisitor, Param, ParamGroup};
 use burn::optim::decay::WeightDecayConfig;
@@ -14,7 +14,7 @@ use burn::optim::{AdamConfig, ModuleOptimizer, SgdConfig};
 use burn::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::checkpoint::Checkpointer;
+use crate::checkpoint::{Checkpointer, PartialEpoch};
 use crate::parallel::{Objective, Position, Replicas};
 use crate::{DataParallel, OptimizerKind, TrainConfig, TrainError};
 
@@ -35,6 +35,10 @@ pub struct EpochStats {
     pub images_per_s: f64,
     /// Wall-clock seconds.
     pub seconds: f64,
+    /// `Some(n)`: the observer stopped training after `n` of the epoch's steps, and the
+    /// statistics cover those.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partial_steps: Option<usize>,
 }
 
 /// Progress of one optimiser step, for progress bars.
@@ -52,19 +56,51 @@ pub struct StepInfo {
     pub images_per_s: f64,
 }
 
+/// Where training stands when an [`Observer`] is asked whether to stop: `step` of the `steps`
+/// of epoch `epoch` are behind the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Progress {
+    /// Epoch index (0-based).
+    pub epoch: usize,
+    /// Steps of this epoch already trained.
+    pub step: usize,
+    /// Steps in an epoch.
+    pub steps: usize,
+}
+
+impl Progress {
+    /// Epochs of training behind the model, fractional inside an epoch.
+    pub fn epochs_done(&self) -> f64 {
+        self.epoch as f64 + self.step as f64 / self.steps.max(1) as f64
+    }
+}
+
 /// Receives progress; the library prints nothing itself.
 pub trait Observer {
     /// After every optimiser step.
     fn on_step(&mut self, _info: &StepInfo) {}
-    /// After every epoch.
+    /// After every epoch, and after the part of one that a stop ended.
     fn on_epoch(&mut self, _stats: &EpochStats) {}
-    /// Before every epoch (`epochs_done` of them are behind `model`, after a resumed
-    /// checkpoint's too), ahead of the epoch's seeding: whether training ends here instead.
-    /// A rule that samples weights must seed the device itself, so a resumed run decides as an
-    /// uninterrupted one did. The default never stops.
-    fn should_stop(&mut self, _model: &Network, _epochs_done: usize) -> Result<bool, TrainError> {
+    /// How often [`should_stop`](Self::should_stop) is asked: before the steps
+    /// `j * steps / n`, `j = 0..n`, of every epoch (`n` = this, at least 1; the default 1 asks
+    /// at epoch boundaries only).
+    fn stop_checks_per_epoch(&self) -> usize {
+        1
+    }
+    /// Whether training ends at `at` instead of going on (after a resumed checkpoint's epochs
+    /// too). Training noise is seeded per step, so a rule that samples weights does not change
+    /// it, but it must seed the device itself for a resumed run to decide as an uninterrupted
+    /// one did. The default never stops.
+    fn should_stop(&mut self, _model: &Network, _at: Progress) -> Result<bool, TrainError> {
         Ok(false)
     }
+}
+
+/// Whether `step` is one of the `checks` evenly spaced steps of an epoch of `steps` at which
+/// the observer is asked to stop.
+fn is_check_step(step: usize, steps: usize, checks: usize) -> bool {
+    let checks = checks.clamp(1, steps.max(1));
+    (0..checks).any(|j| j * steps / checks == step)
 }
 
 /// An observer that ignores everything.
@@ -83,7 +119,8 @@ fn rho_group() -> Result<ParamGroup, TrainError> {
 }
 
 /// Whether any float parameter of a model is in `group`, matched by path as the optimiser
-/// matches it.
+/// matches it (burn's path, enum variant names included, so not a
+/// [`ModulePath`](bnn_layers::ModulePath)).
 struct InGroup<'a> {
     group: &'a ParamGroup,
     path: Vec<String>,
@@ -147,17 +184,17 @@ fn step_rates(lr: f64, lr_rho: f64, rho: &ParamGroup) -> ModuleLearningRate {
 
 /// The first float parameter of `model` holding a NaN or an infinity, by path.
 struct NonFinite {
-    path: Vec<String>,
+    path: ModulePath,
     found: Option<String>,
 }
 
 impl ModuleVisitor for NonFinite {
-    fn enter_module(&mut self, name: &str, _container_type: &str) {
-        self.path.push(name.to_string());
+    fn enter_module(&mut self, name: &str, container_type: &str) {
+        self.path.enter(name, container_type);
     }
 
     fn exit_module(&mut self, _name: &str, _container_type: &str) {
-        self.path.pop();
+        self.path.exit();
     }
 
     fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
@@ -171,22 +208,22 @@ impl ModuleVisitor for NonFinite {
                 .into_scalar::<f32>()
                 .is_finite()
         {
-            self.found = Some(self.path.join("."));
+            self.found = Some(self.path.joined());
         }
     }
 }
 
 fn first_non_finite(model: &Network) -> Option<String> {
     let mut v = NonFinite {
-        path: Vec::new(),
+        path: ModulePath::default(),
         found: None,
     };
     model.visit(&mut v);
     v.found
 }
 
-/// The device generator's seed for `epoch`: a function of the run's seed and the epoch alone,
-/// so a resumed run draws the same noise as an uninterrupted one.
+/// The seed of `epoch`'s noise (each step's is derived from it): a function of the run's seed
+/// and the epoch alone, so a resumed run draws the same noise as an uninterrupted one.
 fn epoch_seed(seed: u64, epoch: usize) -> u64 {
     bnn_data::derive_seed(seed, epoch as u64, u64::MAX)
 }
@@ -196,18 +233,21 @@ fn epoch_seed(seed: u64, epoch: usize) -> u64 {
 /// Deterministic models minimise the cross-entropy; models with Bayesian parameters minimise
 /// the negative ELBO per example, `NLL + kl_weight * KL / N_train` ([`ElboConfig`]).
 ///
-/// The device's generator is re-seeded from `(config.seed, epoch)` at the start of every
-/// epoch, and the loader's order depends on `(seed, epoch)` only, so training is a function of
-/// its inputs. With a `checkpointer`, the model and the optimiser state are committed after
+/// The device's generator is re-seeded from `(config.seed, epoch, step)` before every step,
+/// and the loader's order depends on `(seed, epoch)` only, so training is a function of its
+/// inputs. With a `checkpointer`, the model and the optimiser state are committed after
 /// every epoch, and a checkpoint in its directory is resumed exactly: the result is
 /// bit-identical to an uninterrupted run on the same backend and thread count (asking for more
 /// epochs than the checkpoint's run extends it). The model returned is then the committed one,
 /// as a resumed run would load it. A checkpoint of another run is refused with
 /// [`TrainError::ResumeMismatch`] (see [`Checkpointer::check`]).
 ///
-/// The observer may end training early ([`Observer::should_stop`], asked before every epoch);
-/// the history then holds the epochs trained, and the checkpoint records the stop
-/// ([`CheckpointState::stopped`](crate::CheckpointState::stopped)).
+/// The observer may end training early ([`Observer::should_stop`], asked before every epoch
+/// or [more often](Observer::stop_checks_per_epoch)); the history then holds the epochs
+/// trained, the last one partial when the stop came inside it, and the checkpoint records the
+/// stop ([`CheckpointState::stopped`](crate::CheckpointState::stopped)) and, inside an epoch,
+/// the epoch's running sums: resumed without the stop, the run goes on exactly as one that
+/// never stopped.
 ///
 /// A non-finite loss stops training with [`TrainError::NonFiniteLoss`], a non-finite
 /// parameter at the end of an epoch with [`TrainError::NonFiniteParameters`]; either way no
@@ -288,31 +328,62 @@ pub fn train_data_parallel(
             })?;
     let mut history = Vec::new();
     let mut start_epoch = 0;
+    let mut resumed_partial = None;
     let run = checkpointer.map(|ck| ck.run_of(&model, loader, config, parallel.world_size()));
     if let (Some(ck), Some(run)) = (checkpointer, &run)
         && let Some((m, o, state)) = ck.resume(model.clone(), optim.clone(), run)?
     {
         model = replicas.place(m);
         optim = o;
-        start_epoch = state.epoch + 1;
         history = state.history;
+        match state.partial {
+            Some(p) => {
+                start_epoch = state.epoch;
+                resumed_partial = Some(p);
+            }
+            None => start_epoch = state.epoch + 1,
+        }
     }
 
-    let device = model.devices().first().cloned().unwrap_or_default();
+    let checks = observer.stop_checks_per_epoch();
     let mut saved = None;
     for epoch in start_epoch..config.epochs {
-        if observer.should_stop(&model, epoch)? {
+        let partial = resumed_partial.take().filter(|_| epoch == start_epoch);
+        let from = partial.map_or(0, |p| p.step);
+        let at = |step| Progress {
+            epoch,
+            step,
+            steps: steps_per_epoch,
+        };
+        if is_check_step(from, steps_per_epoch, checks) && observer.should_stop(&model, at(from))? {
+            // The model is the last checkpoint's: only the stop is new.
             if let Some(ck) = checkpointer {
                 ck.mark_stopped()?;
             }
             break;
         }
+        if partial.is_some() {
+            // The stopped epoch goes on from its step; its statistics are made anew.
+            history.pop();
+        }
         let seed = epoch_seed(config.seed, epoch);
-        device.seed(seed);
         let started = Instant::now();
-        let (mut loss_sum, mut nll_sum, mut correct, mut seen) = (0.0f64, 0.0f64, 0usize, 0usize);
+        let (mut loss_sum, mut nll_sum, mut correct, mut seen) = partial
+            .map_or((0.0f64, 0.0f64, 0usize, 0usize), |p| {
+                (p.loss_sum, p.nll_sum, p.correct, p.seen)
+            });
+        let earlier_seconds = partial.map_or(0.0, |p| p.seconds);
+        let mut earlier_kl = partial.and_then(|p| p.kl);
         let mut last_kl: Option<Tensor<1>> = None;
-        for (step, batch) in loader.epoch(epoch as u64).enumerate() {
+        let mut stopped_at = None;
+        for (step, batch) in loader.epoch(epoch as u64).enumerate().skip(from) {
+            if step > from
+                && is_check_step(step, steps_per_epoch, checks)
+                && observer.should_stop(&model, at(step))?
+            {
+                stopped_at = Some(step);
+                break;
+            }
             let batch = batch?;
             let global = epoch * steps_per_epoch + step;
             let at = Position {
@@ -330,6 +401,7 @@ pub fn train_data_parallel(
             }
             if totals.kl.is_some() {
                 last_kl = totals.kl;
+                earlier_kl = None;
             }
             correct += totals.correct;
             seen += totals.seen;
@@ -347,23 +419,39 @@ pub fn train_data_parallel(
                 images_per_s: seen as f64 / started.elapsed().as_secs_f64().max(1e-9),
             });
         }
-        let seconds = started.elapsed().as_secs_f64();
+        let seconds = earlier_seconds + started.elapsed().as_secs_f64();
+        let kl = last_kl
+            .map(|k| k.into_scalar::<f32>() as f64)
+            .or(earlier_kl);
         let stats = EpochStats {
             epoch,
             loss: loss_sum / seen.max(1) as f64,
             nll: nll_sum / seen.max(1) as f64,
-            kl: last_kl.map_or(0.0, |k| k.into_scalar::<f32>() as f64),
+            kl: kl.unwrap_or(0.0),
             accuracy: correct as f64 / seen.max(1) as f64,
             images_per_s: seen as f64 / seconds.max(1e-9),
             seconds,
+            partial_steps: stopped_at,
         };
         if let Some(path) = first_non_finite(&model) {
             return Err(TrainError::NonFiniteParameters { epoch, path });
         }
         observer.on_epoch(&stats);
         history.push(stats);
+        let partial = stopped_at.map(|step| PartialEpoch {
+            step,
+            loss_sum,
+            nll_sum,
+            correct,
+            seen,
+            kl,
+            seconds,
+        });
         if let (Some(ck), Some(run)) = (checkpointer, &run) {
-            saved = Some(ck.save(&model, &optim, run, epoch, &history)?);
+            saved = Some(ck.save(&model, &optim, run, epoch, &history, partial)?);
+        }
+        if partial.is_some() {
+            break;
         }
     }
     if let (Some(ck), Some(record)) = (checkpointer, saved) {

@@ -6,7 +6,8 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use bnn_data::{Compose, DataLoader, InMemoryDataset, LoaderConfig, RandomHorizontalFlip};
 use bnn_models::{Arch, Kind, ModelConfig, Network};
 use bnn_train::{
-    Checkpointer, EpochStats, Observer, Silent, StepInfo, TrainConfig, mean_mu_gradients, train,
+    Checkpointer, EpochStats, Observer, Progress, Silent, StepInfo, TrainConfig, mean_mu_gradients,
+    train,
 };
 
 fn loader() -> DataLoader {
@@ -42,16 +43,20 @@ impl Observer for StopAt {
     }
 }
 
-/// Ends training before epoch `.0` (after `.0` epochs).
-struct StopBefore(usize);
+/// Ends training once `.0` epochs are behind it, asked `.1` times per epoch.
+struct StopBefore(f64, usize);
 
 impl Observer for StopBefore {
+    fn stop_checks_per_epoch(&self) -> usize {
+        self.1
+    }
+
     fn should_stop(
         &mut self,
         _model: &Network,
-        epochs_done: usize,
+        at: Progress,
     ) -> Result<bool, bnn_train::TrainError> {
-        Ok(epochs_done >= self.0)
+        Ok(at.epochs_done() >= self.0)
     }
 }
 
@@ -69,9 +74,9 @@ fn bits(model: &Network) -> Vec<(String, Vec<usize>, Vec<u32>)> {
         .collect()
 }
 
-fn without_timing(h: &[EpochStats]) -> Vec<(usize, f64, f64, f64, f64)> {
+fn without_timing(h: &[EpochStats]) -> Vec<(usize, f64, f64, f64, f64, Option<usize>)> {
     h.iter()
-        .map(|e| (e.epoch, e.loss, e.nll, e.kl, e.accuracy))
+        .map(|e| (e.epoch, e.loss, e.nll, e.kl, e.accuracy, e.partial_steps))
         .collect()
 }
 
@@ -141,22 +146,46 @@ fn an_interrupted_run_resumes_bit_identically() {
             }
         }
 
-        // A run its observer ended after one epoch records the stop; resumed under the same
-        // rule it trains no further, without one it goes on exactly as the whole run did.
-        let dir = tempfile::tempdir().unwrap();
-        let ck = Checkpointer::new(dir.path()).unwrap();
-        let (one, h) = train(init(), &loader(), &config, Some(&ck), &mut StopBefore(1)).unwrap();
-        assert_eq!(h.len(), 1, "{name}");
-        assert!(ck.state().unwrap().unwrap().stopped, "{name}");
-        let (again, h) = train(init(), &loader(), &config, Some(&ck), &mut StopBefore(1)).unwrap();
-        assert_eq!(h.len(), 1, "{name}");
-        assert!(
-            bits(&again) == bits(&one),
-            "{name}: a stopped run trained on"
-        );
-        let (rest, h) = train(init(), &loader(), &config, Some(&ck), &mut Silent).unwrap();
-        assert_eq!(without_timing(&h), without_timing(&whole_history), "{name}");
-        assert!(bits(&rest) == bits(&whole), "{name}: continued run differs");
-        assert!(!ck.state().unwrap().unwrap().stopped, "{name}");
+        // A run its observer ended, after one epoch or (4 steps per epoch, asked twice per
+        // epoch) after one and a half, records the stop; resumed under the same rule it trains
+        // no further, without one it goes on exactly as the whole run did.
+        let mut after_one = Vec::new();
+        for (after, checks, partial) in [(1.0, 1, None), (1.5, 2, Some(2))] {
+            let dir = tempfile::tempdir().unwrap();
+            let ck = Checkpointer::new(dir.path()).unwrap();
+            let rule = || StopBefore(after, checks);
+            let (one, h) = train(init(), &loader(), &config, Some(&ck), &mut rule()).unwrap();
+            let want = if partial.is_some() { 2 } else { 1 };
+            assert_eq!(h.len(), want, "{name} {after}");
+            assert_eq!(h[want - 1].partial_steps, partial, "{name} {after}");
+            let state = ck.state().unwrap().unwrap();
+            assert!(state.stopped, "{name} {after}");
+            assert_eq!(state.complete_epochs(), 1, "{name} {after}");
+            let (again, h2) = train(init(), &loader(), &config, Some(&ck), &mut rule()).unwrap();
+            assert_eq!(without_timing(&h2), without_timing(&h), "{name} {after}");
+            assert!(
+                bits(&again) == bits(&one),
+                "{name} {after}: a stopped run trained on"
+            );
+            if partial.is_some() {
+                assert!(
+                    bits(&one) != bits(&whole) && bits(&one) != after_one,
+                    "{name}: the stop inside epoch 2 kept its steps"
+                );
+            } else {
+                after_one = bits(&one);
+            }
+            let (rest, h) = train(init(), &loader(), &config, Some(&ck), &mut Silent).unwrap();
+            assert_eq!(
+                without_timing(&h),
+                without_timing(&whole_history),
+                "{name} {after}"
+            );
+            assert!(
+                bits(&rest) == bits(&whole),
+                "{name} {after}: continued run differs"
+            );
+            assert!(!ck.state().unwrap().unwrap().stopped, "{name} {after}");
+        }
     }
 }

@@ -118,7 +118,7 @@ impl Stage {
     pub(crate) fn training(mut self, epochs: usize, stops_early: bool) -> Result<Self, Error> {
         self.stale = match self.checkpointer.state()? {
             None => epochs > 0,
-            Some(s) => s.history.len() < epochs && !(s.stopped && stops_early),
+            Some(s) => s.complete_epochs() < epochs && !(s.stopped && stops_early),
         };
         Ok(self)
     }

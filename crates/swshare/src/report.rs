@@ -99,17 +99,18 @@ pub struct RetrainStopTrace {
     pub probe_images: usize,
     /// The source BNN's mean confidence on the probe (the target).
     pub source_confidence: f64,
-    /// The shared model's mean confidence on the probe before each epoch this run checked.
+    /// The shared model's mean confidence on the probe at each check this run made.
     pub checks: Vec<ConfidenceCheck>,
-    /// Epochs trained when the rule ended stage 3 (`None`: it ran all its epochs).
-    pub stopped_after: Option<usize>,
+    /// Epochs trained, fractional inside an epoch, when the rule ended stage 3 (`None`: it
+    /// ran all its epochs).
+    pub stopped_after: Option<f64>,
 }
 
 /// One check of the stopping rule.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct ConfidenceCheck {
-    /// Epochs of retraining behind the model.
-    pub epochs_done: usize,
+    /// Epochs of retraining behind the model, fractional inside an epoch.
+    pub epochs_done: f64,
     /// Its mean confidence on the probe.
     pub confidence: f64,
 }
@@ -242,10 +243,14 @@ impl fmt::Display for CompressionReport {
             let checks: Vec<String> = r
                 .checks
                 .iter()
-                .map(|c| format!("{}: {:.4}", c.epochs_done, c.confidence))
+                .map(|c| format!("{}: {:.4}", epochs(c.epochs_done), c.confidence))
                 .collect();
             let end = match r.stopped_after {
-                Some(n) => format!("stopped after {n} epoch{}", if n == 1 { "" } else { "s" }),
+                Some(n) => format!(
+                    "stopped after {} epoch{}",
+                    epochs(n),
+                    if n == 1.0 { "" } else { "s" }
+                ),
                 None => "ran every epoch".to_string(),
             };
             writeln!(
@@ -258,4 +263,10 @@ impl fmt::Display for CompressionReport {
         }
         Ok(())
     }
+}
+
+/// Epochs for a person: `1`, `0.25`, `1.333`.
+fn epochs(n: f64) -> String {
+    let s = format!("{n:.3}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
 }

@@ -288,33 +288,65 @@ fn stage_3_stops_once_the_source_confidence_is_recovered() {
         .unwrap();
     assert_ne!(params(&rounded), params(&int8.model));
 
-    cfg.retrain_stop = RetrainStop::ConfidenceRecovered {
+    // Sums are compared to 1e-6: flex's parallel reductions may add in another order when the
+    // machine is loaded.
+    let close = |a: f64, b: f64| (a - b).abs() <= 1e-6 * b.abs().max(1e-12);
+    let rule = |checks_per_epoch| RetrainStop::ConfidenceRecovered {
         probe_images: 256,
         samples: 4,
+        checks_per_epoch,
     };
-    let stopped = compress(&bayes, &config, &train_loader, &cfg, None, &mut Silent).unwrap();
-    let trace = stopped.report.retrain_stop.clone().unwrap();
-    assert_eq!(trace.probe_images, 256);
-    let n = trace.stopped_after.expect("the rule fires within 8 epochs");
-    assert!(n < 8, "{trace:?}");
-    assert_eq!(stopped.history.len(), n);
-    let epochs: Vec<usize> = trace.checks.iter().map(|c| c.epochs_done).collect();
-    assert_eq!(epochs, (0..=n).collect::<Vec<_>>());
-    for c in &trace.checks[..n] {
-        assert!(c.confidence < trace.source_confidence, "{trace:?}");
-    }
-    assert!(trace.checks[n].confidence >= trace.source_confidence);
-    // Up to the stop, stage 3 trained as the fixed-epoch run did: the probe draws no training
-    // noise. Sums are compared to 1e-6: flex's parallel reductions may add in another order
-    // when the machine is loaded.
-    let close = |a: f64, b: f64| (a - b).abs() <= 1e-6 * b.abs().max(1e-12);
-    for (a, b) in stopped.history.iter().zip(&fixed.history) {
-        assert_eq!((a.epoch, a.accuracy), (b.epoch, b.accuracy));
-        assert!(
-            close(a.loss, b.loss) && close(a.nll, b.nll) && close(a.kl, b.kl),
-            "{a:?} vs {b:?}"
+    // Checked 4 times per epoch (32 steps of 32 images): the stop comes at a quarter epoch no
+    // later than the epoch-boundary rule's, and the last epoch may be partial.
+    let mut stops = Vec::new();
+    for checks in [1, 4] {
+        cfg.retrain_stop = rule(checks);
+        let stopped = compress(&bayes, &config, &train_loader, &cfg, None, &mut Silent).unwrap();
+        let trace = stopped.report.retrain_stop.clone().unwrap();
+        assert_eq!(trace.probe_images, 256);
+        let n = trace.stopped_after.expect("the rule fires within 8 epochs");
+        assert!(n < 8.0, "{trace:?}");
+        let epochs: Vec<f64> = trace.checks.iter().map(|c| c.epochs_done).collect();
+        let want: Vec<f64> = (0..=(n * checks as f64).round() as usize)
+            .map(|j| j as f64 / checks as f64)
+            .collect();
+        assert_eq!(epochs, want, "{trace:?}");
+        let (last, before) = trace.checks.split_last().unwrap();
+        for c in before {
+            assert!(c.confidence < trace.source_confidence, "{trace:?}");
+        }
+        assert!(last.confidence >= trace.source_confidence);
+        let whole = n.floor() as usize;
+        let partial = (n > n.floor()).then(|| ((n - n.floor()) * 32.0).round() as usize);
+        assert_eq!(
+            stopped.history.len(),
+            whole + usize::from(partial.is_some())
         );
+        assert_eq!(
+            stopped.history.last().and_then(|e| e.partial_steps),
+            partial,
+            "{trace:?}"
+        );
+        // Up to the stop, stage 3 trained as the fixed-epoch run did: the probe draws no
+        // training noise.
+        for (a, b) in stopped.history.iter().zip(&fixed.history) {
+            if a.partial_steps.is_some() {
+                continue;
+            }
+            assert_eq!((a.epoch, a.accuracy), (b.epoch, b.accuracy));
+            assert!(
+                close(a.loss, b.loss) && close(a.nll, b.nll) && close(a.kl, b.kl),
+                "{a:?} vs {b:?}"
+            );
+        }
+        stops.push(trace);
     }
+    assert!(
+        stops[1].stopped_after <= stops[0].stopped_after,
+        "{stops:?}"
+    );
+    cfg.retrain_stop = rule(4);
+    let trace = stops.pop().unwrap();
 
     let again = compress(&bayes, &config, &train_loader, &cfg, None, &mut Silent).unwrap();
     let repeat = again.report.retrain_stop.unwrap();

@@ -80,7 +80,13 @@ fn history(setup: &Setup, stage: &str) -> Result<Vec<EpochStats>, Error> {
     let dir = stages_dir(&setup.out_dir).join(stage);
     Ok(Checkpointer::new(dir)?
         .state()?
-        .map(|s| s.history)
+        // Per-epoch times are of whole epochs: a stopping rule's last one may be partial.
+        .map(|s| {
+            s.history
+                .into_iter()
+                .filter(|e| e.partial_steps.is_none())
+                .collect()
+        })
         .unwrap_or_default())
 }
 
