@@ -495,7 +495,10 @@ mod tests {
         p.enter("Bayes", "Enum:Layer");
         p.enter("weight_mu", "Struct:BayesLinear");
         assert_eq!(p.joined(), "layer1.weight_mu");
-        assert_eq!((p.last(), p.container()), ("weight_mu", "Struct:BayesLinear"));
+        assert_eq!(
+            (p.last(), p.container()),
+            ("weight_mu", "Struct:BayesLinear")
+        );
         p.exit();
         assert_eq!(p.joined(), "layer1");
         p.exit();

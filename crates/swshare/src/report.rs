@@ -265,8 +265,28 @@ impl fmt::Display for CompressionReport {
     }
 }
 
-/// Epochs for a person: `1`, `0.25`, `1.333`.
+/// Epochs for a person: `1`, `0.25`, `1.38` (two decimals: checks come at fractions of an
+/// epoch's steps).
 fn epochs(n: f64) -> String {
-    let s = format!("{n:.3}");
+    let s = format!("{n:.2}");
     s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::epochs;
+
+    #[test]
+    fn epochs_print_with_at_most_two_decimals() {
+        for (n, want) in [
+            (0.0, "0"),
+            (1.0, "1"),
+            (10.0, "10"),
+            (0.1237, "0.12"),
+            (0.2495, "0.25"),
+            (1.5, "1.5"),
+        ] {
+            assert_eq!(epochs(n), want, "{n}");
+        }
+    }
 }
