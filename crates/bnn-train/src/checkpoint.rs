@@ -2,10 +2,11 @@
 //!
 //! A checkpoint directory holds:
 //!
-//! - `checkpoints/epoch-<k>/`: `model.bpk` (the model's record) and `optimizer.bpk` (the
-//!   optimiser's moments and step counts), written under a temporary name, synced, then renamed
-//!   whole;
-//! - `state.json`, the commit: the last completed epoch, the history, the epoch directory and
+//! - `checkpoints/epoch-<k>/` (or `epoch-<k>-step-<s>/` where an observer stopped training
+//!   inside epoch `k`): `model.bpk` (the model's record) and `optimizer.bpk` (the optimiser's
+//!   moments and step counts), written under a temporary name, synced, then renamed whole;
+//! - `state.json`, the commit: the last epoch trained (with the running sums of a stopped
+//!   epoch's part), the history, the epoch directory and
 //!   the CRC-32 of its files, and what the run was (training settings, data size, parameter
 //!   shapes, the caller's description). It is renamed over the old one last, so a checkpoint is
 //!   always one complete epoch directory; a kill at any point leaves the previous one;
@@ -13,7 +14,7 @@
 //!   for `swbnn eval` and the other readers of a model directory.
 //!
 //! The random state needs no saving: the data order is a function of `(seed, epoch)` and the
-//! device generator is re-seeded from `(seed, epoch)` at the start of every epoch (see
+//! device generator is re-seeded from `(seed, epoch, step)` before every step (see
 //! [`train`](crate::train)). A resumed run is therefore bit-identical to an uninterrupted one
 //! on the same backend and thread count.
 //!
