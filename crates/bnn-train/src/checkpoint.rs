@@ -46,7 +46,8 @@ const LOCK: &str = ".lock";
 /// What a checkpoint records besides the weights.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CheckpointState {
-    /// Last epoch trained, completed or (see [`partial`](Self::partial)) stopped inside.
+    /// Last epoch trained: completed, or stopped inside when the last history entry is partial
+    /// ([`EpochStats::partial_steps`]).
     pub epoch: usize,
     /// Statistics of every epoch trained, the last one partial when training stopped inside it
     /// ([`EpochStats::partial_steps`]).
