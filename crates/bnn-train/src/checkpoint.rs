@@ -60,17 +60,17 @@ pub struct CheckpointState {
     /// [`Observer::should_stop`](crate::Observer::should_stop) said so.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub stopped: bool,
-    /// Where inside `epoch` the observer stopped training, with the epoch's running sums, so
-    /// that a run without the stop continues it exactly.
+    /// The running sums of `epoch` where the observer stopped training inside it (the step,
+    /// time and KL are the last history entry's), so that a run without the stop continues it
+    /// exactly.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) partial: Option<PartialEpoch>,
 }
 
-/// An epoch that training left after `step` of its steps: the sums its statistics are made of.
+/// The sums the statistics of an epoch that training left early are made of (means cannot be
+/// turned back into sums bit for bit).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub(crate) struct PartialEpoch {
-    /// Steps trained in the epoch.
-    pub(crate) step: usize,
     /// Sum over the steps of loss times examples.
     pub(crate) loss_sum: f64,
     /// Sum of the examples' NLL.
@@ -79,10 +79,6 @@ pub(crate) struct PartialEpoch {
     pub(crate) correct: usize,
     /// Examples seen.
     pub(crate) seen: usize,
-    /// The last step's KL, if any.
-    pub(crate) kl: Option<f64>,
-    /// Seconds spent in the epoch.
-    pub(crate) seconds: f64,
 }
 
 impl CheckpointState {
@@ -381,7 +377,7 @@ impl Checkpointer {
             .count();
         let last_partial = state.history.last().and_then(|e| e.partial_steps);
         let consistent = match state.partial {
-            Some(p) => partial_entries == 1 && last_partial == Some(p.step),
+            Some(_) => partial_entries == 1 && last_partial.is_some(),
             None => partial_entries == 0,
         };
         if !consistent {
@@ -526,9 +522,9 @@ impl Checkpointer {
     ) -> Result<Vec<u8>, TrainError> {
         let root = self.dir.join(CHECKPOINTS);
         fs::create_dir_all(&root).map_err(|e| ck_err(&root, e))?;
-        let name = match partial {
+        let name = match history.last().and_then(|e| e.partial_steps) {
             None => format!("epoch-{}", epoch + 1),
-            Some(p) => format!("epoch-{}-step-{}", epoch + 1, p.step),
+            Some(step) => format!("epoch-{}-step-{step}", epoch + 1),
         };
         let tmp = root.join(temp_name(&name));
         let model_bytes = model

@@ -336,12 +336,12 @@ pub fn train_data_parallel(
         model = replicas.place(m);
         optim = o;
         history = state.history;
-        match state.partial {
-            Some(p) => {
+        match (state.partial, history.last()) {
+            (Some(sums), Some(stats)) => {
                 start_epoch = state.epoch;
-                resumed_partial = Some(p);
+                resumed_partial = Some((sums, stats.clone()));
             }
-            None => start_epoch = state.epoch + 1,
+            _ => start_epoch = state.epoch + 1,
         }
     }
 
@@ -349,7 +349,10 @@ pub fn train_data_parallel(
     let mut saved = None;
     for epoch in start_epoch..config.epochs {
         let partial = resumed_partial.take().filter(|_| epoch == start_epoch);
-        let from = partial.map_or(0, |p| p.step);
+        let from = partial
+            .as_ref()
+            .and_then(|(_, stats)| stats.partial_steps)
+            .unwrap_or(0);
         let at = |step| Progress {
             epoch,
             step,
@@ -369,11 +372,12 @@ pub fn train_data_parallel(
         let seed = epoch_seed(config.seed, epoch);
         let started = Instant::now();
         let (mut loss_sum, mut nll_sum, mut correct, mut seen) = partial
-            .map_or((0.0f64, 0.0f64, 0usize, 0usize), |p| {
+            .as_ref()
+            .map_or((0.0f64, 0.0f64, 0usize, 0usize), |(p, _)| {
                 (p.loss_sum, p.nll_sum, p.correct, p.seen)
             });
-        let earlier_seconds = partial.map_or(0.0, |p| p.seconds);
-        let mut earlier_kl = partial.and_then(|p| p.kl);
+        let earlier_seconds = partial.as_ref().map_or(0.0, |(_, stats)| stats.seconds);
+        let mut earlier_kl = partial.as_ref().map(|(_, stats)| stats.kl);
         let mut last_kl: Option<Tensor<1>> = None;
         let mut stopped_at = None;
         for (step, batch) in loader.epoch(epoch as u64).enumerate().skip(from) {
@@ -438,14 +442,11 @@ pub fn train_data_parallel(
         }
         observer.on_epoch(&stats);
         history.push(stats);
-        let partial = stopped_at.map(|step| PartialEpoch {
-            step,
+        let partial = stopped_at.map(|_| PartialEpoch {
             loss_sum,
             nll_sum,
             correct,
             seen,
-            kl,
-            seconds,
         });
         if let (Some(ck), Some(run)) = (checkpointer, &run) {
             saved = Some(ck.save(&model, &optim, run, epoch, &history, partial)?);
