@@ -213,7 +213,18 @@ fn main() -> Result<()> {
         } => {
             anyhow::ensure!(seeds >= 1, "--seeds must be at least 1");
             let out = out.unwrap_or_else(|| repo_root().join("results").join(dataset.name()));
-            let mut setup = swbnn::presets::setup(dataset, arch, quick, &repo_root(), out.clone());
+            let ood_search = swbnn::data::OodSearch::from_env(&repo_root());
+            let mut setup = swbnn::presets::setup(dataset, arch, quick, &ood_search, out.clone());
+            if !dry_run
+                && setup.ood.is_none()
+                && let Some(id) = swbnn::data::paired_ood(dataset)
+            {
+                // Not on this machine: the checksummed download, or one line on how to get it.
+                match ood_search.fetch(id) {
+                    Ok(dir) => setup.ood = Some((id, dir)),
+                    Err(_) => eprintln!("{}", ood_search.missing_hint(id)),
+                }
+            }
             if let Some(r) = recipe {
                 r.recipe().apply(&mut setup);
             }

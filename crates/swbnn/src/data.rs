@@ -171,14 +171,174 @@ pub fn eval_loader(
     Ok(DataLoader::from_arcs(data, Arc::new(t), config)?)
 }
 
-/// The default OOD directory for a data set, if present: the 10,000 MNIST digits shipped in
-/// `../shared/data/mnist-10k` beside a checkout, for Fashion-MNIST.
-pub fn default_ood_dir(id: DatasetId, repo_root: &Path) -> Option<(DatasetId, PathBuf)> {
+/// The out-of-distribution set the presets pair with a data set: the MNIST digits for
+/// Fashion-MNIST (the classic pair), SVHN for CIFAR (the paper's appendix, "Out of
+/// Distribution Detection Task") and CIFAR-10 for SVHN.
+pub fn paired_ood(id: DatasetId) -> Option<DatasetId> {
     match id {
-        DatasetId::FashionMnist => {
-            let dir = repo_root.join("../shared/data/mnist-10k");
-            dir.exists().then_some((DatasetId::Mnist, dir))
+        DatasetId::FashionMnist => Some(DatasetId::Mnist),
+        DatasetId::Cifar10 | DatasetId::Cifar100 => Some(DatasetId::Svhn),
+        DatasetId::Svhn => Some(DatasetId::Cifar10),
+        DatasetId::Mnist | DatasetId::ImageNet => None,
+    }
+}
+
+/// Where the presets look for the test split of their out-of-distribution set: like any data
+/// set (`$SWBNN_DATA`, the cache, the system folder, then a checksummed download where the
+/// locator allows it), with `extra` folders tried before the download.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OodSearch {
+    /// The standard search; its `explicit` folder, when set, is the only place it looks.
+    pub locator: Locator,
+    /// Further folders, tried after the locator's and before its download.
+    pub extra: Vec<PathBuf>,
+}
+
+impl OodSearch {
+    /// The standard search from the environment, plus the folder of 10,000 MNIST digits that
+    /// a checkout at `repo_root` may have beside it (`../shared/data/mnist-10k`).
+    pub fn from_env(repo_root: &Path) -> Self {
+        OodSearch {
+            locator: Locator::from_env(None),
+            extra: vec![repo_root.join("../shared/data/mnist-10k")],
         }
-        _ => None,
+    }
+
+    /// The folder holding the test split of `ood` on this machine, without downloading.
+    pub fn find(&self, ood: DatasetId) -> Option<PathBuf> {
+        let local = match &self.locator.explicit {
+            Some(_) => self.locator.candidates(ood),
+            None => {
+                let mut c = self.locator.candidates(ood);
+                c.extend(self.extra.iter().cloned());
+                c
+            }
+        };
+        local.into_iter().find(|d| holds_ood_test_split(ood, d))
+    }
+
+    /// The set paired with `dataset` ([`paired_ood`]) and its folder, when found without
+    /// downloading.
+    pub fn find_paired(&self, dataset: DatasetId) -> Option<(DatasetId, PathBuf)> {
+        let id = paired_ood(dataset)?;
+        self.find(id).map(|dir| (id, dir))
+    }
+
+    /// As [`OodSearch::find`], then the locator's checksummed download; the error names the
+    /// folders searched and how to get the data.
+    pub fn fetch(&self, ood: DatasetId) -> Result<PathBuf, Error> {
+        match self.find(ood) {
+            Some(dir) => Ok(dir),
+            None => Ok(self.locator.locate(ood, Split::Test)?),
+        }
+    }
+}
+
+impl OodSearch {
+    /// One line for a run that goes on without its OOD set `ood`: where to put it.
+    pub fn missing_hint(&self, ood: DatasetId) -> String {
+        let name = ood.name();
+        let place = match (&self.locator.explicit, &self.locator.cache_dir) {
+            (Some(dir), _) => dir.join(name),
+            (None, Some(cache)) => cache.join(name),
+            (None, None) => self.locator.system_dir.join(name),
+        };
+        let files = ood
+            .remote_files(Split::Test)
+            .into_iter()
+            .map(|f| f.name)
+            .collect::<Vec<_>>()
+            .join(" and ");
+        format!(
+            "no {name} test split found or downloaded, so the OOD columns stay empty: put {files} \
+             in {} (or set {}=DIR)",
+            place.display(),
+            bnn_data::DATA_ENV
+        )
+    }
+}
+
+/// A search that sees only the cache folder `cache` and the `extra` folders (no environment,
+/// no system folder, no download): for tests.
+#[cfg(test)]
+pub(crate) fn cache_only(cache: &Path, extra: Vec<PathBuf>) -> OodSearch {
+    OodSearch {
+        locator: Locator {
+            explicit: None,
+            env_dir: None,
+            cache_dir: Some(cache.to_path_buf()),
+            system_dir: PathBuf::from("/nonexistent"),
+            download: false,
+        },
+        extra,
+    }
+}
+
+/// Whether `dir` holds what [`open_ood`] reads for `id`.
+fn holds_ood_test_split(id: DatasetId, dir: &Path) -> bool {
+    (id == DatasetId::Mnist && dir.join("images-idx3-ubyte.gz").is_file())
+        || id.is_present(dir, Split::Test)
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// An uncompressed IDX file (the loader reads `NAME` or `NAME.gz`).
+    pub(crate) fn write_idx(path: &Path, magic: u32, dims: &[u32], data: &[u8]) {
+        let mut raw = magic.to_be_bytes().to_vec();
+        for d in dims {
+            raw.extend_from_slice(&d.to_be_bytes());
+        }
+        raw.extend_from_slice(data);
+        std::fs::write(path, raw).unwrap();
+    }
+
+    /// Three MNIST-shaped test images in `cache/mnist`, the cache layout.
+    pub(crate) fn fake_mnist_test_split(cache: &Path) -> PathBuf {
+        let dir = cache.join("mnist");
+        std::fs::create_dir_all(&dir).unwrap();
+        write_idx(
+            &dir.join("t10k-images-idx3-ubyte"),
+            2051,
+            &[3, 28, 28],
+            &[7; 3 * 784],
+        );
+        write_idx(&dir.join("t10k-labels-idx1-ubyte"), 2049, &[3], &[0, 1, 2]);
+        dir
+    }
+
+    #[test]
+    fn mnist_in_the_cache_alone_is_found_and_opens_as_the_ood_set() {
+        let cache = tempfile::tempdir().unwrap();
+        let dir = fake_mnist_test_split(cache.path());
+        let search = cache_only(cache.path(), Vec::new());
+        assert_eq!(search.find(DatasetId::Mnist), Some(dir.clone()));
+        assert_eq!(search.fetch(DatasetId::Mnist).unwrap(), dir);
+        assert_eq!(open_ood(DatasetId::Mnist, &dir).unwrap().len(), 3);
+    }
+
+    #[test]
+    fn without_a_copy_or_a_download_the_error_says_where_it_looked() {
+        let cache = tempfile::tempdir().unwrap();
+        let search = cache_only(cache.path(), Vec::new());
+        assert_eq!(search.find(DatasetId::Mnist), None);
+        let e = search.fetch(DatasetId::Mnist).unwrap_err().to_string();
+        let place = cache.path().join("mnist").display().to_string();
+        assert!(e.contains(&place), "{e}");
+        let hint = search.missing_hint(DatasetId::Mnist);
+        assert!(!hint.contains('\n') && hint.contains(&place), "{hint}");
+        assert!(hint.contains("t10k-images-idx3-ubyte.gz"), "{hint}");
+    }
+
+    #[test]
+    fn the_bundled_digits_layout_counts_for_mnist_only() {
+        let root = tempfile::tempdir().unwrap();
+        let digits = root.path().join("digits");
+        std::fs::create_dir_all(&digits).unwrap();
+        std::fs::write(digits.join("images-idx3-ubyte.gz"), b"").unwrap();
+        let search = cache_only(root.path(), vec![digits.clone()]);
+        assert_eq!(search.find(DatasetId::Mnist), Some(digits));
+        assert_eq!(search.find(DatasetId::Svhn), None);
     }
 }

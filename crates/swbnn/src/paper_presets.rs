@@ -18,13 +18,14 @@
 
 use std::path::PathBuf;
 
-use bnn_data::{DatasetId, Locator, Split};
+use bnn_data::DatasetId;
 use bnn_models::{Arch, BayesOptions};
 use bnn_train::{LrSchedule, OptimizerKind, TrainConfig};
 use swshare::SwshareConfig;
 use swshare::compress::{CompressConfig, PAPER_RETRAIN_EPOCHS};
 use swshare::retrain_stop::RetrainStop;
 
+use crate::data::OodSearch;
 use crate::experiment::Setup;
 
 /// Deterministic epochs: appendix table "Summary of hyperparameters in the neural network
@@ -121,25 +122,18 @@ pub fn default_arch(dataset: DatasetId) -> Option<Arch> {
     }
 }
 
-/// The OOD set of the paper's OOD experiment for CIFAR (SVHN, appendix "Out of Distribution
-/// Detection Task"), and CIFAR-10 for SVHN, when its test split is already on this machine
-/// (no download: the preset is built before any data is read).
-fn ood(dataset: DatasetId) -> Option<(DatasetId, PathBuf)> {
-    let other = match dataset {
-        DatasetId::Cifar10 | DatasetId::Cifar100 => DatasetId::Svhn,
-        DatasetId::Svhn => DatasetId::Cifar10,
-        _ => return None,
-    };
-    Locator::from_env(None)
-        .candidates(other)
-        .into_iter()
-        .find(|d| other.is_present(d, Split::Test))
-        .map(|d| (other, d))
-}
-
 /// The paper's full run for `dataset` (`None` for MNIST and Fashion-MNIST, whose presets are
 /// [`crate::presets::setup`]'s).
-pub fn setup(dataset: DatasetId, arch: Option<Arch>, out_dir: PathBuf) -> Option<Setup> {
+///
+/// The OOD set (SVHN for CIFAR, as in the appendix's "Out of Distribution Detection Task", and
+/// CIFAR-10 for SVHN) is set when `ood` finds its test split on this machine: the preset is
+/// built before any data is read, so nothing is downloaded here.
+pub fn setup(
+    dataset: DatasetId,
+    arch: Option<Arch>,
+    ood: &OodSearch,
+    out_dir: PathBuf,
+) -> Option<Setup> {
     // MNIST and Fashion-MNIST have no appendix preset, whichever architecture is asked for.
     let arch = arch.unwrap_or(default_arch(dataset)?);
     let mut sharing = SwshareConfig::default();
@@ -148,7 +142,7 @@ pub fn setup(dataset: DatasetId, arch: Option<Arch>, out_dir: PathBuf) -> Option
         dataset,
         arch,
         data_dir: None,
-        ood: ood(dataset),
+        ood: ood.find_paired(dataset),
         train_subset: None,
         test_subset: None,
         deterministic: deterministic(),
@@ -180,6 +174,11 @@ pub fn setup(dataset: DatasetId, arch: Option<Arch>, out_dir: PathBuf) -> Option
 mod tests {
     use super::*;
 
+    /// A search that finds no OOD set.
+    fn nowhere() -> OodSearch {
+        crate::data::cache_only(std::path::Path::new("/nonexistent"), Vec::new())
+    }
+
     #[test]
     fn presets_carry_the_appendix_values_and_validate() {
         for (d, archs) in [
@@ -189,7 +188,7 @@ mod tests {
             (DatasetId::ImageNet, &[Arch::Resnet50, Arch::VitB16]),
         ] {
             for &a in archs {
-                let s = setup(d, Some(a), "out".into()).unwrap();
+                let s = setup(d, Some(a), &nowhere(), "out".into()).unwrap();
                 s.deterministic.validate().unwrap();
                 s.bbb.validate().unwrap();
                 s.compress.validate().unwrap();
@@ -204,10 +203,12 @@ mod tests {
         assert_eq!(gmm_k(DatasetId::Cifar10, Arch::Resnet20), 6000);
         assert_eq!(gmm_k(DatasetId::Cifar10, Arch::Resnet18), 2000);
         assert_eq!(
-            setup(DatasetId::ImageNet, None, "o".into()).unwrap().arch,
+            setup(DatasetId::ImageNet, None, &nowhere(), "o".into())
+                .unwrap()
+                .arch,
             Arch::Resnet50
         );
-        assert!(setup(DatasetId::FashionMnist, None, "o".into()).is_none());
+        assert!(setup(DatasetId::FashionMnist, None, &nowhere(), "o".into()).is_none());
         // The schedule decays 6 times by 0.2 over the run, after a 2-epoch warm-up.
         let d = deterministic();
         let total = 250 * 10;

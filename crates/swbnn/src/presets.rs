@@ -11,7 +11,7 @@ use swshare::SwshareConfig;
 use swshare::compress::CompressConfig;
 use swshare::retrain_stop::RetrainStop;
 
-use crate::data::default_ood_dir;
+use crate::data::OodSearch;
 use crate::experiment::Setup;
 
 /// The architecture the paper's table uses for a data set (our full run), and the quick one.
@@ -28,14 +28,18 @@ pub fn default_arch(dataset: DatasetId, quick: bool) -> Arch {
 /// A preset for `dataset`; `quick` trains LeNet-5 on all training images for a few epochs
 /// (minutes on 2 CPU cores), the full run trains the data set's architecture to convergence
 /// (CIFAR, SVHN and ImageNet: the paper's appendix recipe, [`crate::paper_presets`]).
+///
+/// The out-of-distribution set ([`crate::data::paired_ood`]: the MNIST digits for Fashion-MNIST) is set
+/// when `ood` finds its test split on this machine; nothing is downloaded here (see
+/// [`OodSearch::fetch`]).
 pub fn setup(
     dataset: DatasetId,
     arch: Option<Arch>,
     quick: bool,
-    repo_root: &Path,
+    ood: &OodSearch,
     out_dir: PathBuf,
 ) -> Setup {
-    if !quick && let Some(s) = crate::paper_presets::setup(dataset, arch, out_dir.clone()) {
+    if !quick && let Some(s) = crate::paper_presets::setup(dataset, arch, ood, out_dir.clone()) {
         return s;
     }
     let arch = arch.unwrap_or_else(|| default_arch(dataset, quick));
@@ -47,7 +51,7 @@ pub fn setup(
         // them below N_min. Scale K to the network (about 300 weights per component).
         swshare.gmm.k = 200;
     } else {
-        // Issue 9 asks for >= 98 % fewer trainable parameters than BBB. On ResNet-20 (one BBB
+        // The target is >= 98 % fewer trainable parameters than BBB. On ResNet-20 (one BBB
         // seed, docs/results.md) the paper's K = 2000 gives 96.4 % (457 Gaussians after
         // merging, 8,577 outliers); K = 256 gives 98.5 % (199-214 Gaussians, ~3,000 outliers)
         // at ECE 0.005-0.006 (two compression seeds, and two BBB seeds with the 8-check rule,
@@ -63,7 +67,7 @@ pub fn setup(
         dataset,
         arch,
         data_dir: None,
-        ood: default_ood_dir(dataset, repo_root),
+        ood: ood.find_paired(dataset),
         // All of the training set, also for `--quick`: on a 20,000-image subset the Bayesian
         // rows did not detect OOD data better than the deterministic net (entropy AUROC 0.635
         // vs 0.647, 3 seeds); on all 60,000 they do (0.796 vs 0.698, better on every seed), and
@@ -78,9 +82,10 @@ pub fn setup(
             sharing: swshare,
             retrain,
             // Stage 3 ends once the shared model is as confident as the BNN it came from,
-            // checked 8 times per epoch: the compressed model then reproduces its BBB (quick
-            // preset, 3 seeds: ECE -0.0013, OOD AUROC +0.015 against BBB; checked at epoch
-            // boundaries only it overshoots, OOD -0.013; docs/results.md).
+            // checked 8 times per epoch (quick preset, 6 seeds, paired against BBB: ECE
+            // -0.0011 +- 0.0028, OOD AUROC -0.006 +- 0.008, within noise; checked at epoch
+            // boundaries only it overshoots, OOD -0.013 +- 0.008 over 3 seeds). Chosen on the
+            // test set, as docs/results.md says: a validation-split re-selection is pending.
             retrain_stop: RetrainStop::confidence_recovered(),
             ..Default::default()
         },
@@ -206,7 +211,7 @@ mod tests {
             DatasetId::FashionMnist,
             None,
             quick,
-            Path::new("."),
+            &OodSearch::from_env(Path::new(".")),
             PathBuf::from("out"),
         )
     }
@@ -225,12 +230,11 @@ mod tests {
 
     #[test]
     fn a_chosen_architecture_keeps_the_fashion_mnist_preset() {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
         let s = setup(
             DatasetId::FashionMnist,
             Some(Arch::Lenet5),
             false,
-            &root,
+            &OodSearch::from_env(Path::new(".")),
             PathBuf::from("out"),
         );
         assert_eq!(s.arch, Arch::Lenet5);
@@ -243,10 +247,18 @@ mod tests {
             ),
             (5, 5, 5)
         );
-        // MNIST is the OOD set wherever the shared digits are beside the repository (CI).
-        let digits = root.join("../shared/data/mnist-10k").exists();
-        assert_eq!(s.ood.is_some(), digits);
         assert!(!s.bbb_from_deterministic);
+    }
+
+    #[test]
+    fn mnist_found_only_in_the_cache_becomes_the_quick_runs_ood_set() {
+        let cache = tempfile::tempdir().unwrap();
+        let search = crate::data::cache_only(cache.path(), Vec::new());
+        let none = setup(DatasetId::FashionMnist, None, true, &search, "out".into());
+        assert_eq!(none.ood, None);
+        let dir = crate::data::tests::fake_mnist_test_split(cache.path());
+        let s = setup(DatasetId::FashionMnist, None, true, &search, "out".into());
+        assert_eq!(s.ood, Some((DatasetId::Mnist, dir)));
     }
 
     #[test]

@@ -26,7 +26,7 @@ fn three_methods_on_a_fashion_mnist_subset() {
         DatasetId::FashionMnist,
         Some(Arch::Mlp),
         true,
-        &root,
+        &swbnn::data::OodSearch::from_env(&root),
         out.path().to_path_buf(),
     );
     setup.train_subset = Some(1000);

@@ -42,7 +42,7 @@ fn tiny_setup(out: &Path) -> Setup {
         DatasetId::FashionMnist,
         Some(Arch::Mlp),
         true,
-        &root,
+        &swbnn::data::OodSearch::from_env(&root),
         out.to_path_buf(),
     );
     setup.train_subset = Some(600);

@@ -136,7 +136,7 @@ fn cifar10_preset_makes_every_table_and_resumes() {
         DatasetId::Cifar10,
         Some(Arch::Resnet20),
         false,
-        &root(),
+        &swbnn::data::OodSearch::from_env(&root()),
         out.path().to_path_buf(),
     );
     // The paper's recipe is what runs, shrunk.
@@ -231,7 +231,7 @@ fn imagenet_preset_runs_on_an_image_folder() {
         DatasetId::ImageNet,
         None,
         false,
-        &root(),
+        &swbnn::data::OodSearch::from_env(&root()),
         out.path().to_path_buf(),
     );
     assert_eq!(setup.arch, Arch::Resnet50);
@@ -263,7 +263,7 @@ fn dry_run_plans_without_data() {
         DatasetId::ImageNet,
         Some(Arch::VitB16),
         false,
-        &root(),
+        &swbnn::data::OodSearch::from_env(&root()),
         "/nonexistent/out".into(),
     );
     let cfg = TablesConfig::for_setup(&setup);

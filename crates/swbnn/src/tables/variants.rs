@@ -122,7 +122,7 @@ mod tests {
             DatasetId::FashionMnist,
             None,
             true,
-            std::path::Path::new("."),
+            &crate::data::OodSearch::from_env(std::path::Path::new(".")),
             "out".into(),
         )
     }
