@@ -12,6 +12,8 @@
 //! * Uncertainty: [`predictive_entropy`], [`mutual_information`], and the Monte Carlo
 //!   accumulator [`McPredictive`] that averages *probabilities* over `N_s`
 //!   ([`DEFAULT_MC_SAMPLES`] = 30) stochastic forward passes.
+//! * Post-hoc calibration: [`fit_temperature`] fits temperature scaling by NLL on held-out
+//!   Monte-Carlo logits ([`McLogits`]), applied to each sample before the average.
 //! * Out-of-distribution detection (in-distribution = positive class): [`auroc`],
 //!   [`average_precision`], [`fpr_at_tpr`], [`roc_curve`], and [`OodSummary`] with the score
 //!   chosen by [`OodScore`]. Ties are handled as scikit-learn does.
@@ -48,6 +50,7 @@ mod mc;
 mod ood;
 mod probabilities;
 mod summary;
+mod temperature;
 mod uncertainty;
 mod weights;
 
@@ -61,6 +64,7 @@ pub use mc::{DEFAULT_MC_SAMPLES, McPredictive, Predictive};
 pub use ood::{OodScore, OodSummary, RocCurve, auroc, average_precision, fpr_at_tpr, roc_curve};
 pub use probabilities::{Label, Probabilities, ROW_SUM_TOLERANCE};
 pub use summary::EvalSummary;
+pub use temperature::{McLogits, TEMPERATURE_RANGE, TemperatureFit, fit_temperature};
 pub use uncertainty::{entropy, mutual_information, predictive_entropy};
 pub use weights::WeightStats;
 
