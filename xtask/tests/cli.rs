@@ -62,3 +62,32 @@ fn reproduce_checks_limits_and_output_first() {
     refused(&["--setup", s(&patch), "--out", s(&out)], "65534");
     assert!(!out.exists());
 }
+
+/// The benchmarks' counts are checked too (a zero batch or step count, or a codebook the
+/// format cannot store, used to reach the benchmark).
+#[test]
+fn bench_checks_its_counts_first() {
+    for (args, needle) in [
+        (
+            &["mc-inference", "--samples", "100000000"][..],
+            "out of range",
+        ),
+        (&["mc-inference", "--batches", "0"][..], "out of range"),
+        (&["train-step", "--batch", "0"][..], "out of range"),
+        (
+            &["stages", "--weights", "1000", "--k", "65535"][..],
+            "65534",
+        ),
+    ] {
+        let o = Command::new(env!("CARGO_BIN_EXE_xtask"))
+            .arg("bench")
+            .args(args)
+            .env("RUST_BACKTRACE", "0")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{args:?} succeeded: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: `{needle}` not in: {err}");
+    }
+}
