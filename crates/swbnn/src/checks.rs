@@ -57,7 +57,12 @@ pub fn output_file(flag: &str, path: &Path) -> Result<(), Error> {
 pub fn output_dir(flag: &str, path: &Path) -> Result<(), Error> {
     let mut existing = path;
     while !existing.exists() {
-        existing = parent(existing);
+        let up = parent(existing);
+        // `.` of a removed working directory: nothing above it to try.
+        if up == existing {
+            break;
+        }
+        existing = up;
     }
     if !existing.is_dir() {
         return Err(Error::Usage(format!(
