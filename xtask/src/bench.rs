@@ -22,13 +22,13 @@ pub enum Which {
     TrainStep {
         #[arg(long, default_value = "resnet20")]
         arch: Arch,
-        #[arg(long, default_value_t = 128)]
+        #[arg(long, default_value_t = 128, value_parser = swbnn::args::positive)]
         batch: usize,
         /// Input shape, CHANNELSxSIZE.
         #[arg(long, default_value = "1x28", value_parser = parse_input)]
         input: Input,
         /// Measured steps (one extra warm-up epoch of the same length runs first).
-        #[arg(long, default_value_t = 10)]
+        #[arg(long, default_value_t = 10, value_parser = swbnn::args::positive)]
         steps: usize,
         #[arg(long, default_value = "flex")]
         backend: String,
@@ -43,15 +43,16 @@ pub enum Which {
     McInference {
         #[arg(long, default_value = "resnet20")]
         arch: Arch,
-        #[arg(long, default_value_t = 30)]
+        /// Monte Carlo samples (1 to 10,000).
+        #[arg(long, default_value_t = 30, value_parser = swbnn::args::samples)]
         samples: usize,
-        #[arg(long, default_value_t = 128)]
+        #[arg(long, default_value_t = 128, value_parser = swbnn::args::positive)]
         batch: usize,
         /// Input shape, CHANNELSxSIZE.
         #[arg(long, default_value = "1x28", value_parser = parse_input)]
         input: Input,
         /// Batches per measurement.
-        #[arg(long, default_value_t = 2)]
+        #[arg(long, default_value_t = 2, value_parser = swbnn::args::positive)]
         batches: usize,
         /// Untimed passes first (lazy initialisation, kernel compilation, autotuning, and on
         /// GPU backends the fusion of kernels, which settles only after some passes).
@@ -68,13 +69,13 @@ pub enum Which {
     /// (25.5 million shareable weights in 54 layers, K = 6000 as the ImageNet preset).
     Stages {
         /// Shareable weights.
-        #[arg(long, default_value_t = 25_500_000)]
+        #[arg(long, default_value_t = 25_500_000, value_parser = swbnn::args::positive)]
         weights: usize,
         /// Shareable layers.
-        #[arg(long, default_value_t = 54)]
+        #[arg(long, default_value_t = 54, value_parser = swbnn::args::positive)]
         layers: usize,
-        /// GMM components.
-        #[arg(long, default_value_t = 6000)]
+        /// GMM components (at most 65534, what a .swb file stores).
+        #[arg(long, default_value_t = 6000, value_parser = swbnn::args::positive)]
         k: usize,
     },
 }
@@ -313,6 +314,10 @@ pub fn run(which: Which) -> Result<()> {
             }
         }
         Which::Stages { weights, layers, k } => {
+            // Checked before the synthetic table (millions of weights) is generated.
+            let mut cfg = SwshareConfig::default();
+            cfg.gmm.k = k;
+            cfg.validate()?;
             let started = Instant::now();
             let table = synthetic_table(&SynthSpec {
                 n_shareable: weights,
@@ -320,8 +325,6 @@ pub fn run(which: Which) -> Result<()> {
                 ..Default::default()
             })?;
             let generate_s = started.elapsed().as_secs_f64();
-            let mut cfg = SwshareConfig::default();
-            cfg.gmm.k = k;
             let (_, report) = build_plan(&table, &cfg)?;
             let t = &report.timings;
             println!(

@@ -59,27 +59,31 @@ enum Command {
         data: Option<PathBuf>,
         /// Training epochs (overrides the preset): one number for every stage, or three,
         /// `DET,BBB,RETRAIN` (e.g. `3,2,1`).
-        #[arg(long, value_delimiter = ',', num_args = 1..=3)]
+        #[arg(long, value_delimiter = ',', num_args = 1..=3, value_parser = swbnn::args::epochs_or_none)]
         epochs: Vec<usize>,
-        /// Stratified training subset (overrides the preset).
-        #[arg(long)]
+        /// Stratified training subset (overrides the preset; more than the training set has
+        /// is an error).
+        #[arg(long, value_parser = swbnn::args::positive)]
         train_subset: Option<usize>,
-        /// Test subset.
-        #[arg(long)]
+        /// Test subset (more than the test set has is an error; the OOD set is cut to it).
+        #[arg(long, value_parser = swbnn::args::positive)]
         test_subset: Option<usize>,
-        /// Monte-Carlo samples at evaluation.
-        #[arg(long)]
+        /// Monte-Carlo samples at evaluation (1 to 10,000).
+        #[arg(long, value_parser = swbnn::args::samples)]
         samples: Option<usize>,
         /// Backend.
         #[arg(long, default_value = "flex")]
         backend: String,
         /// Continue an interrupted run in the output directory: finished stages (checkpoints
-        /// and rows in `<out>/stages/`) are kept, an unfinished one goes on from its last epoch.
+        /// and rows in `<out>/stages/`) are kept, an unfinished one goes on from its last
+        /// epoch, and a stage the run had not reached yet starts. The run itself must exist:
+        /// an output directory without its `setup.json` is an error, never a fresh start (leave
+        /// out --resume for that), and so is a stage whose model lost its `state.json`.
         #[arg(long)]
         resume: bool,
         /// Repeat the whole experiment with this many seeds (each in `<out>/seed-<i>/`); the
         /// table then shows mean ± sd.
-        #[arg(long, default_value_t = 1)]
+        #[arg(long, default_value_t = 1, value_parser = swbnn::args::positive)]
         seeds: usize,
         /// How Bayes by Backprop is trained: `reference` (the PyTorch reference recipe: from
         /// scratch, SGD, rho = -6; the full runs' default) or `pretrained` (the paper's: from
@@ -284,6 +288,29 @@ fn main() -> Result<()> {
                 print!("{}", plan(&setup, &tables_config, &tables).markdown());
                 return Ok(());
             }
+            // Every limit and the output directory are checked before any data is read.
+            if resume {
+                swbnn::checks::resumable_run(&out)?;
+            }
+            swbnn::checks::output_dir("--out", &out)?;
+            anyhow::ensure!(
+                (1..=swbnn::args::MAX_SAMPLES).contains(&setup.samples),
+                "samples = {} is out of range: 1 to {}",
+                setup.samples,
+                swbnn::args::MAX_SAMPLES
+            );
+            setup
+                .deterministic
+                .validate()
+                .context("the setup's deterministic training")?;
+            setup
+                .bbb
+                .validate()
+                .context("the setup's Bayes-by-Backprop training")?;
+            setup
+                .compress
+                .validate()
+                .context("the setup's compression settings")?;
             let device = bnn_layers::device_by_name(&backend)?;
             eprintln!(
                 "reproduce {}: {} ({}), train subset {:?}, epochs det/bbb/retrain {}/{}/{}{}, OOD {:?}",
@@ -303,7 +330,7 @@ fn main() -> Result<()> {
             );
             std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
             let setup_json = serde_json::to_string_pretty(&setup)?;
-            bnn_train::write_atomic(&out.join("setup.json"), setup_json.as_bytes())?;
+            bnn_train::write_atomic(&out.join(swbnn::checks::SETUP_FILE), setup_json.as_bytes())?;
             if !tables.is_empty() {
                 let context = ReportContext {
                     command: std::iter::once("cargo xtask".to_string())
@@ -352,6 +379,7 @@ fn main() -> Result<()> {
             seed,
             save_dir,
         } => {
+            swbnn::checks::output_dir("--save-dir", &save_dir)?;
             let reports = fuzz::run(target, iterations, seed, &save_dir)?;
             for r in &reports {
                 println!("{}", serde_json::to_string(r)?);

@@ -85,7 +85,8 @@ fn killed_reproduction_resumes_to_the_same_table() {
         x ^= x << 17;
         let delay =
             Duration::from_secs_f64(0.2 + (seconds - 0.2) * (x >> 11) as f64 / (1u64 << 53) as f64);
-        let mut child = reproduce(&out, out.exists(), &patch)
+        // `--resume` needs a started run: one killed before its setup.json starts afresh.
+        let mut child = reproduce(&out, out.join("setup.json").exists(), &patch)
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
@@ -106,7 +107,7 @@ fn killed_reproduction_resumes_to_the_same_table() {
             }
         }
     }
-    run_ok(reproduce(&out, true, &patch));
+    run_ok(reproduce(&out, out.join("setup.json").exists(), &patch));
     assert_same(&rows(&out), &rows(&whole));
 }
 

@@ -133,8 +133,37 @@ fn check_size(size: Size, min: Size) -> Result<()> {
     }
 }
 
+/// The temporary name of `path` while process `pid` writes it: `.<name>.tmp-<pid>`.
+fn temp_name(name: &str, pid: u32) -> String {
+    format!(".{name}.tmp-{pid}")
+}
+
+/// Removes the temporary files of `name` in `dir` that writers killed before their rename
+/// left (their process gone, where `/proc` tells; elsewhere none is removed).
+fn remove_stale_temps(dir: &Path, name: &str) {
+    let prefix = format!(".{name}.tmp-");
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let file = entry.file_name().to_string_lossy().into_owned();
+        let gone = file
+            .strip_prefix(&prefix)
+            .and_then(|pid| pid.parse::<u32>().ok())
+            .is_some_and(|pid| {
+                pid != std::process::id()
+                    && Path::new("/proc/self").exists()
+                    && !Path::new("/proc").join(pid.to_string()).exists()
+            });
+        if gone {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
 /// Writes `bytes` to a temporary file beside `path`, then renames it over `path`, so a reader
-/// never sees half a figure.
+/// never sees half a figure. Temporary files of `path` that killed writers left are removed
+/// first.
 fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let io = |p: &Path| {
         let p = p.to_path_buf();
@@ -147,7 +176,12 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
             source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "no file name"),
         })?
         .to_string_lossy();
-    let tmp: PathBuf = path.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    remove_stale_temps(dir, &name);
+    let tmp: PathBuf = dir.join(temp_name(&name, std::process::id()));
     let result = (|| {
         let mut f = std::fs::File::create(&tmp).map_err(io(&tmp))?;
         f.write_all(bytes).map_err(io(&tmp))?;
@@ -177,6 +211,23 @@ mod tests {
                 Err(PlotError::UnsupportedFormat { .. })
             ));
         }
+    }
+
+    /// A killed writer's temporary file used to stay beside the figure for good.
+    #[test]
+    fn stale_temporaries_of_killed_writers_are_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let stale = dir.path().join(".f.svg.tmp-4000000");
+        let other = dir.path().join(".g.svg.tmp-4000000");
+        std::fs::write(&stale, b"<sv").unwrap();
+        std::fs::write(&other, b"<sv").unwrap();
+        write_atomic(&dir.path().join("f.svg"), b"<svg/>").unwrap();
+        assert!(!stale.exists(), "the stale temporary is left");
+        assert!(
+            other.exists(),
+            "another file's temporary is not this writer's"
+        );
+        assert_eq!(std::fs::read(dir.path().join("f.svg")).unwrap(), b"<svg/>");
     }
 
     #[test]

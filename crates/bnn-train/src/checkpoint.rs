@@ -16,7 +16,14 @@
 //! The random state needs no saving: the data order is a function of `(seed, epoch)` and the
 //! device generator is re-seeded from `(seed, epoch, step)` before every step (see
 //! [`train`](crate::train)). A resumed run is therefore bit-identical to an uninterrupted one
-//! on the same backend and thread count.
+//! on the same backend and thread count: every parameter tensor and the history (timings
+//! aside) are the same bits. The record files are not byte-identical: burn gives every
+//! parameter a random id when a model is built and a record stores the ids, so two identical
+//! runs write `model.bpk` files that differ in the ids' bytes alone (the tests compare the
+//! tensors and the history).
+//!
+//! A directory holding `model.bpk` but no `state.json` lost its commit (it is renamed before
+//! the model is published): it is refused, never trained over as if it were empty.
 //!
 //! Opening a directory takes a lock (two processes never train into one directory) and
 //! removes what killed runs left: `*.tmp-<pid>` files and directories, and epoch directories
@@ -275,6 +282,10 @@ impl Checkpointer {
         self
     }
 
+    /// The name of the commit file in a checkpoint directory: without it there is no
+    /// checkpoint to resume.
+    pub const STATE_FILE: &'static str = STATE;
+
     /// The published model file (the last committed epoch's model).
     pub fn model_path(&self) -> PathBuf {
         self.dir.join(MODEL)
@@ -435,6 +446,14 @@ impl Checkpointer {
 
     fn check_run(&self, run: &Run) -> Result<Option<CheckpointState>, TrainError> {
         let Some(state) = self.state()? else {
+            if self.model_path().exists() {
+                return Err(ck_err(
+                    &self.state_path(),
+                    format!(
+                        "is missing, but {MODEL} is there: the checkpoint lost its commit and cannot be resumed; nothing was changed (remove the directory to start over)"
+                    ),
+                ));
+            }
             return Ok(None);
         };
         let mismatch = |what: String| TrainError::ResumeMismatch {
@@ -705,7 +724,8 @@ fn decode_model(path: &Path, bytes: Vec<u8>, model: Network) -> Result<Network, 
         .map_err(|e| ck_err(path, format!("does not match the model: {e:?}")))
 }
 
-/// Loads a model record file (a checkpoint's `model.bpk`) into `model`.
+/// Loads a model record file (a checkpoint's `model.bpk`) into `model`, refusing one with a
+/// NaN or infinite parameter (the error names the file and the parameter).
 ///
 /// The file must hold at least the bytes `model`'s parameters take as `f32`, which is checked
 /// before anything is read into memory: a short or foreign file is an error, not a huge
@@ -727,5 +747,14 @@ pub fn load_model(path: &Path, model: Network) -> Result<Network, TrainError> {
         ));
     }
     let bytes = fs::read(path).map_err(|e| ck_err(path, e))?;
-    decode_model(path, bytes, model)
+    let model = decode_model(path, bytes, model)?;
+    // Training never commits a non-finite parameter: one here is damage, named here rather
+    // than as a NaN in some later output.
+    if let Some(param) = crate::first_non_finite(&model) {
+        return Err(ck_err(
+            path,
+            format!("parameter {param} holds a non-finite value (NaN or infinity)"),
+        ));
+    }
+    Ok(model)
 }

@@ -33,4 +33,6 @@ pub use evaluate::{
 };
 pub use grads::mean_mu_gradients;
 pub use parallel::{DataParallel, DevicesError};
-pub use train::{EpochStats, Observer, Progress, Silent, StepInfo, train, train_data_parallel};
+pub use train::{
+    EpochStats, Observer, Progress, Silent, StepInfo, first_non_finite, train, train_data_parallel,
+};

@@ -213,7 +213,9 @@ impl ModuleVisitor for NonFinite {
     }
 }
 
-fn first_non_finite(model: &Network) -> Option<String> {
+/// The path of the first float parameter of `model` that holds a NaN or an infinity, if any
+/// (e.g. `fc1.weight_mu`): what a loader names when it refuses a damaged model.
+pub fn first_non_finite(model: &Network) -> Option<String> {
     let mut v = NonFinite {
         path: ModulePath::default(),
         found: None,
@@ -237,8 +239,9 @@ fn epoch_seed(seed: u64, epoch: usize) -> u64 {
 /// and the loader's order depends on `(seed, epoch)` only, so training is a function of its
 /// inputs. With a `checkpointer`, the model and the optimiser state are committed after
 /// every epoch, and a checkpoint in its directory is resumed exactly: the result is
-/// bit-identical to an uninterrupted run on the same backend and thread count (asking for more
-/// epochs than the checkpoint's run extends it). The model returned is then the committed one,
+/// bit-identical to an uninterrupted run on the same backend and thread count (the same
+/// parameter tensors and history; the record files differ in burn's random parameter ids, see
+/// [`Checkpointer`]; asking for more epochs than the checkpoint's run extends it). The model returned is then the committed one,
 /// as a resumed run would load it. A checkpoint of another run is refused with
 /// [`TrainError::ResumeMismatch`] (see [`Checkpointer::check`]).
 ///

@@ -317,3 +317,67 @@ fn an_absurd_epoch_in_state_json_is_an_error() {
         assert!(err.contains("epochs of history"), "{epoch}: {err}");
     }
 }
+
+/// A directory whose `state.json` is gone but whose `model.bpk` is there lost its commit:
+/// training into it is refused, naming the missing file, and nothing changes (it used to
+/// train from epoch 1 and replace the model).
+#[test]
+fn a_checkpoint_without_its_commit_is_refused() {
+    let device = bnn_layers::test_device().autodiff();
+    let dir = tempfile::tempdir().unwrap();
+    let ck = Checkpointer::new(dir.path()).unwrap();
+    train(
+        mlp(8).init(&device).unwrap(),
+        &loader(),
+        &tc(1),
+        Some(&ck),
+        &mut Silent,
+    )
+    .unwrap();
+    drop(ck);
+    std::fs::remove_file(dir.path().join(Checkpointer::STATE_FILE)).unwrap();
+    let before = snapshot(dir.path());
+    let ck = Checkpointer::new(dir.path()).unwrap();
+    let err = train(
+        mlp(8).init(&device).unwrap(),
+        &loader(),
+        &tc(2),
+        Some(&ck),
+        &mut Silent,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("state.json") && err.contains("is missing"),
+        "{err}"
+    );
+    assert!(snapshot(dir.path()) == before, "the directory changed");
+}
+
+/// A model file with a NaN parameter is refused when it is loaded, naming the file and the
+/// parameter (it used to load and fail later as "Monte Carlo logits: non-finite value").
+#[test]
+fn loading_names_a_non_finite_parameter() {
+    use burn::module::Module;
+    let device = bnn_layers::test_device();
+    let model = mlp(8).init(&device).unwrap();
+    let mut bad: Vec<NamedTensor> = export_params(&model)
+        .into_iter()
+        .filter(|t| t.path.ends_with("weight_mu"))
+        .take(1)
+        .collect();
+    bad[0].data[3] = f32::INFINITY;
+    let bad_path = bad[0].path.clone();
+    let (model, _): (Network, usize) = import_params(model, &bad).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("model.bpk");
+    let bytes = model.into_record().into_bytes().unwrap();
+    std::fs::write(&file, &bytes[..]).unwrap();
+    let err = load_model(&file, mlp(8).init(&device).unwrap())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains(&file.display().to_string()) && err.contains(&bad_path),
+        "{err}"
+    );
+}

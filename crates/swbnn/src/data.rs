@@ -63,8 +63,27 @@ pub fn open_ood(id: DatasetId, dir: &Path) -> Result<Arc<dyn Dataset>, Error> {
     Ok(open_dir(id, Split::Test, dir)?)
 }
 
-/// The first `n` examples of a stratified random subset (all if `n` is `None` or too large).
+/// A stratified random subset of `n` examples of `data` (all of it if `n` is `None` or the
+/// data set's size). A subset larger than the data set is an error naming `what` (e.g. "the
+/// training set") and both sizes, never a silent cut.
 pub fn subset(
+    data: Arc<dyn Dataset>,
+    n: Option<usize>,
+    seed: u64,
+    what: &str,
+) -> Result<Arc<dyn Dataset>, Error> {
+    match n {
+        Some(n) if n > data.len() => Err(Error::Usage(format!(
+            "a subset of {n} examples is larger than {what}, which has {}",
+            data.len()
+        ))),
+        _ => subset_at_most(data, n, seed),
+    }
+}
+
+/// [`subset`], taking all of `data` when it has `n` examples or fewer: for an
+/// out-of-distribution set, which the test set's subset size bounds but need not reach.
+pub fn subset_at_most(
     data: Arc<dyn Dataset>,
     n: Option<usize>,
     seed: u64,
@@ -98,17 +117,19 @@ impl ExperimentData {
             open_split(setup.dataset, Split::Train, setup.data_dir.as_deref())?,
             setup.train_subset,
             1,
+            "the training set",
         )?;
         let test = subset(
             open_split(setup.dataset, Split::Test, setup.data_dir.as_deref())?,
             setup.test_subset,
             2,
+            "the test set",
         )?;
         let stats = setup.dataset.norm_stats();
         let test_loader = eval_loader(stats, test.clone(), 256, setup.workers)?;
         let ood_loader = match &setup.ood {
             Some((id, dir)) => {
-                let data = subset(open_ood(*id, dir)?, setup.test_subset, 3)?;
+                let data = subset_at_most(open_ood(*id, dir)?, setup.test_subset, 3)?;
                 Some(eval_loader(stats, data, 256, setup.workers)?)
             }
             None => None,

@@ -8,6 +8,7 @@
 
 pub mod args;
 pub mod baselines;
+pub mod checks;
 pub mod data;
 pub mod experiment;
 pub mod figures;

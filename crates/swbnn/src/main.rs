@@ -36,9 +36,11 @@ use bnn_train::{
 use burn::prelude::*;
 use clap::{Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
-use swbnn::args;
-use swbnn::data::{check_input, eval_loader, open_ood, open_split, subset, train_loader};
+use swbnn::data::{
+    check_input, eval_loader, open_ood, open_split, subset, subset_at_most, train_loader,
+};
 use swbnn::experiment::{Progress, Row};
+use swbnn::{args, checks};
 use swshare::burn_edges::from_swb;
 use swshare::compress::{CompressConfig, compress};
 use swshare::retrain_stop::RetrainStop;
@@ -84,16 +86,19 @@ enum Command {
         /// Directory for model.bpk, config.json and the checkpoint state.
         #[arg(long)]
         out: PathBuf,
-        /// Start the Bayesian means from a trained deterministic model directory.
+        /// Start the Bayesian means from a trained deterministic model directory (with
+        /// --kind bayesian only: a deterministic run has no means to start).
         #[arg(long)]
         from: Option<PathBuf>,
-        /// Continue from the last checkpoint in --out (refused if it is of another run).
+        /// Continue from the last checkpoint in --out. Never starts over: an --out without a
+        /// checkpoint (its state.json) is an error, as is a checkpoint of another run. Without
+        /// --resume a fresh run starts, and an --out holding a model is refused.
         #[arg(long)]
         resume: bool,
         /// The data folder (used alone: a folder without the data set is an error).
         #[arg(long)]
         data: Option<PathBuf>,
-        /// Use a stratified subset of the training set.
+        /// Use a stratified subset of the training set (more than it has is an error).
         #[arg(long, value_parser = args::positive)]
         subset: Option<usize>,
         #[arg(long, default_value = "reparam")]
@@ -119,7 +124,7 @@ enum Command {
         /// Replace an existing --out (never a file of the input model's directory).
         #[arg(long)]
         force: bool,
-        /// Number of GMM components.
+        /// Number of GMM components (at most 65534, what a .swb file stores).
         #[arg(long, value_parser = args::positive)]
         k: Option<usize>,
         /// A compression config JSON file (`{"sharing": {...}, "retrain": {...},
@@ -135,6 +140,7 @@ enum Command {
         /// The data folder (used alone: a folder without the data set is an error).
         #[arg(long)]
         data: Option<PathBuf>,
+        /// Use a stratified subset of the training set (more than it has is an error).
         #[arg(long, value_parser = args::positive)]
         subset: Option<usize>,
     },
@@ -149,12 +155,15 @@ enum Command {
         ood: Option<DatasetId>,
         #[arg(long, requires = "ood")]
         ood_dir: Option<PathBuf>,
-        /// Monte-Carlo samples (at least 1).
-        #[arg(long, default_value_t = 30, value_parser = args::positive)]
+        /// Monte-Carlo samples (1 to 10,000: memory does not grow with them, time does, and
+        /// 10,000 puts the Monte Carlo error of a probability below 0.005).
+        #[arg(long, default_value_t = 30, value_parser = args::samples)]
         samples: usize,
         /// The data folder (used alone: a folder without the data set is an error).
         #[arg(long)]
         data: Option<PathBuf>,
+        /// Use a stratified subset of the test set (more than it has is an error) and of the
+        /// OOD set (cut to it when larger).
         #[arg(long, value_parser = args::positive)]
         subset: Option<usize>,
         /// Seed of the Monte-Carlo weight samples: the same seed gives the same numbers.
@@ -278,8 +287,15 @@ fn load_any_model(path: &Path, device: &Device) -> Result<(Network, ModelConfig)
                     _ => e.into(),
                 }
             })?;
-            Ok(from_swb(&data, device)
-                .with_context(|| format!("building the model of {}", file.display()))?)
+            let (net, config) = from_swb(&data, device)
+                .with_context(|| format!("building the model of {}", file.display()))?;
+            if let Some(param) = bnn_train::first_non_finite(&net) {
+                bail!(
+                    "{}: parameter {param} holds a non-finite value (NaN or infinity)",
+                    file.display()
+                );
+            }
+            Ok((net, config))
         }
         None => load_dir_model(path, device),
     }
@@ -351,6 +367,22 @@ fn run() -> Result<()> {
             seed,
             devices,
         } => {
+            // Every argument is checked before any data is read or anything written.
+            if resume {
+                checks::resumable_checkpoint(&out)?;
+            }
+            checks::output_dir("--out", &out)?;
+            if from.is_some() && matches!(kind, TrainKind::Deterministic) {
+                bail!(
+                    "--from starts the means of a Bayesian model from a deterministic one; a deterministic run has no means to start (pass --kind bayesian)"
+                );
+            }
+            if let Some(dir) = &from {
+                read_config(dir).with_context(|| format!("--from {}", dir.display()))?;
+            }
+            let estimator = Estimator::from_name(&estimator).with_context(|| {
+                format!("unknown estimator {estimator} (reparam, local-reparam, flipout)")
+            })?;
             let (ad, parallel) = match &devices {
                 None => (ad.clone(), DataParallel::single(device.clone())),
                 Some(list) => {
@@ -368,13 +400,16 @@ fn run() -> Result<()> {
                     (parallel.devices()[0].clone().autodiff(), parallel)
                 }
             };
-            let train_data = subset(open_split(dataset, Split::Train, data.as_deref())?, n, 1)?;
+            let train_data = subset(
+                open_split(dataset, Split::Train, data.as_deref())?,
+                n,
+                1,
+                "the training set",
+            )?;
             let (c, h, _) = train_data.shape();
             let mut config =
                 ModelConfig::for_input(arch, Kind::Deterministic, train_data.classes(), c, h);
-            config.bayes.estimator = Estimator::from_name(&estimator).with_context(|| {
-                format!("unknown estimator {estimator} (reparam, local-reparam, flipout)")
-            })?;
+            config.bayes.estimator = estimator;
             let mut tc = match kind {
                 TrainKind::Deterministic => TrainConfig::deterministic(epochs),
                 TrainKind::Bayesian => {
@@ -457,8 +492,9 @@ fn run() -> Result<()> {
             data,
             subset: n,
         } => {
+            // Every argument is checked before the model is loaded or a stage runs.
             check_output(&out, &model, force)?;
-            let (bayes, bayes_config) = load_dir_model(&model, &ad)?;
+            checks::output_file("--out", &out)?;
             let mut cfg = match config {
                 Some(p) => CompressConfig::from_json(
                     &std::fs::read_to_string(&p)
@@ -478,7 +514,15 @@ fn run() -> Result<()> {
             if let Some(e) = epochs {
                 cfg.retrain.epochs = e;
             }
-            let train_data = subset(open_split(dataset, Split::Train, data.as_deref())?, n, 1)?;
+            cfg.validate()
+                .context("the compression settings (--config, --k, --epochs)")?;
+            let (bayes, bayes_config) = load_dir_model(&model, &ad)?;
+            let train_data = subset(
+                open_split(dataset, Split::Train, data.as_deref())?,
+                n,
+                1,
+                "the training set",
+            )?;
             check_input(&bayes_config, train_data.as_ref(), "training data", true)?;
             let loader = train_loader(
                 dataset,
@@ -508,15 +552,22 @@ fn run() -> Result<()> {
             corruptions,
         } => {
             let (net, net_config) = load_any_model(&model, &device)?;
-            let test_data = subset(open_split(dataset, Split::Test, data.as_deref())?, n, 2)?;
+            let test_data = subset(
+                open_split(dataset, Split::Test, data.as_deref())?,
+                n,
+                2,
+                "the test set",
+            )?;
             check_input(&net_config, test_data.as_ref(), "test data", true)?;
             let stats = dataset.norm_stats();
             let test = eval_loader(stats, test_data.clone(), 256, 2)?;
             let ood_data = match (ood, ood_dir) {
-                (Some(id), Some(dir)) => Some(subset(open_ood(id, &dir)?, n, 3)?),
-                (Some(id), None) => {
-                    Some(subset(open_split(id, Split::Test, data.as_deref())?, n, 3)?)
-                }
+                (Some(id), Some(dir)) => Some(subset_at_most(open_ood(id, &dir)?, n, 3)?),
+                (Some(id), None) => Some(subset_at_most(
+                    open_split(id, Split::Test, data.as_deref())?,
+                    n,
+                    3,
+                )?),
                 _ => None,
             };
             let ood_loader = match ood_data {
@@ -527,7 +578,8 @@ fn run() -> Result<()> {
                 None => None,
             };
             device.seed(seed);
-            let ev = evaluate(&net, &test, ood_loader.as_ref(), samples)?;
+            let ev = evaluate(&net, &test, ood_loader.as_ref(), samples)
+                .with_context(|| format!("evaluating {}", model.display()))?;
             let shifted = if corruptions {
                 swbnn::experiment::evaluate_corruptions(
                     &net,

@@ -77,11 +77,12 @@ pub struct PlotArgs {
     /// Data directory.
     #[arg(long)]
     pub data: Option<PathBuf>,
-    /// Stratified test subset (and OOD subset) of this many examples.
-    #[arg(long)]
+    /// Stratified test subset (and OOD subset, cut to it when larger) of this many examples;
+    /// more than the test set has is an error.
+    #[arg(long, value_parser = crate::args::positive)]
     pub subset: Option<usize>,
-    /// Monte Carlo samples (default: the run's, else 30).
-    #[arg(long)]
+    /// Monte Carlo samples (default: the run's, else 30; at most 10,000).
+    #[arg(long, value_parser = crate::args::samples)]
     pub samples: Option<usize>,
     /// Weights: one layer, by path (e.g. conv2.weight). Default: all shareable layers.
     #[arg(long)]
@@ -96,11 +97,11 @@ pub struct PlotArgs {
     /// Weights: sigma axis scale.
     #[arg(long, value_enum, default_value = "auto")]
     pub sigma_axis: SigmaScale,
-    /// Figure width in pixels (default: the report's).
-    #[arg(long)]
+    /// Figure width in pixels (default: the report's; at most 16,384).
+    #[arg(long, value_parser = crate::args::side)]
     pub width: Option<u32>,
-    /// Figure height in pixels (default: the report's).
-    #[arg(long)]
+    /// Figure height in pixels (default: the report's; at most 16,384).
+    #[arg(long, value_parser = crate::args::side)]
     pub height: Option<u32>,
 }
 
@@ -222,7 +223,10 @@ fn methods(args: &PlotArgs, all: bool) -> Result<Vec<&str>, Error> {
 
 /// Draws the figure `args.what` into `args.out`; returns the path written.
 pub fn run(args: &PlotArgs, device: &Device) -> Result<PathBuf, Error> {
+    // Every argument is checked before a model is loaded or a sample drawn.
     bnn_plot::Format::from_path(&args.out)?;
+    crate::checks::output_file("--out", &args.out)?;
+    methods(args, true)?;
     let source = open_source(args, device)?;
     let samples = |run_samples: Option<usize>| args.samples.or(run_samples).unwrap_or(30);
     let out = args.out.as_path();

@@ -19,7 +19,7 @@ use swshare::burn_edges::{from_swb, table_from_tensors};
 use swshare::{SharingPlan, WeightTable};
 
 use crate::Error;
-use crate::data::{eval_loader, open_ood, open_split, subset};
+use crate::data::{eval_loader, open_ood, open_split, subset, subset_at_most};
 use crate::experiment::{CorruptionRow, Row, SeedSummary};
 use crate::figures::{CleanMetrics, ModelPredictions, method_label};
 
@@ -423,7 +423,12 @@ impl Loaders {
         workers: usize,
     ) -> Result<Self, Error> {
         let stats = dataset.norm_stats();
-        let test_data = subset(open_split(dataset, Split::Test, data_dir)?, subset_n, 2)?;
+        let test_data = subset(
+            open_split(dataset, Split::Test, data_dir)?,
+            subset_n,
+            2,
+            "the test set",
+        )?;
         let test = eval_loader(stats, test_data.clone(), 256, workers)?;
         let ood = match ood {
             Some((id, dir)) => {
@@ -431,7 +436,7 @@ impl Loaders {
                     Some(dir) => open_ood(id, dir)?,
                     None => open_split(id, Split::Test, data_dir)?,
                 };
-                let data = subset(data, subset_n, 3)?;
+                let data = subset_at_most(data, subset_n, 3)?;
                 Some((id, eval_loader(stats, data, 256, workers)?))
             }
             None => None,

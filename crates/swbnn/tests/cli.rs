@@ -619,3 +619,236 @@ fn data_parallel_devices_are_checked_and_recorded() {
     assert!(err.contains("2 data-parallel replicas"), "{err}");
     ok(&strs(&train("flex,flex", "2", &["--resume"])));
 }
+
+/// `--resume` resumes or fails, naming what is missing: into a missing or empty directory, or
+/// one whose `state.json` is gone, it used to train from epoch 1 and exit 0.
+#[test]
+fn resume_never_starts_over() {
+    let m = models();
+    let tmp = tempfile::tempdir().unwrap();
+    let train = |out: &Path| -> Vec<String> {
+        [
+            "train",
+            "--dataset",
+            "fashion-mnist",
+            "--arch",
+            "mlp",
+            "--kind",
+            "bayesian",
+            "--epochs",
+            "2",
+            "--subset",
+            "200",
+            "--resume",
+            "--out",
+            s(out),
+        ]
+        .iter()
+        .map(|x| x.to_string())
+        .collect()
+    };
+    let missing = tmp.path().join("missing");
+    let err = refused(&strs(&train(&missing)), "does not exist");
+    assert!(err.contains(s(&missing)), "{err}");
+    assert!(!missing.exists());
+    let empty = tmp.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let err = refused(&strs(&train(&empty)), "state.json is missing");
+    assert!(err.contains(s(&empty)), "{err}");
+    assert_eq!(std::fs::read_dir(&empty).unwrap().count(), 0);
+    // A trained directory whose commit is gone.
+    let lost = tmp.path().join("lost");
+    std::fs::create_dir(&lost).unwrap();
+    for f in ["config.json", "model.bpk"] {
+        std::fs::copy(m.bayes.join(f), lost.join(f)).unwrap();
+    }
+    let before = snapshot(&lost);
+    refused(&strs(&train(&lost)), "state.json is missing");
+    assert!(snapshot(&lost) == before, "the directory changed");
+}
+
+/// Limits and output paths are checked before any work: a codebook the format cannot store,
+/// an output that cannot be written, more Monte Carlo samples than the bound, a subset larger
+/// than the data set (each used to fail after the work, run unbounded or be cut silently).
+#[test]
+fn limits_are_checked_before_any_work() {
+    let m = models();
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("never.swb");
+    let compress = |extra: &[&str]| -> Vec<String> {
+        let mut a: Vec<String> = [
+            "compress",
+            "--model",
+            s(&m.bayes),
+            "--dataset",
+            "fashion-mnist",
+            "--subset",
+            "200",
+            "--epochs",
+            "1",
+        ]
+        .iter()
+        .map(|x| x.to_string())
+        .collect();
+        a.extend(extra.iter().map(|x| x.to_string()));
+        a
+    };
+    let owned = |a: &[&str]| -> Vec<String> { a.iter().map(|x| x.to_string()).collect() };
+    let train_dir = tmp.path().join("run");
+    for (args, needle) in [
+        (compress(&["--k", "65535", "--out", s(&out)]), "65534"),
+        (compress(&["--out", "/proc/x.swb"]), "/proc"),
+        (
+            compress(&["--out", "/nonexistent-dir/x.swb"]),
+            "does not exist",
+        ),
+        (
+            owned(&[
+                "train",
+                "--dataset",
+                "fashion-mnist",
+                "--arch",
+                "mlp",
+                "--kind",
+                "bayesian",
+                "--out",
+                "/proc/x",
+            ]),
+            "/proc",
+        ),
+        (
+            owned(&[
+                "train",
+                "--dataset",
+                "fashion-mnist",
+                "--arch",
+                "mlp",
+                "--kind",
+                "bayesian",
+                "--subset",
+                "99999999",
+                "--out",
+                s(&train_dir),
+            ]),
+            "larger than the training set, which has 60000",
+        ),
+        (
+            owned(&[
+                "eval",
+                s(&m.bayes),
+                "--dataset",
+                "fashion-mnist",
+                "--samples",
+                "100000000",
+            ]),
+            "out of range",
+        ),
+        (
+            owned(&[
+                "eval",
+                s(&m.bayes),
+                "--dataset",
+                "fashion-mnist",
+                "--subset",
+                "99999999",
+            ]),
+            "larger than the test set, which has 10000",
+        ),
+        (
+            owned(&[
+                "plot",
+                "reliability",
+                s(&m.bayes),
+                "--dataset",
+                "fashion-mnist",
+                "--out",
+                "/proc/x.png",
+            ]),
+            "/proc",
+        ),
+        (
+            owned(&[
+                "plot",
+                "reliability",
+                s(&m.bayes),
+                "--dataset",
+                "fashion-mnist",
+                "--samples",
+                "100000000",
+                "--out",
+                s(&tmp.path().join("r.png")),
+            ]),
+            "out of range",
+        ),
+    ] {
+        refused(&strs(&args), needle);
+        assert!(!out.exists() && !train_dir.exists(), "{args:?} wrote");
+    }
+}
+
+/// `--from` starts a Bayesian model's means; a deterministic run has none, and the flag used to
+/// be accepted there.
+#[test]
+fn from_is_refused_for_a_deterministic_run() {
+    let m = models();
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("det2");
+    refused(
+        &[
+            "train",
+            "--dataset",
+            "fashion-mnist",
+            "--arch",
+            "mlp",
+            "--kind",
+            "deterministic",
+            "--subset",
+            "200",
+            "--from",
+            s(&m.det),
+            "--out",
+            s(&out),
+        ],
+        "--kind bayesian",
+    );
+    assert!(!out.exists());
+}
+
+/// A model with a NaN parameter is refused when loaded, naming its file and the parameter
+/// (it used to fail as "Monte Carlo logits: non-finite value NaN at row 0, column 0").
+#[test]
+fn a_non_finite_parameter_is_named_with_its_file() {
+    use burn::module::Module;
+    let m = models();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("nan");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::copy(m.bayes.join("config.json"), dir.join("config.json")).unwrap();
+    let config: bnn_models::ModelConfig =
+        serde_json::from_slice(&std::fs::read(dir.join("config.json")).unwrap()).unwrap();
+    let device = bnn_layers::device_by_name("flex").unwrap();
+    let net =
+        bnn_train::load_model(&m.bayes.join("model.bpk"), config.init(&device).unwrap()).unwrap();
+    let mut bad: Vec<_> = bnn_layers::export_params(&net)
+        .into_iter()
+        .take(1)
+        .collect();
+    bad[0].data[0] = f32::NAN;
+    let param = bad[0].path.clone();
+    let (net, _) = bnn_layers::import_params(net, &bad).unwrap();
+    let file = dir.join("model.bpk");
+    let bytes = net.into_record().into_bytes().unwrap();
+    std::fs::write(&file, &bytes[..]).unwrap();
+    let err = refused(
+        &[
+            "eval",
+            s(&dir),
+            "--dataset",
+            "fashion-mnist",
+            "--samples",
+            "2",
+        ],
+        "non-finite",
+    );
+    assert!(err.contains(s(&file)) && err.contains(&param), "{err}");
+}

@@ -167,13 +167,14 @@ fn killed_training_resumes_exactly() {
     // of it for seed 1) missed whenever the reference run was the slower one, the run then
     // finished, and the resumed runs had nothing left to kill (a flaky "no run was killed").
     for delay in delays(kills(), 0.1, 0.7 * seconds, 1) {
-        let args = train(&out, out.exists());
+        // `--resume` needs a checkpoint: a run killed before its first commit starts afresh.
+        let args = train(&out, out.join("state.json").exists());
         if kill_after(&args.iter().map(String::as_str).collect::<Vec<_>>(), delay) {
             killed += 1;
             check_consistent(&out);
         }
     }
-    ok(&train(&out, true)
+    ok(&train(&out, out.join("state.json").exists())
         .iter()
         .map(String::as_str)
         .collect::<Vec<_>>());

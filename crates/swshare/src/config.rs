@@ -52,6 +52,17 @@ impl SwshareConfig {
         if self.gmm.k == 0 {
             return Err(SwshareError::config("gmm.k", 0, "must be >= 1"));
         }
+        // Checked here, before any stage runs, rather than when the `.swb` file is written.
+        // (`for_codebook` adds its two marker symbols to `k`: a huge `k` must not reach it.)
+        let stored = self.gmm.k < usize::MAX / 2
+            && crate::format::IndexWidth::for_codebook(self.gmm.k).is_ok();
+        if !stored {
+            return Err(SwshareError::config(
+                "gmm.k",
+                self.gmm.k,
+                "must be at most 65534, the most Gaussians a .swb index stores",
+            ));
+        }
         self.refine.validate()
     }
 
@@ -312,6 +323,18 @@ mod tests {
         assert_eq!(c.refine.merge.tau_d, 1.5e-7);
         assert_eq!(c.refine.merge.rule, MergeRule::Paper);
         c.validate().unwrap();
+    }
+
+    #[test]
+    fn a_codebook_the_format_cannot_store_is_refused() {
+        let mut c = SwshareConfig::default();
+        c.gmm.k = 65534;
+        c.validate().unwrap();
+        for k in [65535, usize::MAX] {
+            c.gmm.k = k;
+            let e = c.validate().unwrap_err().to_string();
+            assert!(e.contains("gmm.k") && e.contains("65534"), "{e}");
+        }
     }
 
     #[test]

@@ -12,14 +12,15 @@ use swshare::burn_edges::from_swb;
 
 use super::{TablesConfig, load_stage_model};
 use crate::Error;
-use crate::data::{ExperimentData, eval_loader, subset};
+use crate::data::{ExperimentData, eval_loader, subset_at_most};
 use crate::experiment::{Outcome, Setup, stages_dir};
 
 /// How inference speed is measured.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct TimingConfig {
-    /// Test images per measurement (a stratified subset, fixed seed).
+    /// Test images per measurement (a stratified subset, fixed seed; the whole test set when
+    /// it is smaller).
     pub images: usize,
     /// Measurements per model; the table gives their median, minimum and maximum.
     pub repeats: usize,
@@ -129,7 +130,7 @@ pub(crate) fn measure(
     device: &Device,
 ) -> Result<Vec<TimingRow>, Error> {
     let t = &cfg.timing;
-    let images = subset(data.test.clone(), Some(t.images), 5)?;
+    let images = subset_at_most(data.test.clone(), Some(t.images), 5)?;
     let n = images.len();
     let loader = eval_loader(data.stats, images, t.batch_size, setup.workers)?;
     let det = load_stage_model(setup, "deterministic", device)?.0;

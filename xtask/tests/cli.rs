@@ -1,0 +1,93 @@
+//! `cargo xtask reproduce` checks its arguments before any work: `--resume` needs a started
+//! run, the output directory must be writable, and the limits hold. None of these reads data.
+
+use std::path::Path;
+use std::process::Command;
+
+/// Runs `reproduce fashion-mnist --quick` with `args` and expects a clean refusal naming
+/// `needle`; returns the message.
+fn refused(args: &[&str], needle: &str) -> String {
+    let o = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(["reproduce", "fashion-mnist", "--quick"])
+        .args(args)
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(!o.status.success(), "{args:?} succeeded: {err}");
+    assert!(!err.contains("panicked"), "{args:?}: {err}");
+    assert!(err.contains(needle), "{args:?}: `{needle}` not in: {err}");
+    err
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// `--resume` into a missing directory, or one that holds no run (no `setup.json`), used to
+/// start the whole run afresh; a stage the run never reached still starts (the kill test's
+/// `redone` run).
+#[test]
+fn reproduce_resume_needs_a_started_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let missing = tmp.path().join("missing");
+    let err = refused(&["--resume", "--out", s(&missing)], "does not exist");
+    assert!(err.contains(s(&missing)), "{err}");
+    assert!(!missing.exists());
+    let empty = tmp.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    refused(&["--resume", "--out", s(&empty)], "setup.json is missing");
+    assert_eq!(std::fs::read_dir(&empty).unwrap().count(), 0);
+}
+
+#[test]
+fn reproduce_checks_limits_and_output_first() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("run");
+    refused(&["--out", "/proc/x"], "/proc");
+    for (flag, value) in [
+        ("--samples", "100000000"),
+        ("--samples", "0"),
+        ("--test-subset", "0"),
+        ("--seeds", "0"),
+    ] {
+        refused(&[flag, value, "--out", s(&out)], "out of range");
+    }
+    let patch = tmp.path().join("setup.json");
+    std::fs::write(
+        &patch,
+        r#"{"compress": {"sharing": {"gmm": {"k": 65535}}}}"#,
+    )
+    .unwrap();
+    refused(&["--setup", s(&patch), "--out", s(&out)], "65534");
+    assert!(!out.exists());
+}
+
+/// The benchmarks' counts are checked too (a zero batch or step count, or a codebook the
+/// format cannot store, used to reach the benchmark).
+#[test]
+fn bench_checks_its_counts_first() {
+    for (args, needle) in [
+        (
+            &["mc-inference", "--samples", "100000000"][..],
+            "out of range",
+        ),
+        (&["mc-inference", "--batches", "0"][..], "out of range"),
+        (&["train-step", "--batch", "0"][..], "out of range"),
+        (
+            &["stages", "--weights", "1000", "--k", "65535"][..],
+            "65534",
+        ),
+    ] {
+        let o = Command::new(env!("CARGO_BIN_EXE_xtask"))
+            .arg("bench")
+            .args(args)
+            .env("RUST_BACKTRACE", "0")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{args:?} succeeded: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: `{needle}` not in: {err}");
+    }
+}
