@@ -170,4 +170,6 @@ pub fn full_bnn_from_bytes(bytes: &[u8]) -> Result<FullBnnData, FormatError> {
 }
 
 #[cfg(test)]
+mod fixtures;
+#[cfg(test)]
 mod tests;
