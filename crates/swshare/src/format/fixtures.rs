@@ -228,15 +228,19 @@ fn fixtures_decode_to_their_content_and_reencode_to_the_same_bytes() {
     let v1 = read(V1_HUFFMAN);
     assert_eq!(&v1[MAGIC.len()..MAGIC.len() + 2], &[1, 0]);
     assert_eq!(from_bytes(&v1).unwrap(), fixture_model(40, 600));
-    assert_eq!(
-        codec::encode_shared_v1_huffman(&fixture_model(40, 600)),
-        v1
-    );
+    assert_eq!(codec::encode_shared_v1_huffman(&fixture_model(40, 600)), v1);
     let full = read(FULL);
     let want = fixture_full();
     assert_eq!(full_bnn_from_bytes(&full).unwrap(), want);
     assert_eq!(
-        full_bnn_to_bytes(&want.arch, &want.layers, &want.mu, &want.rho, &want.unshared).unwrap(),
+        full_bnn_to_bytes(
+            &want.arch,
+            &want.layers,
+            &want.mu,
+            &want.rho,
+            &want.unshared
+        )
+        .unwrap(),
         full
     );
     let q = read(QBNN);
