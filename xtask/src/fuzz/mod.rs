@@ -13,7 +13,8 @@
 //! execution is compared with the target's documented bound. The decode-cost target also
 //! bounds each execution's decode work (deterministic work units, not time).
 //!
-//! Modules: [`alloc`] (the counting allocator), [`mutate`] (RNG and mutator), [`targets`].
+//! Modules: [`alloc`] (the counting allocator), [`mutate`](mod@mutate) (RNG and mutator),
+//! [`targets`].
 
 mod alloc;
 mod mutate;
