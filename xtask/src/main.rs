@@ -109,9 +109,9 @@ enum Command {
         dry_run: bool,
     },
     /// Mutation fuzzing of the readers of untrusted files; one JSON line per target. Fails
-    /// on any panic or an execution beyond the heap bound.
+    /// on any panic or an execution beyond the heap (or, for swb-cost, decode-work) bound.
     Fuzz {
-        /// swb, idx, cifar, svhn-mat, npy, checkpoint or all.
+        /// swb, swb-cost, idx, cifar, svhn-mat, npy, checkpoint or all.
         #[arg(value_enum)]
         target: fuzz::Target,
         /// Executions per target.
@@ -120,7 +120,7 @@ enum Command {
         /// Seed of the mutations (the same seed repeats the run).
         #[arg(long, default_value_t = 0)]
         seed: u64,
-        /// Where inputs that panic or pass the heap bound are saved.
+        /// Where inputs that panic or pass a bound are saved.
         #[arg(long, default_value = "target/fuzz")]
         save_dir: PathBuf,
     },
@@ -391,7 +391,7 @@ fn main() -> Result<()> {
                 .collect();
             anyhow::ensure!(
                 bad.is_empty(),
-                "panics or heap beyond the bound in {bad:?}; inputs saved under {}",
+                "panics, heap or decode work beyond the bound in {bad:?}; inputs saved under {}",
                 save_dir.display()
             );
         }

@@ -37,7 +37,15 @@ fn every_reader_survives_a_short_fixed_seed_fuzz_run() {
         .collect();
     assert_eq!(
         targets,
-        ["swb", "idx", "cifar", "svhn-mat", "npy", "checkpoint"]
+        [
+            "swb",
+            "swb-cost",
+            "idx",
+            "cifar",
+            "svhn-mat",
+            "npy",
+            "checkpoint"
+        ]
     );
     for r in &reports {
         assert_eq!(r["executions"], iterations, "{r}");
@@ -46,4 +54,8 @@ fn every_reader_survives_a_short_fixed_seed_fuzz_run() {
         // Mutations must not all be trivially refused: some inputs get through.
         assert!(r["accepted"].as_u64().unwrap() > 0, "{r}");
     }
+    // The decode-cost target measured work on every input and none passed its bound.
+    let cost = &reports[1];
+    assert_eq!(cost["over_cost"], 0, "{cost}");
+    assert!(cost["max_work_per_byte"].as_f64().unwrap() > 0.0, "{cost}");
 }

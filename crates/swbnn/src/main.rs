@@ -275,11 +275,16 @@ fn load_any_model(path: &Path, device: &Device) -> Result<(Network, ModelConfig)
     };
     match swb {
         Some(file) => {
-            let data = swshare::format::load(&file).map_err(|e| {
+            // The same validation as `inspect`; the architecture is checked before the index.
+            let (data, _) = swshare::burn_edges::load_swb(&file, device).map_err(|e| {
                 let in_model_dir = file
                     .parent()
                     .is_some_and(|d| d.join("config.json").is_file());
-                match (e.format_error(), in_model_dir) {
+                let format_error = match &e {
+                    swshare::burn_edges::EdgeError::Format(f) => f.format_error(),
+                    _ => None,
+                };
+                match (format_error, in_model_dir) {
                     (Some(swshare::format::FormatError::BadMagic { .. }), true) => anyhow::anyhow!(
                         "{} is not a .swb file; for a model trained with `swbnn train`, pass its directory",
                         file.display()
@@ -625,7 +630,8 @@ fn run() -> Result<()> {
             eprintln!("wrote {}", out.display());
         }
         Command::Inspect { model } => {
-            let data = swshare::format::load(&model)?;
+            // Everything loading checks, so a file `inspect` passes is one `eval` accepts.
+            let (data, _) = swshare::burn_edges::load_swb(&model, &device)?;
             let bytes = std::fs::metadata(&model)?.len();
             let summary = describe(&data, bytes);
             if cli.json {

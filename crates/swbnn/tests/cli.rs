@@ -852,3 +852,60 @@ fn a_non_finite_parameter_is_named_with_its_file() {
     );
     assert!(err.contains(s(&file)) && err.contains(&param), "{err}");
 }
+
+/// `inspect` runs the validation loading runs: a NaN codebook mean, an unknown architecture
+/// key and an architecture that does not match the layers (each behind a valid checksum)
+/// were reported as fine; `inspect` and `eval` must both name the problem.
+#[test]
+fn inspect_refuses_what_eval_refuses() {
+    let m = models();
+    let tmp = tempfile::tempdir().unwrap();
+    let good = std::fs::read(&m.swb).unwrap();
+    let data = swshare::format::load(&m.swb).unwrap();
+    ok(&["inspect", s(&m.swb)]);
+    let with_crc = |mut bytes: Vec<u8>| {
+        let body = bytes.len() - 4;
+        let crc = crc32fast::hash(&bytes[..body]);
+        bytes[body..].copy_from_slice(&crc.to_le_bytes());
+        bytes
+    };
+    // The meta section's length does not depend on the options; the codebook follows it
+    // with a one-byte count (K = 4), then the means.
+    let meta = swshare::format::encoded_sizes(&data, &Default::default())
+        .unwrap()
+        .header as usize
+        - swshare::format::HEADER_LEN
+        - swshare::format::CHECKSUM_LEN;
+    let mu0 = swshare::format::HEADER_LEN + meta + 1;
+    assert_eq!(good[mu0..mu0 + 4], data.codebook_mu[0].to_le_bytes());
+    let mut nan = good.clone();
+    nan[mu0..mu0 + 4].copy_from_slice(&f32::NAN.to_le_bytes());
+    // Same-length edits of the architecture text.
+    let replace = |from: &str, to: &str| {
+        assert_eq!(from.len(), to.len());
+        let at = good
+            .windows(from.len())
+            .position(|w| w == from.as_bytes())
+            .unwrap_or_else(|| panic!("{from} not in the file"));
+        let mut b = good.clone();
+        b[at..at + to.len()].copy_from_slice(to.as_bytes());
+        b
+    };
+    let cases = [
+        (with_crc(nan), "codebook_mu[0] is NaN"),
+        (
+            with_crc(replace("\"cifar_stem\"", "\"cifar_sten\"")),
+            "unknown key \"cifar_sten\"",
+        ),
+        (
+            with_crc(replace("\"classes\":10", "\"classes\":11")),
+            "do not match the architecture",
+        ),
+    ];
+    for (bytes, reason) in cases {
+        let file = tmp.path().join("bad.swb");
+        std::fs::write(&file, bytes).unwrap();
+        refused(&["inspect", s(&file)], reason);
+        refused(&["eval", s(&file), "--dataset", "fashion-mnist"], reason);
+    }
+}

@@ -15,7 +15,7 @@ use burn::prelude::*;
 
 use crate::compress::shared_config;
 use crate::format::{
-    EllipseEntry, FullBnnData, LayerShape, NamedTensor, SharedModelData, SwbError,
+    EllipseEntry, FullBnnData, LayerShape, ModelMeta, NamedTensor, SharedModelData, SwbError,
 };
 use crate::{SharingPlan, SwshareError, TableError, WeightFate, WeightTable, WeightTableBuilder};
 
@@ -73,6 +73,15 @@ pub enum EdgeError {
         plan: usize,
         /// Outlier parameters in the model.
         model: usize,
+    },
+    /// A model file whose content does not fit its architecture (the error names the file).
+    #[error("{}: {source}", path.display())]
+    File {
+        /// The model file.
+        path: std::path::PathBuf,
+        /// What is wrong.
+        #[source]
+        source: Box<EdgeError>,
     },
     /// The content of a model file is inconsistent.
     #[error("invalid model file content: {0}")]
@@ -336,16 +345,50 @@ impl ExpectedTensors {
     }
 }
 
-/// Checks `.swb` content against the architecture it names before anything is allocated: the
-/// sizes within bounds, the shared kind with the file's codebook length, the layers and every
-/// unshared tensor present with the architecture's shapes. Allocation when building the model
-/// afterwards is then bounded by the file's own tensors.
-fn check_against_architecture(
-    data: &SharedModelData,
-    config: &ModelConfig,
+/// The model configuration of an architecture text, refusing keys the configuration does not
+/// have (a misspelt option would otherwise be dropped silently). Absent keys take their
+/// defaults, so files written before a field existed still load.
+fn parse_arch(arch: &str) -> Result<ModelConfig, EdgeError> {
+    let config: ModelConfig = serde_json::from_str(arch)?;
+    // burn's `Config` derive cannot deny unknown fields: compare the text's keys with those
+    // of the configuration written back, which holds every field.
+    let text: serde_json::Value = serde_json::from_str(arch)?;
+    let known = serde_json::to_value(&config)?;
+    match unknown_key(&text, &known, "") {
+        Some(key) => Err(EdgeError::InvalidFile(format!(
+            "the architecture has an unknown key {key:?}"
+        ))),
+        None => Ok(config),
+    }
+}
+
+/// The first key path of `text` that `known` lacks, descending into objects and arrays.
+fn unknown_key(text: &serde_json::Value, known: &serde_json::Value, at: &str) -> Option<String> {
+    use serde_json::Value;
+    match (text, known) {
+        (Value::Object(t), Value::Object(k)) => t.iter().find_map(|(key, v)| match k.get(key) {
+            None => Some(format!("{at}{key}")),
+            Some(kv) => unknown_key(v, kv, &format!("{at}{key}.")),
+        }),
+        (Value::Array(t), Value::Array(k)) => t
+            .iter()
+            .zip(k)
+            .enumerate()
+            .find_map(|(i, (v, kv))| unknown_key(v, kv, &format!("{at}{i}."))),
+        _ => None,
+    }
+}
+
+/// Checks what a `.swb` file says before its index (architecture text, layers, codebook
+/// length) against the architecture it names: the text is a model configuration, of the
+/// shared kind with the file's codebook length, whose shareable weight tensors are the file's
+/// layers in order with their shapes. Nothing is allocated for the model.
+fn check_meta(
+    meta: &ModelMeta<'_>,
     device: &Device,
-) -> Result<(), EdgeError> {
-    let k = data.codebook_len();
+) -> Result<(ModelConfig, ExpectedTensors), EdgeError> {
+    let config = parse_arch(meta.arch)?;
+    let k = meta.codebook_len;
     if config.kind != Kind::Shared || config.codebook_len != k {
         return Err(EdgeError::CodebookMismatch {
             config: config.kind,
@@ -356,8 +399,8 @@ fn check_against_architecture(
     if k == 0 {
         return Err(EdgeError::InvalidFile("the codebook is empty".into()));
     }
-    let expected = ExpectedTensors::of(config, device)?;
-    let file_layers: Vec<(&str, &[usize])> = data
+    let expected = ExpectedTensors::of(&config, device)?;
+    let file_layers: Vec<(&str, &[usize])> = meta
         .layers
         .iter()
         .map(|l| (l.path.as_str(), l.shape.as_slice()))
@@ -389,6 +432,24 @@ fn check_against_architecture(
             "the shared layers do not match the architecture: {first}"
         )));
     }
+    Ok((config, expected))
+}
+
+/// Checks `.swb` content against the architecture it names before anything is allocated: the
+/// sizes within bounds, the shared kind with the file's codebook length, the layers and every
+/// unshared tensor present once with the architecture's shapes. Allocation when building the
+/// model afterwards is then bounded by the file's own tensors.
+///
+/// This is the whole semantic validation of a shared model file: [`load_swb`] and
+/// [`from_swb`] run it, so everything that loads has passed it.
+pub fn check_swb(data: &SharedModelData, device: &Device) -> Result<ModelConfig, EdgeError> {
+    data.validate().map_err(EdgeError::InvalidFile)?;
+    let meta = ModelMeta {
+        arch: &data.arch,
+        layers: &data.layers,
+        codebook_len: data.codebook_len(),
+    };
+    let (config, expected) = check_meta(&meta, device)?;
     let mut seen = std::collections::HashSet::new();
     for t in &data.unshared {
         if !seen.insert(t.path.as_str()) {
@@ -435,7 +496,62 @@ fn check_against_architecture(
             first: first.to_string(),
         });
     }
-    Ok(())
+    Ok(config)
+}
+
+/// Reads a `.swb` file and runs [`check_swb`] on it; the architecture is checked against the
+/// layers before the index is decoded, so a file whose layers its architecture does not
+/// have costs no decoding work. Returns the content with its configuration.
+pub fn load_swb(
+    path: impl AsRef<std::path::Path>,
+    device: &Device,
+) -> Result<(SharedModelData, ModelConfig), EdgeError> {
+    let path = path.as_ref();
+    let in_file = |e: EdgeError| EdgeError::File {
+        path: path.to_path_buf(),
+        source: Box::new(e),
+    };
+    let mut early = None;
+    let loaded = crate::format::load_checked(path, |meta| remember(&mut early, meta, device));
+    let data = match (loaded, early) {
+        (Ok(data), _) => data,
+        (Err(_), Some(e)) => return Err(in_file(e)),
+        (Err(e), None) => return Err(e.into()),
+    };
+    let config = check_swb(&data, device).map_err(in_file)?;
+    Ok((data, config))
+}
+
+/// [`load_swb`] over the bytes of a file (the architecture is checked before the index).
+pub fn swb_from_bytes(
+    bytes: &[u8],
+    device: &Device,
+) -> Result<(SharedModelData, ModelConfig), EdgeError> {
+    let mut early = None;
+    let decoded =
+        crate::format::from_bytes_checked(bytes, |meta| remember(&mut early, meta, device));
+    let data = match (decoded, early) {
+        (Ok(data), _) => data,
+        (Err(_), Some(e)) => return Err(e),
+        (Err(e), None) => {
+            return Err(EdgeError::InvalidFile(e.to_string()));
+        }
+    };
+    let config = check_swb(&data, device)?;
+    Ok((data, config))
+}
+
+/// Runs [`check_meta`], keeping its typed error in `early` for the caller.
+fn remember(
+    early: &mut Option<EdgeError>,
+    meta: &ModelMeta<'_>,
+    device: &Device,
+) -> Result<(), String> {
+    check_meta(meta, device).map(|_| ()).map_err(|e| {
+        let text = e.to_string();
+        *early = Some(e);
+        text
+    })
 }
 
 /// The `.swb` content of `config`'s architecture (any kind; the file holds its shared kind)
@@ -487,9 +603,7 @@ pub fn from_swb(
     data: &SharedModelData,
     device: &Device,
 ) -> Result<(Network, ModelConfig), EdgeError> {
-    data.validate().map_err(EdgeError::InvalidFile)?;
-    let config: ModelConfig = serde_json::from_str(&data.arch)?;
-    check_against_architecture(data, &config, device)?;
+    let config = check_swb(data, device)?;
     let mut starts = HashMap::new();
     let mut pos = 0;
     for l in &data.layers {
@@ -599,4 +713,192 @@ pub fn full_bnn_data(model: &Network, config: &ModelConfig) -> Result<FullBnnDat
 /// `softplus(rho)` of a host slice (the stored `rho` to sigma).
 pub fn sigmas(rho: &[f32]) -> Vec<f32> {
     rho.iter().map(|&r| softplus(r as f64) as f32).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::OutlierCause;
+    use crate::format::encode_shared_unchecked;
+    use bnn_layers::test_device;
+    use bnn_models::Arch;
+
+    /// A valid shared MLP file with three codebook entries, an outlier and an ellipse.
+    fn valid() -> SharedModelData {
+        let config =
+            ModelConfig::for_input(Arch::Mlp, Kind::Bayesian, 3, 1, 2).with_mlp_hidden(vec![4]);
+        let mut data = uniform_swb(&config, &test_device()).unwrap();
+        data.arch = serde_json::to_string(&shared_config(&config, 3)).unwrap();
+        data.codebook_mu = vec![-0.1, 0.0, 0.1];
+        data.codebook_rho = vec![-5.0; 3];
+        data.fates[1] = WeightFate::Outlier(OutlierCause::Gradient);
+        data.outlier_mu = vec![0.5];
+        data.outlier_rho = vec![-4.0];
+        data.outlier_causes = vec![OutlierCause::Gradient];
+        data.fates[2] = WeightFate::Ellipse(0);
+        data.ellipses = vec![EllipseEntry {
+            components: vec![0, 2],
+            alphas: vec![0.25, 0.75],
+        }];
+        data
+    }
+
+    /// `load_swb`'s verdict on `data` written behind a valid checksum without validation.
+    fn load(data: &SharedModelData) -> Result<(), String> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.swb");
+        std::fs::write(&path, encode_shared_unchecked(data)).unwrap();
+        load_swb(&path, &test_device())
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn load_and_inspect_refuse_each_kind_of_bad_content() {
+        load(&valid()).unwrap();
+        from_swb(&valid(), &test_device()).unwrap();
+        type Edit = fn(&mut SharedModelData);
+        let cases: [(&str, Edit, &str); 13] = [
+            (
+                "NaN codebook mean",
+                |d| d.codebook_mu[0] = f32::NAN,
+                "codebook_mu[0] is NaN",
+            ),
+            (
+                "infinite codebook rho",
+                |d| d.codebook_rho[2] = f32::INFINITY,
+                "codebook_rho[2] is inf",
+            ),
+            (
+                "NaN outlier",
+                |d| d.outlier_mu[0] = f32::NAN,
+                "outlier_mu[0] is NaN",
+            ),
+            (
+                "NaN alpha",
+                |d| d.ellipses[0].alphas[1] = f32::NAN,
+                "alpha NaN",
+            ),
+            (
+                "alphas not summing to 1",
+                |d| d.ellipses[0].alphas = vec![0.5, 0.6],
+                "summing to 1.1",
+            ),
+            (
+                "repeated component",
+                |d| d.ellipses[0].components = vec![2, 2],
+                "component 2 twice",
+            ),
+            (
+                "missing bias",
+                |d| {
+                    let i = d
+                        .unshared
+                        .iter()
+                        .position(|t| t.path.contains("bias"))
+                        .unwrap();
+                    d.unshared.remove(i);
+                },
+                "lacks 1 of the",
+            ),
+            (
+                "duplicated bias",
+                |d| {
+                    let t = d
+                        .unshared
+                        .iter()
+                        .find(|t| t.path.contains("bias"))
+                        .unwrap()
+                        .clone();
+                    d.unshared.push(t);
+                },
+                "stored twice",
+            ),
+            (
+                "architecture not JSON",
+                |d| d.arch = "mlp, please".into(),
+                "architecture config",
+            ),
+            (
+                "unknown architecture key",
+                |d| {
+                    let mut v: serde_json::Value = serde_json::from_str(&d.arch).unwrap();
+                    v["hidden_widths"] = serde_json::json!([4]);
+                    d.arch = v.to_string();
+                },
+                "unknown key \"hidden_widths\"",
+            ),
+            (
+                "unknown nested architecture key",
+                |d| {
+                    let mut v: serde_json::Value = serde_json::from_str(&d.arch).unwrap();
+                    v["bayes"]["colour"] = serde_json::json!(1);
+                    d.arch = v.to_string();
+                },
+                "unknown key \"bayes.colour\"",
+            ),
+            (
+                "architecture with other layers",
+                |d| {
+                    let mut v: serde_json::Value = serde_json::from_str(&d.arch).unwrap();
+                    v["mlp_hidden"] = serde_json::json!([5]);
+                    d.arch = v.to_string();
+                },
+                "do not match the architecture",
+            ),
+            (
+                "architecture with another codebook length",
+                |d| {
+                    let mut v: serde_json::Value = serde_json::from_str(&d.arch).unwrap();
+                    v["codebook_len"] = serde_json::json!(4);
+                    d.arch = v.to_string();
+                },
+                "codebook entries",
+            ),
+        ];
+        for (what, edit, reason) in cases {
+            let mut d = valid();
+            edit(&mut d);
+            let err = load(&d).expect_err(what);
+            assert!(err.contains(reason), "{what}: {err}");
+            assert!(err.contains("m.swb"), "{what}: {err}");
+            let err = from_swb(&d, &test_device()).map(|_| ()).expect_err(what);
+            assert!(err.to_string().contains(reason), "{what}: {err}");
+        }
+    }
+
+    #[test]
+    fn architecture_is_checked_before_the_index_is_decoded() {
+        // Layers the architecture does not have: refused without decoding the index.
+        let mut d = valid();
+        d.layers.push(LayerShape {
+            path: "extra.weight".into(),
+            shape: vec![1000],
+        });
+        d.fates
+            .extend(std::iter::repeat_n(WeightFate::Shared(0), 1000));
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.swb");
+        let opts = crate::format::SaveOptions {
+            entropy_index: true,
+            int8_outliers: false,
+        };
+        crate::format::save(&path, &d, &opts).unwrap();
+        let before = crate::format::decode_work();
+        let err = load_swb(&path, &test_device()).unwrap_err().to_string();
+        assert_eq!(crate::format::decode_work(), before, "index decoded");
+        assert!(err.contains("do not match the architecture"), "{err}");
+        // The same file decodes when nothing checks the architecture.
+        crate::format::load(&path).unwrap();
+        assert!(crate::format::decode_work() > before);
+    }
+
+    #[test]
+    fn older_architecture_texts_without_newer_fields_still_load() {
+        let mut d = valid();
+        let mut v: serde_json::Value = serde_json::from_str(&d.arch).unwrap();
+        v.as_object_mut().unwrap().remove("cifar_stem");
+        d.arch = v.to_string();
+        load(&d).unwrap();
+    }
 }

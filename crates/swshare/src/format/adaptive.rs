@@ -33,6 +33,8 @@
 use constriction::stream::model::DefaultContiguousCategoricalEntropyModel;
 use constriction::stream::queue::{DefaultRangeDecoder, DefaultRangeEncoder};
 use constriction::stream::{Decode, Encode};
+use std::cell::Cell;
+
 use serde::{Deserialize, Serialize};
 
 /// Largest probability the model gives any symbol.
@@ -108,8 +110,7 @@ impl AdaptiveParams {
 pub struct AdaptiveStream {
     /// Model parameters.
     pub params: AdaptiveParams,
-    /// The range coder's compressed 32-bit words, little endian (bytes, because bincode
-    /// would store a `u32` sequence with variable-length integers, ~5 bytes a word).
+    /// The range coder's compressed 32-bit words, little endian.
     pub bytes: Vec<u8>,
 }
 
@@ -128,9 +129,68 @@ pub fn max_symbols(words: usize) -> usize {
 
 type Model = DefaultContiguousCategoricalEntropyModel;
 
-/// Counts and the frozen coding table of one context.
+/// Decode work allowed per byte of the index stream and of the codebook section (whose
+/// `8 K` bytes pay for the tables a large codebook needs); see [`max_decode_work`].
+///
+/// At this rate the tables of realistic files (K up to a few thousand, rebuild period 32)
+/// stay well inside the budget, while a file cannot buy more than a few microseconds of
+/// work per byte.
+pub const WORK_PER_BYTE: u64 = 256;
+
+thread_local! {
+    static WORK: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Work units (symbols decoded plus coding-table entries built or cleared) this thread has
+/// spent decoding indices so far: a deterministic measure of decode cost.
+pub fn decode_work() -> u64 {
+    WORK.with(Cell::get)
+}
+
+/// Adds `units` to this thread's [`decode_work`].
+pub(crate) fn add_work(units: u64) {
+    WORK.with(|w| w.set(w.get().saturating_add(units)));
+}
+
+/// An upper bound on the work [`decode`] spends on a stream of `params` over `alphabet`
+/// symbols and layers of `layer_sizes` weights, computed before decoding.
+///
+/// Per file: one table of `alphabet` entries for the counts, one per context slot used.
+/// Per layer of `s > 0` weights with `c` contexts (at most `min(s, contexts per layer)` of
+/// them used): a context of `s_c` symbols rebuilds its table at most
+/// `1 + #{powers of two < P} + floor((s_c - 1) / P)` times for the period `P`, and no more
+/// than once per symbol, so the layer costs at most
+/// `alphabet * min(s, c * (1 + #{powers of two < P}) + s / P) + s`. An empty layer costs nothing.
+pub fn max_decode_work(params: AdaptiveParams, alphabet: usize, layer_sizes: &[usize]) -> u64 {
+    let a = alphabet as u64;
+    let p = u64::from(params.rebuild.max(1));
+    let per_layer = params.contexts_per_layer() as u64;
+    let pow2_below = u64::from(64 - (p - 1).leading_zeros());
+    let (mut work, mut slots) = (a, 0u64);
+    for &s in layer_sizes.iter().filter(|&&s| s > 0) {
+        let s = s as u64;
+        let c = per_layer.min(s);
+        slots = slots.max(c);
+        let rebuilds = s.min(c.saturating_mul(1 + pow2_below).saturating_add(s / p));
+        work = work
+            .saturating_add(rebuilds.saturating_mul(a))
+            .saturating_add(s);
+    }
+    work.saturating_add(slots.saturating_mul(a))
+}
+
+/// The decode work a stream of `stream_bytes` bytes with a codebook of `k` entries may
+/// cost: [`WORK_PER_BYTE`] per byte of the stream, of the codebook's `8 k` bytes and of the
+/// 4 bytes (at least) of the index section's tag and parameters.
+pub fn work_budget(stream_bytes: usize, k: usize) -> u64 {
+    WORK_PER_BYTE.saturating_mul((stream_bytes as u64).saturating_add(8 * k as u64 + 4))
+}
+
+/// Counts and the frozen coding table of one context. The counts are cleared at each layer
+/// through `touched`, so a layer costs what it holds, not the alphabet.
 struct Context {
     counts: Vec<u64>,
+    touched: Vec<usize>,
     total: u64,
     model: Option<Model>,
 }
@@ -148,9 +208,12 @@ struct State<'a> {
     global: Vec<u64>,
     global_total: u64,
     layer: Vec<u64>,
+    layer_touched: Vec<usize>,
     layer_total: u64,
     contexts: Vec<Option<Context>>,
     probs: Vec<f64>,
+    /// Work spent so far (see [`decode_work`]).
+    work: u64,
 }
 
 impl<'a> State<'a> {
@@ -177,6 +240,8 @@ impl<'a> State<'a> {
                 (bin_of, bins + 2)
             }
         };
+        let mut contexts = Vec::new();
+        contexts.resize_with(params.contexts_per_layer(), || None);
         Ok(Self {
             params,
             alphabet,
@@ -185,28 +250,41 @@ impl<'a> State<'a> {
             layer_sizes,
             global: vec![0; alphabet],
             global_total: 0,
-            layer: Vec::new(),
+            layer: vec![0; alphabet],
+            layer_touched: Vec::new(),
             layer_total: 0,
-            contexts: Vec::new(),
+            contexts,
             probs: vec![0.0; alphabet],
+            work: alphabet as u64,
         })
     }
 
     /// Starts a new layer: forgets the previous layer's counts and tables.
     fn start_layer(&mut self) {
-        self.layer.clear();
-        self.layer.resize(self.alphabet, 0);
+        for &s in &self.layer_touched {
+            self.layer[s] = 0;
+        }
+        self.layer_touched.clear();
         self.layer_total = 0;
-        self.contexts.clear();
-        self.contexts
-            .resize_with(self.params.contexts_per_layer(), || None);
+        for ctx in self.contexts.iter_mut().flatten() {
+            for &s in &ctx.touched {
+                ctx.counts[s] = 0;
+            }
+            ctx.touched.clear();
+            ctx.total = 0;
+            ctx.model = None;
+        }
     }
 
     /// The coding table of context `c`, rebuilt first if its count calls for it.
     fn model(&mut self, c: usize) -> Result<&Model, String> {
         let alphabet = self.alphabet;
+        if self.contexts[c].is_none() {
+            self.work += alphabet as u64;
+        }
         let ctx = self.contexts[c].get_or_insert_with(|| Context {
             counts: vec![0; alphabet],
+            touched: Vec::new(),
             total: 0,
             model: None,
         });
@@ -215,6 +293,7 @@ impl<'a> State<'a> {
         let due =
             ctx.model.is_none() || (n.is_power_of_two() && n < period) || n.is_multiple_of(period);
         if due {
+            self.work += alphabet as u64;
             let b = f64::from(self.params.backoff);
             let (ng, nl, nc) = (self.global_total as f64, self.layer_total as f64, n as f64);
             let uniform = 1.0 / alphabet as f64;
@@ -233,11 +312,18 @@ impl<'a> State<'a> {
     }
 
     fn update(&mut self, c: usize, s: usize) {
+        self.work += 1;
         self.global[s] += 1;
         self.global_total += 1;
+        if self.layer[s] == 0 {
+            self.layer_touched.push(s);
+        }
         self.layer[s] += 1;
         self.layer_total += 1;
         let ctx = self.contexts[c].as_mut().expect("model() created it");
+        if ctx.counts[s] == 0 {
+            ctx.touched.push(s);
+        }
         ctx.counts[s] += 1;
         ctx.total += 1;
     }
@@ -249,7 +335,7 @@ impl<'a> State<'a> {
         mut code: impl FnMut(usize, &Model) -> Result<usize, String>,
     ) -> Result<(), String> {
         let mut i = 0usize;
-        for &size in self.layer_sizes {
+        for &size in self.layer_sizes.iter().filter(|&&s| s > 0) {
             self.start_layer();
             let mut prev = None;
             for _ in 0..size {
@@ -341,6 +427,19 @@ pub fn decode(
             stream.words()
         ));
     }
+    let alphabet = codebook_mu.len() + 2;
+    let work = max_decode_work(stream.params, alphabet, layer_sizes);
+    let budget = work_budget(stream.bytes.len(), codebook_mu.len());
+    if work > budget {
+        return Err(format!(
+            "decoding {} layers over {alphabet} symbols with rebuild period {} may cost {work} \
+             work units, more than the {budget} that {} stream bytes and {} codebook entries allow",
+            layer_sizes.iter().filter(|&&s| s > 0).count(),
+            stream.params.rebuild,
+            stream.bytes.len(),
+            codebook_mu.len()
+        ));
+    }
     let mut state = State::new(stream.params, codebook_mu, layer_sizes)?;
     let words: Vec<u32> = stream
         .bytes
@@ -350,13 +449,20 @@ pub fn decode(
     let mut decoder =
         DefaultRangeDecoder::from_compressed(words).map_err(|e| format!("range coder: {e:?}"))?;
     let mut out = Vec::with_capacity(n);
-    state.run(|i, model| {
+    let result = state.run(|i, model| {
         let s = decoder
             .decode_symbol(model)
             .map_err(|e| format!("symbol {i}: {e}"))?;
         out.push(s as u32);
         Ok(s)
-    })?;
+    });
+    add_work(state.work);
+    debug_assert!(
+        state.work <= work,
+        "decode work {} above its bound {work}",
+        state.work
+    );
+    result?;
     if !decoder.maybe_exhausted() {
         return Err("words left over after the last symbol".into());
     }
@@ -478,7 +584,18 @@ mod tests {
             let cb = codebook(k);
             let enc = encode(&syms, &cb, &layers, params).unwrap();
             prop_assert!(syms.len() <= max_symbols(enc.words()));
-            prop_assert_eq!(decode(&enc, &cb, &layers).unwrap(), syms);
+            let bound = max_decode_work(params, k + 2, &layers);
+            let before = decode_work();
+            let back = decode(&enc, &cb, &layers);
+            let spent = decode_work() - before;
+            if bound > work_budget(enc.bytes.len(), k) {
+                // Refused from the sizes alone, before any work.
+                prop_assert!(back.unwrap_err().contains("work units"));
+                prop_assert_eq!(spent, 0);
+            } else {
+                prop_assert_eq!(back.unwrap(), syms);
+                prop_assert!(spent <= bound, "{} > {}", spent, bound);
+            }
         }
 
         #[test]

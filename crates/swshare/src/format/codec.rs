@@ -1,123 +1,21 @@
-//! Encoding a model into the file's bytes and back (sections via serde + bincode 2).
+//! Encoding a model into the file's bytes and back, section by section as
+//! `docs/swb-format.md` describes them, over the primitives of [`wire`](super::wire).
 //!
-//! Strings are stored as byte sequences and decoded through serde's sequence path, whose
-//! pre-allocation is capped, so a corrupted length prefix can never trigger a huge
-//! allocation: it runs out of bytes and becomes an error.
+//! Every read is bounds-checked against the payload, so a corrupted length can never trigger
+//! an allocation beyond the file's size: it runs out of bytes and becomes an error naming the
+//! section and the byte offset.
 
-use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
-
+use super::adaptive::{AdaptiveParams, AdaptiveStream, ContextKind};
 use super::checksum::{self, CHECKSUM_LEN};
 use super::error::FormatError;
 use super::header::{self, FileKind, HEADER_LEN};
+use super::huffman::HuffmanStream;
 use super::index::{self, IndexContext, IndexSection, IndexWidth};
 use super::model::{self, EllipseEntry, FullBnnData, LayerShape, NamedTensor, SharedModelData};
 use super::quant::QuantizedU8;
-use super::{FileSizes, SaveOptions};
+use super::wire::{self, Reader};
+use super::{FileSizes, ModelMeta, SaveOptions};
 use crate::fate::OutlierCause;
-
-fn config() -> bincode::config::Configuration {
-    bincode::config::standard()
-}
-
-#[derive(Serialize, Deserialize)]
-struct RawLayer {
-    path: Vec<u8>,
-    shape: Vec<u64>,
-}
-
-#[derive(Serialize, Deserialize)]
-struct MetaSection {
-    arch: Vec<u8>,
-    layers: Vec<RawLayer>,
-}
-
-#[derive(Serialize, Deserialize)]
-struct F32Pair {
-    mu: Vec<f32>,
-    rho: Vec<f32>,
-}
-
-#[derive(Serialize, Deserialize)]
-enum OutlierValues {
-    F32(F32Pair),
-    U8 { mu: QuantizedU8, rho: QuantizedU8 },
-}
-
-#[derive(Serialize, Deserialize)]
-struct OutlierSection {
-    values: OutlierValues,
-    /// Two bits per outlier, four per byte, first outlier in the low bits.
-    causes: Vec<u8>,
-}
-
-#[derive(Serialize, Deserialize)]
-struct RawTensor {
-    path: Vec<u8>,
-    shape: Vec<u64>,
-    data: Vec<f32>,
-}
-
-/// Appends `value` to `out`, returning the number of bytes written.
-fn put<T: Serialize>(
-    out: &mut Vec<u8>,
-    section: &'static str,
-    value: &T,
-) -> Result<u64, FormatError> {
-    bincode::serde::encode_into_std_write(value, out, config())
-        .map(|n| n as u64)
-        .map_err(|source| FormatError::Encode { section, source })
-}
-
-/// Reads sections one after the other from the payload.
-struct Reader<'a> {
-    payload: &'a [u8],
-    pos: usize,
-}
-
-impl Reader<'_> {
-    fn next<T: DeserializeOwned>(&mut self, section: &'static str) -> Result<T, FormatError> {
-        let (value, used) = bincode::serde::decode_from_slice(&self.payload[self.pos..], config())
-            .map_err(|e| corrupt(section, describe(&e)))?;
-        self.pos += used;
-        Ok(value)
-    }
-
-    fn finish(self) -> Result<(), FormatError> {
-        let left = self.payload.len() - self.pos;
-        if left == 0 {
-            Ok(())
-        } else {
-            Err(corrupt(
-                "payload",
-                format!("{left} unread bytes after the last section"),
-            ))
-        }
-    }
-}
-
-/// A decoding error in words, without bincode's internal type names.
-fn describe(e: &bincode::error::DecodeError) -> String {
-    use bincode::error::DecodeError as E;
-    match e {
-        E::UnexpectedEnd { additional } => {
-            format!("the section ends {additional} byte(s) early")
-        }
-        E::LimitExceeded => "a length exceeds the decoder's limit".into(),
-        E::InvalidIntegerType { .. } | E::NonZeroTypeIsZero { .. } => {
-            "an integer is not validly encoded".into()
-        }
-        E::UnexpectedVariant { found, .. } => format!("unknown variant tag {found}"),
-        E::Utf8 { .. } | E::InvalidCharEncoding(_) => "text is not UTF-8".into(),
-        E::InvalidBooleanValue(b) => format!("byte {b} is not a boolean"),
-        E::ArrayLengthMismatch { required, found } => {
-            format!("an array has {found} entries where {required} are required")
-        }
-        E::OutsideUsizeRange(v) => format!("a length of {v} does not fit in memory"),
-        E::Io { additional, .. } => format!("the section ends {additional} byte(s) early"),
-        _ => "undecodable bytes".into(),
-    }
-}
 
 fn corrupt(section: &'static str, detail: impl Into<String>) -> FormatError {
     FormatError::Corrupt {
@@ -126,68 +24,210 @@ fn corrupt(section: &'static str, detail: impl Into<String>) -> FormatError {
     }
 }
 
-fn string(section: &'static str, bytes: Vec<u8>) -> Result<String, FormatError> {
-    String::from_utf8(bytes).map_err(|e| corrupt(section, format!("text is not UTF-8: {e}")))
-}
-
-fn shape_to_raw(shape: &[usize]) -> Vec<u64> {
-    shape.iter().map(|&d| d as u64).collect()
-}
-
-fn shape_from_raw(section: &'static str, shape: Vec<u64>) -> Result<Vec<usize>, FormatError> {
-    shape
-        .into_iter()
-        .map(|d| {
-            usize::try_from(d).map_err(|_| corrupt(section, format!("dimension {d} too large")))
-        })
-        .collect()
-}
-
-fn meta_to_raw(arch: &str, layers: &[LayerShape]) -> MetaSection {
-    MetaSection {
-        arch: arch.as_bytes().to_vec(),
-        layers: layers
-            .iter()
-            .map(|l| RawLayer {
-                path: l.path.as_bytes().to_vec(),
-                shape: shape_to_raw(&l.shape),
-            })
-            .collect(),
+/// Meta section: the architecture text, then the layers (path, shape).
+fn put_meta(out: &mut Vec<u8>, arch: &str, layers: &[LayerShape]) {
+    wire::put_bytes(out, arch.as_bytes());
+    wire::put_len(out, layers.len());
+    for l in layers {
+        wire::put_bytes(out, l.path.as_bytes());
+        wire::put_shape(out, &l.shape);
     }
 }
 
-fn meta_from_raw(meta: MetaSection) -> Result<(String, Vec<LayerShape>), FormatError> {
-    let layers = meta
-        .layers
-        .into_iter()
-        .map(|l| {
+fn read_meta(r: &mut Reader<'_>) -> Result<(String, Vec<LayerShape>), FormatError> {
+    r.section("meta");
+    let arch = r.text("architecture")?;
+    // A layer takes at least two bytes (empty path, no dimensions).
+    let n = r.len("layer count", 2)?;
+    let layers = (0..n)
+        .map(|_| {
             Ok(LayerShape {
-                path: string("meta", l.path)?,
-                shape: shape_from_raw("meta", l.shape)?,
+                path: r.text("layer path")?,
+                shape: r.shape("layer shape")?,
             })
         })
         .collect::<Result<_, FormatError>>()?;
-    Ok((string("meta", meta.arch)?, layers))
+    Ok((arch, layers))
 }
 
-fn unshared_to_raw(unshared: &[NamedTensor]) -> Vec<RawTensor> {
-    unshared
-        .iter()
-        .map(|t| RawTensor {
-            path: t.path.as_bytes().to_vec(),
-            shape: shape_to_raw(&t.shape),
-            data: t.data.clone(),
+/// Two `f32` sequences (codebook, full-BNN weights).
+fn put_pair(out: &mut Vec<u8>, mu: &[f32], rho: &[f32]) {
+    wire::put_f32s(out, mu);
+    wire::put_f32s(out, rho);
+}
+
+fn read_pair(r: &mut Reader<'_>, what: &str) -> Result<(Vec<f32>, Vec<f32>), FormatError> {
+    let mu = r.f32s(&format!("{what} means"))?;
+    let rho = r.f32s(&format!("{what} rhos"))?;
+    Ok((mu, rho))
+}
+
+const INDEX_PLAIN: u64 = 0;
+const INDEX_HUFFMAN: u64 = 1;
+const INDEX_ADAPTIVE: u64 = 2;
+
+fn put_index(out: &mut Vec<u8>, index: &IndexSection) {
+    match index {
+        IndexSection::Plain(bytes) => {
+            wire::put_varint(out, INDEX_PLAIN);
+            wire::put_bytes(out, bytes);
+        }
+        IndexSection::Huffman(h) => {
+            wire::put_varint(out, INDEX_HUFFMAN);
+            wire::put_bytes(out, &h.lengths);
+            wire::put_bytes(out, &h.bits);
+        }
+        IndexSection::Adaptive(a) => {
+            wire::put_varint(out, INDEX_ADAPTIVE);
+            match a.params.context {
+                ContextKind::Layer => wire::put_varint(out, 0),
+                ContextKind::LayerPrevMu { bins } => {
+                    wire::put_varint(out, 1);
+                    out.push(bins);
+                }
+            }
+            wire::put_varint(out, u64::from(a.params.backoff));
+            wire::put_varint(out, u64::from(a.params.rebuild));
+            wire::put_bytes(out, &a.bytes);
+        }
+    }
+}
+
+fn read_index(r: &mut Reader<'_>) -> Result<IndexSection, FormatError> {
+    r.section("index");
+    Ok(match u64::from(r.tag("index coder", 3)?) {
+        INDEX_PLAIN => IndexSection::Plain(r.bytes("plain index")?.to_vec()),
+        INDEX_HUFFMAN => IndexSection::Huffman(HuffmanStream {
+            lengths: r.bytes("Huffman code lengths")?.to_vec(),
+            bits: r.bytes("Huffman bits")?.to_vec(),
+        }),
+        _ => {
+            let context = match r.tag("context kind", 2)? {
+                0 => ContextKind::Layer,
+                _ => ContextKind::LayerPrevMu {
+                    bins: r.u8("context bins")?,
+                },
+            };
+            let params = AdaptiveParams {
+                context,
+                backoff: r.u16("back-off strength")?,
+                rebuild: r.u16("rebuild period")?,
+            };
+            IndexSection::Adaptive(AdaptiveStream {
+                params,
+                bytes: r.bytes("range coder words")?.to_vec(),
+            })
+        }
+    })
+}
+
+/// Alphas section: per ellipse weight its components (varints) and alphas (`f32`).
+fn put_ellipses(out: &mut Vec<u8>, ellipses: &[EllipseEntry]) {
+    wire::put_len(out, ellipses.len());
+    for e in ellipses {
+        wire::put_len(out, e.components.len());
+        for &c in &e.components {
+            wire::put_varint(out, u64::from(c));
+        }
+        wire::put_f32s(out, &e.alphas);
+    }
+}
+
+fn read_ellipses(r: &mut Reader<'_>) -> Result<Vec<EllipseEntry>, FormatError> {
+    r.section("alphas");
+    // An entry takes at least two bytes (two empty sequences).
+    let n = r.len("ellipse count", 2)?;
+    (0..n)
+        .map(|_| {
+            let m = r.len("component count", 1)?;
+            let components = (0..m)
+                .map(|_| r.u32("component"))
+                .collect::<Result<_, _>>()?;
+            Ok(EllipseEntry {
+                components,
+                alphas: r.f32s("alphas")?,
+            })
         })
         .collect()
 }
 
-fn unshared_from_raw(raw: Vec<RawTensor>) -> Result<Vec<NamedTensor>, FormatError> {
-    raw.into_iter()
-        .map(|t| {
+const OUTLIERS_F32: u64 = 0;
+const OUTLIERS_U8: u64 = 1;
+
+fn put_quantized(out: &mut Vec<u8>, q: &QuantizedU8) {
+    wire::put_f32(out, q.lo);
+    wire::put_f32(out, q.hi);
+    wire::put_bytes(out, &q.codes);
+}
+
+fn read_quantized(r: &mut Reader<'_>, what: &str) -> Result<QuantizedU8, FormatError> {
+    let lo = r.f32(what)?;
+    let hi = r.f32(what)?;
+    let q = QuantizedU8 {
+        lo,
+        hi,
+        codes: r.bytes(what)?.to_vec(),
+    };
+    q.check().map_err(|e| r.error(format!("{what}: {e}")))?;
+    Ok(q)
+}
+
+/// Outlier section: the values (tag 0: two `f32` sequences; tag 1: two 8-bit quantised
+/// vectors), then the causes packed two bits each.
+fn put_outliers(out: &mut Vec<u8>, model: &SharedModelData, int8: bool) -> Result<(), FormatError> {
+    if int8 {
+        let quant = |v: &[f32], name: &str| {
+            QuantizedU8::quantize(v).map_err(|e| FormatError::InvalidModel(format!("{name}: {e}")))
+        };
+        let mu = quant(&model.outlier_mu, "outlier_mu")?;
+        let rho = quant(&model.outlier_rho, "outlier_rho")?;
+        wire::put_varint(out, OUTLIERS_U8);
+        put_quantized(out, &mu);
+        put_quantized(out, &rho);
+    } else {
+        wire::put_varint(out, OUTLIERS_F32);
+        put_pair(out, &model.outlier_mu, &model.outlier_rho);
+    }
+    wire::put_bytes(out, &pack_causes(&model.outlier_causes));
+    Ok(())
+}
+
+/// The outliers' `(mu, rho)` and packed causes.
+type Outliers = (Vec<f32>, Vec<f32>, Vec<u8>);
+
+fn read_outliers(r: &mut Reader<'_>) -> Result<Outliers, FormatError> {
+    r.section("outliers");
+    let (mu, rho) = match u64::from(r.tag("outlier values", 2)?) {
+        OUTLIERS_F32 => read_pair(r, "outlier")?,
+        _ => {
+            let mu = read_quantized(r, "8-bit outlier means")?;
+            let rho = read_quantized(r, "8-bit outlier rhos")?;
+            (mu.dequantize(), rho.dequantize())
+        }
+    };
+    Ok((mu, rho, r.bytes("outlier causes")?.to_vec()))
+}
+
+/// Unshared section: per tensor its path, shape and `f32` values.
+fn put_unshared(out: &mut Vec<u8>, unshared: &[NamedTensor]) {
+    wire::put_len(out, unshared.len());
+    for t in unshared {
+        wire::put_bytes(out, t.path.as_bytes());
+        wire::put_shape(out, &t.shape);
+        wire::put_f32s(out, &t.data);
+    }
+}
+
+fn read_unshared(r: &mut Reader<'_>) -> Result<Vec<NamedTensor>, FormatError> {
+    r.section("unshared");
+    // A tensor takes at least three bytes (three empty sequences).
+    let n = r.len("tensor count", 3)?;
+    (0..n)
+        .map(|_| {
             Ok(NamedTensor {
-                path: string("unshared", t.path)?,
-                shape: shape_from_raw("unshared", t.shape)?,
-                data: t.data,
+                path: r.text("tensor path")?,
+                shape: r.shape("tensor shape")?,
+                data: r.f32s("tensor values")?,
             })
         })
         .collect()
@@ -280,7 +320,15 @@ pub(crate) fn encode_shared(
     model: &SharedModelData,
     opts: &SaveOptions,
 ) -> Result<(Vec<u8>, FileSizes), FormatError> {
-    encode_shared_with(model, opts, false)
+    encode_shared_with(model, opts, false, true)
+}
+
+/// The bytes of `model` without validating it first (tests of files that break invariants).
+#[cfg(test)]
+pub(crate) fn encode_shared_unchecked(model: &SharedModelData) -> Vec<u8> {
+    encode_shared_with(model, &SaveOptions::default(), false, false)
+        .unwrap()
+        .0
 }
 
 /// The bytes the version 1 writer produced with a Huffman index (tests of old files).
@@ -290,7 +338,7 @@ pub(crate) fn encode_shared_v1_huffman(model: &SharedModelData) -> Vec<u8> {
         entropy_index: true,
         int8_outliers: false,
     };
-    let mut bytes = encode_shared_with(model, &opts, true).unwrap().0;
+    let mut bytes = encode_shared_with(model, &opts, true, true).unwrap().0;
     bytes[super::MAGIC.len()..super::MAGIC.len() + 2].copy_from_slice(&1u16.to_le_bytes());
     let n = bytes.len() - CHECKSUM_LEN;
     bytes.truncate(n);
@@ -302,15 +350,13 @@ fn encode_shared_with(
     model: &SharedModelData,
     opts: &SaveOptions,
     huffman: bool,
+    validate: bool,
 ) -> Result<(Vec<u8>, FileSizes), FormatError> {
-    model.validate().map_err(FormatError::InvalidModel)?;
+    if validate {
+        model.validate().map_err(FormatError::InvalidModel)?;
+    }
     let k = model.codebook_len();
     IndexWidth::for_codebook(k).map_err(FormatError::InvalidModel)?;
-
-    let codebook = F32Pair {
-        mu: model.codebook_mu.clone(),
-        rho: model.codebook_rho.clone(),
-    };
     let symbols = index::to_symbols(&model.fates, k);
     let layer_sizes = layer_sizes(&model.layers).map_err(FormatError::InvalidModel)?;
     let ctx = IndexContext {
@@ -323,36 +369,26 @@ fn encode_shared_with(
         index::encode(&symbols, &ctx, opts.entropy_index)
     }
     .map_err(FormatError::InvalidModel)?;
-    let values = if opts.int8_outliers {
-        let quant = |v: &[f32], name: &str| {
-            QuantizedU8::quantize(v).map_err(|e| FormatError::InvalidModel(format!("{name}: {e}")))
-        };
-        OutlierValues::U8 {
-            mu: quant(&model.outlier_mu, "outlier_mu")?,
-            rho: quant(&model.outlier_rho, "outlier_rho")?,
-        }
-    } else {
-        OutlierValues::F32(F32Pair {
-            mu: model.outlier_mu.clone(),
-            rho: model.outlier_rho.clone(),
-        })
-    };
-    let outliers = OutlierSection {
-        values,
-        causes: pack_causes(&model.outlier_causes),
-    };
 
     let mut payload = Vec::new();
-    let meta = put(
-        &mut payload,
-        "meta",
-        &meta_to_raw(&model.arch, &model.layers),
-    )?;
-    let codebook = put(&mut payload, "codebook", &codebook)?;
-    let index = put(&mut payload, "index", &index)?;
-    let alphas = put(&mut payload, "alphas", &model.ellipses)?;
-    let outliers = put(&mut payload, "outliers", &outliers)?;
-    let unshared = put(&mut payload, "unshared", &unshared_to_raw(&model.unshared))?;
+    let mut mark = 0;
+    let mut size = |payload: &Vec<u8>| {
+        let n = (payload.len() - mark) as u64;
+        mark = payload.len();
+        n
+    };
+    put_meta(&mut payload, &model.arch, &model.layers);
+    let meta = size(&payload);
+    put_pair(&mut payload, &model.codebook_mu, &model.codebook_rho);
+    let codebook = size(&payload);
+    put_index(&mut payload, &index);
+    let index = size(&payload);
+    put_ellipses(&mut payload, &model.ellipses);
+    let alphas = size(&payload);
+    put_outliers(&mut payload, model, opts.int8_outliers)?;
+    let outliers = size(&payload);
+    put_unshared(&mut payload, &model.unshared);
+    let unshared = size(&payload);
     let bytes = frame(FileKind::Shared, payload);
     let sizes = FileSizes {
         header: meta + (HEADER_LEN + CHECKSUM_LEN) as u64,
@@ -366,54 +402,59 @@ fn encode_shared_with(
     Ok((bytes, sizes))
 }
 
-/// Decodes a shared model from a whole file's bytes.
-pub(crate) fn decode_shared(bytes: &[u8]) -> Result<SharedModelData, FormatError> {
+/// Decodes a shared model from a whole file's bytes; `check` sees the architecture, layers
+/// and codebook length before the index is decoded and may refuse the file.
+pub(crate) fn decode_shared(
+    bytes: &[u8],
+    check: &mut dyn FnMut(&ModelMeta<'_>) -> Result<(), String>,
+) -> Result<SharedModelData, FormatError> {
     let (version, payload) = unframe(bytes, FileKind::Shared)?;
-    let mut r = Reader { payload, pos: 0 };
-    let (arch, layers) = meta_from_raw(r.next("meta")?)?;
+    let mut r = Reader::new(payload, HEADER_LEN);
+    let (arch, layers) = read_meta(&mut r)?;
     let n = model::total_weights(&layers).map_err(|e| corrupt("meta", e))?;
     let layer_sizes = layer_sizes(&layers).map_err(|e| corrupt("meta", e))?;
-    let codebook: F32Pair = r.next("codebook")?;
-    if codebook.rho.len() != codebook.mu.len() {
+    r.section("codebook");
+    let (codebook_mu, codebook_rho) = read_pair(&mut r, "codebook")?;
+    if codebook_rho.len() != codebook_mu.len() {
         return Err(corrupt(
             "codebook",
             format!(
                 "{} means but {} rhos",
-                codebook.mu.len(),
-                codebook.rho.len()
+                codebook_mu.len(),
+                codebook_rho.len()
             ),
         ));
     }
-    let k = codebook.mu.len();
+    let k = codebook_mu.len();
     IndexWidth::for_codebook(k).map_err(|e| corrupt("codebook", e))?;
+    check(&ModelMeta {
+        arch: &arch,
+        layers: &layers,
+        codebook_len: k,
+    })
+    .map_err(FormatError::Rejected)?;
     let ctx = IndexContext {
-        codebook_mu: &codebook.mu,
+        codebook_mu: &codebook_mu,
         layer_sizes: &layer_sizes,
     };
-    let symbols = index::decode(&r.next::<IndexSection>("index")?, &ctx, n, version)
-        .map_err(|e| corrupt("index", e))?;
-    let ellipses: Vec<EllipseEntry> = r.next("alphas")?;
-    let outliers: OutlierSection = r.next("outliers")?;
-    let unshared = unshared_from_raw(r.next("unshared")?)?;
+    let index_section = read_index(&mut r)?;
+    let symbols =
+        index::decode(&index_section, &ctx, n, version).map_err(|e| corrupt("index", e))?;
+    drop(index_section);
+    let ellipses = read_ellipses(&mut r)?;
+    let (outlier_mu, outlier_rho, causes) = read_outliers(&mut r)?;
+    let unshared = read_unshared(&mut r)?;
     r.finish()?;
 
     let marker = index::outlier_marker(k);
     let n_outliers = symbols.iter().filter(|&&s| s == marker).count();
-    let outlier_causes = unpack_causes(&outliers.causes, n_outliers)?;
+    let outlier_causes = unpack_causes(&causes, n_outliers)?;
     let fates =
         index::from_symbols(&symbols, k, &outlier_causes).map_err(|e| corrupt("index", e))?;
-    let (outlier_mu, outlier_rho) = match outliers.values {
-        OutlierValues::F32(p) => (p.mu, p.rho),
-        OutlierValues::U8 { mu, rho } => {
-            mu.check().map_err(|e| corrupt("outliers", e))?;
-            rho.check().map_err(|e| corrupt("outliers", e))?;
-            (mu.dequantize(), rho.dequantize())
-        }
-    };
     let model = SharedModelData {
         arch,
-        codebook_mu: codebook.mu,
-        codebook_rho: codebook.rho,
+        codebook_mu,
+        codebook_rho,
         layers,
         fates,
         ellipses,
@@ -436,29 +477,26 @@ pub(crate) fn encode_full(
 ) -> Result<Vec<u8>, FormatError> {
     model::validate_full(layers, mu, rho, unshared).map_err(FormatError::InvalidModel)?;
     let mut payload = Vec::new();
-    put(&mut payload, "meta", &meta_to_raw(arch, layers))?;
-    let weights = F32Pair {
-        mu: mu.to_vec(),
-        rho: rho.to_vec(),
-    };
-    put(&mut payload, "weights", &weights)?;
-    put(&mut payload, "unshared", &unshared_to_raw(unshared))?;
+    put_meta(&mut payload, arch, layers);
+    put_pair(&mut payload, mu, rho);
+    put_unshared(&mut payload, unshared);
     Ok(frame(FileKind::FullBnn, payload))
 }
 
 /// Decodes a full BNN from a whole file's bytes.
 pub(crate) fn decode_full(bytes: &[u8]) -> Result<FullBnnData, FormatError> {
     let (_version, payload) = unframe(bytes, FileKind::FullBnn)?;
-    let mut r = Reader { payload, pos: 0 };
-    let (arch, layers) = meta_from_raw(r.next("meta")?)?;
-    let weights: F32Pair = r.next("weights")?;
-    let unshared = unshared_from_raw(r.next("unshared")?)?;
+    let mut r = Reader::new(payload, HEADER_LEN);
+    let (arch, layers) = read_meta(&mut r)?;
+    r.section("weights");
+    let (mu, rho) = read_pair(&mut r, "weight")?;
+    let unshared = read_unshared(&mut r)?;
     r.finish()?;
     let data = FullBnnData {
         arch,
         layers,
-        mu: weights.mu,
-        rho: weights.rho,
+        mu,
+        rho,
         unshared,
     };
     data.validate().map_err(|e| corrupt("model", e))?;

@@ -71,15 +71,10 @@ pub enum FormatError {
     /// The model to write (or the decoded model) breaks an invariant of the format.
     #[error("invalid model: {0}")]
     InvalidModel(String),
-    /// bincode failed to encode a section.
-    #[error("cannot encode {section} section: {source}")]
-    Encode {
-        /// Which section.
-        section: &'static str,
-        /// bincode's error.
-        #[source]
-        source: bincode::error::EncodeError,
-    },
+    /// The caller's check of the architecture, layers and codebook length, run before the
+    /// index is decoded ([`from_bytes_checked`](super::from_bytes_checked)), refused the file.
+    #[error("{0}")]
+    Rejected(String),
 }
 
 /// An error of [`save`](super::save), [`load`](super::load) and the other file functions: an

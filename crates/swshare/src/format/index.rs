@@ -13,7 +13,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::adaptive::{self, AdaptiveParams, AdaptiveStream};
+use super::adaptive::{self, AdaptiveParams, AdaptiveStream, max_decode_work, work_budget};
 use super::huffman::{self, HuffmanStream};
 use crate::fate::{OutlierCause, WeightFate};
 
@@ -58,7 +58,7 @@ pub fn outlier_marker(k: usize) -> u32 {
 }
 
 /// The stored index section. New variants go at the end: the variant number is on disk.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum IndexSection {
     /// Fixed width ([`IndexWidth::for_codebook`]), little endian.
     Plain(Vec<u8>),
@@ -131,13 +131,7 @@ pub(crate) fn encode(
 ) -> Result<IndexSection, String> {
     let k = ctx.k();
     if entropy {
-        return adaptive::encode(
-            symbols,
-            ctx.codebook_mu,
-            ctx.layer_sizes,
-            AdaptiveParams::DEFAULT,
-        )
-        .map(IndexSection::Adaptive);
+        return encode_adaptive(symbols, ctx).map(IndexSection::Adaptive);
     }
     Ok(IndexSection::Plain(match IndexWidth::for_codebook(k)? {
         IndexWidth::U8 => symbols.iter().map(|&s| s as u8).collect(),
@@ -146,6 +140,31 @@ pub(crate) fn encode(
             .flat_map(|&s| (s as u16).to_le_bytes())
             .collect(),
     }))
+}
+
+/// Range-codes the symbols with [`AdaptiveParams::DEFAULT`], doubling the rebuild period
+/// until the stream's decode work fits its budget ([`adaptive::work_budget`]), so the reader
+/// never refuses a file this writer made. Realistic models fit at the default period.
+fn encode_adaptive(symbols: &[u32], ctx: &IndexContext<'_>) -> Result<AdaptiveStream, String> {
+    let k = ctx.k();
+    let mut params = AdaptiveParams::DEFAULT;
+    loop {
+        let stream = adaptive::encode(symbols, ctx.codebook_mu, ctx.layer_sizes, params)?;
+        let work = max_decode_work(params, k + 2, ctx.layer_sizes);
+        let budget = work_budget(stream.bytes.len(), k);
+        if work <= budget {
+            return Ok(stream);
+        }
+        params.rebuild = params.rebuild.checked_mul(2).ok_or_else(|| {
+            format!(
+                "a range-coded index of {} layers over {} symbols would cost {work} work \
+                 units to decode, more than the {budget} its size allows; save with the \
+                 plain index",
+                ctx.layer_sizes.len(),
+                k + 2
+            )
+        })?;
+    }
 }
 
 /// Decodes the symbols of the `n` weights of `ctx.layer_sizes`, from a file of format
@@ -172,7 +191,9 @@ pub(crate) fn decode(
                     k + 2
                 ));
             }
-            huffman::decode(stream, n)
+            let out = huffman::decode(stream, n)?;
+            adaptive::add_work((k + 2 + n) as u64);
+            Ok(out)
         }
         IndexSection::Plain(bytes) => {
             let width = IndexWidth::for_codebook(k)?;
@@ -183,6 +204,7 @@ pub(crate) fn decode(
                     width.bytes()
                 ));
             }
+            adaptive::add_work(n as u64);
             Ok(match width {
                 IndexWidth::U8 => bytes.iter().map(|&b| u32::from(b)).collect(),
                 IndexWidth::U16 => bytes

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use super::codec;
 use super::error::{FormatError, SwbError};
 use super::model::{FullBnnData, LayerShape, NamedTensor, SharedModelData};
-use super::{FileSizes, SaveOptions};
+use super::{FileSizes, ModelMeta, SaveOptions};
 
 /// Writes `model` to `path` as a `.swb` file and returns the size of each part.
 pub fn save(
@@ -29,7 +29,17 @@ pub fn save(
 /// Reads a `.swb` file written by [`save`].
 pub fn load(path: impl AsRef<Path>) -> Result<SharedModelData, SwbError> {
     let path = path.as_ref();
-    codec::decode_shared(&read(path)?).map_err(|e| format_err(path, e))
+    codec::decode_shared(&read(path)?, &mut |_| Ok(())).map_err(|e| format_err(path, e))
+}
+
+/// Reads a `.swb` file like [`load`], calling `check` on its [`ModelMeta`] before the index
+/// is decoded (see [`from_bytes_checked`](super::from_bytes_checked)).
+pub fn load_checked(
+    path: impl AsRef<Path>,
+    mut check: impl FnMut(&ModelMeta<'_>) -> Result<(), String>,
+) -> Result<SharedModelData, SwbError> {
+    let path = path.as_ref();
+    codec::decode_shared(&read(path)?, &mut check).map_err(|e| format_err(path, e))
 }
 
 /// Writes a plain full-BNN file (every weight's `mu` and `rho` as `f32`, same header and

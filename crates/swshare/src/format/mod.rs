@@ -1,6 +1,11 @@
 //! The compact `.swb` model file: a weight-shared Bayesian model in one versioned,
 //! checksummed file.
 //!
+//! The format is specified byte by byte in `docs/swb-format.md` (in the repository); the
+//! encoder and decoder here follow that text section by section over hand-written,
+//! bounds-checked primitives, and files written by earlier versions are kept as test
+//! fixtures.
+//!
 //! # Layout (format version 2)
 //!
 //! | part | bytes | content |
@@ -9,14 +14,14 @@
 //! | meta | var. | architecture JSON text, layer paths and shapes |
 //! | codebook | var. | `K` means and `K` rhos, `f32` |
 //! | index | var. | one symbol per weight: plain `u8`/`u16`, context-adaptive range coding ([`adaptive`], version 2) or canonical Huffman ([`huffman`], version 1) ([`index`]) |
-//! | alphas | var. | per ellipse weight: 1..=5 codebook indices and their alphas (`f32`) |
+//! | alphas | var. | per ellipse weight: 1..=5 distinct codebook indices and their alphas (`f32`, summing to 1) |
 //! | outliers | var. | outlier `mu` and `rho` as `f32` or 8-bit ([`quant`]), causes packed 2 bits each |
 //! | unshared | var. | every other parameter tensor: path, shape, `f32` data |
 //! | checksum | 4 | CRC-32 of everything before it, `u32` LE |
 //!
-//! The sections are serde structs encoded with bincode 2 (standard config: little endian,
-//! variable-length integers, `f32` as 4 bytes). In [`FileSizes`] the `header` part counts the
-//! fixed header, the meta section and the checksum.
+//! Integers and lengths inside the sections are variable-length (one byte below 251, else a
+//! tag byte 251/252/253 and a `u16`/`u32`/`u64`), floats are little-endian IEEE 754. In
+//! [`FileSizes`] the `header` part counts the fixed header, the meta section and the checksum.
 //!
 //! The index reserves symbol `K` for `Ellipse` and `K + 1` for `Outlier` fates, so its plain
 //! width is one byte when `K + 2 <= 256` and two bytes up to `K + 2 <= 65536` (see
@@ -30,8 +35,11 @@
 //!
 //! Readers reject, with a specific [`FormatError`]: other magic bytes, unsupported versions,
 //! the other file kind, truncated or over-long files, checksum mismatches, and sections whose
-//! lengths or values are inconsistent. Decoding never allocates more than the file's size
-//! allows.
+//! lengths or values are inconsistent (naming the section and the byte offset). Decoding
+//! never allocates more than the file's size allows, and its work is bounded by the file's
+//! size before it starts ([`adaptive::max_decode_work`], [`decode_work`]).
+//! [`from_bytes_checked`] and [`load_checked`] let a caller check the architecture against
+//! the layers before the index is decoded.
 //!
 //! # Example
 //!
@@ -72,15 +80,20 @@ mod io;
 mod model;
 pub mod qbnn;
 pub mod quant;
+mod wire;
 
 use serde::{Deserialize, Serialize};
 
+pub use adaptive::decode_work;
 pub use checksum::CHECKSUM_LEN;
+#[cfg(test)]
+pub(crate) use codec::encode_shared_unchecked;
 pub use error::{FormatError, SwbError};
 pub use header::{FORMAT_VERSION, FileKind, HEADER_LEN, MAGIC, OLDEST_READABLE_VERSION};
 pub use index::IndexWidth;
 pub use io::{
-    load, load_full_bnn, remove_stale_temps, save, save_full_bnn, temp_path, write_atomic,
+    load, load_checked, load_full_bnn, remove_stale_temps, save, save_full_bnn, temp_path,
+    write_atomic,
 };
 pub use model::{EllipseEntry, FullBnnData, LayerShape, NamedTensor, SharedModelData};
 
@@ -140,9 +153,30 @@ pub fn to_bytes(model: &SharedModelData, opts: &SaveOptions) -> Result<Vec<u8>, 
     codec::encode_shared(model, opts).map(|(bytes, _)| bytes)
 }
 
+/// What a `.swb` file says about its model before the index: read first, so a caller can
+/// refuse a file whose architecture does not match its layers before any decoding work.
+#[derive(Debug, Clone, Copy)]
+pub struct ModelMeta<'a> {
+    /// The architecture text.
+    pub arch: &'a str,
+    /// The shareable weight tensors.
+    pub layers: &'a [LayerShape],
+    /// Number of codebook entries `K`.
+    pub codebook_len: usize,
+}
+
 /// Decodes the bytes of a `.swb` file.
 pub fn from_bytes(bytes: &[u8]) -> Result<SharedModelData, FormatError> {
-    codec::decode_shared(bytes)
+    codec::decode_shared(bytes, &mut |_| Ok(()))
+}
+
+/// Decodes the bytes of a `.swb` file, calling `check` on its [`ModelMeta`] before the index
+/// is decoded; an error from `check` becomes [`FormatError::Rejected`].
+pub fn from_bytes_checked(
+    bytes: &[u8],
+    mut check: impl FnMut(&ModelMeta<'_>) -> Result<(), String>,
+) -> Result<SharedModelData, FormatError> {
+    codec::decode_shared(bytes, &mut check)
 }
 
 /// The sizes [`save`] would report, without touching the file system.
@@ -169,5 +203,7 @@ pub fn full_bnn_from_bytes(bytes: &[u8]) -> Result<FullBnnData, FormatError> {
     codec::decode_full(bytes)
 }
 
+#[cfg(test)]
+mod fixtures;
 #[cfg(test)]
 mod tests;

@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::fate::{OutlierCause, WeightFate};
 
-use crate::plan::MAX_BLEND;
+use crate::plan::{ALPHA_SUM_TOL, MAX_BLEND};
 
 /// One shareable Bayesian weight tensor: its path in the model and its shape.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -38,11 +38,14 @@ pub struct NamedTensor {
 /// A weight-shared Bayesian model: everything a `.swb` file stores.
 ///
 /// Invariants (checked by [`validate`](Self::validate) on save and after load):
-/// `codebook_mu` and `codebook_rho` have the same length `K`; the layer shapes hold
-/// `fates.len()` weights in total; `Shared(k)` has `k < K`; the `j`-th `Ellipse` fate in weight
-/// order is `Ellipse(j)` and `ellipses` has one entry per ellipse fate; the three outlier vectors
-/// have one entry per `Outlier` fate, in weight order, and `outlier_causes[i]` equals the cause
-/// carried by the `i`-th outlier fate.
+/// `codebook_mu` and `codebook_rho` have the same length `K` and finite values; the layer
+/// shapes hold `fates.len()` weights in total; `Shared(k)` has `k < K`; the `j`-th `Ellipse`
+/// fate in weight order is `Ellipse(j)` and `ellipses` has one entry per ellipse fate, each
+/// with 1 to [`MAX_BLEND`] distinct components `< K` and as many finite, non-negative alphas
+/// summing to 1 within [`ALPHA_SUM_TOL`]; the three outlier vectors have one entry per
+/// `Outlier` fate, in weight order, the values finite, and `outlier_causes[i]` equals the
+/// cause carried by the `i`-th outlier fate; no two unshared tensors share a path, and each
+/// holds as many values as its shape.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SharedModelData {
     /// Architecture config as JSON text; opaque to the file format.
@@ -98,9 +101,21 @@ pub(crate) fn shape_len(shape: &[usize]) -> Option<usize> {
     shape.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d))
 }
 
-/// Checks that every unshared tensor's data matches its shape.
+/// The first non-finite value of `values`, as an error naming `what`.
+fn check_finite(what: &str, values: &[f32]) -> Result<(), String> {
+    match values.iter().position(|v| !v.is_finite()) {
+        Some(i) => Err(format!("{what}[{i}] is {}", values[i])),
+        None => Ok(()),
+    }
+}
+
+/// Checks that every unshared tensor's data matches its shape and that no path repeats.
 pub(crate) fn validate_unshared(unshared: &[NamedTensor]) -> Result<(), String> {
+    let mut seen = std::collections::HashSet::new();
     for t in unshared {
+        if !seen.insert(t.path.as_str()) {
+            return Err(format!("unshared tensor {:?} is stored twice", t.path));
+        }
         if shape_len(&t.shape) != Some(t.data.len()) {
             return Err(format!(
                 "unshared tensor {:?} has shape {:?} but {} values",
@@ -128,6 +143,8 @@ impl SharedModelData {
                 self.codebook_rho.len()
             ));
         }
+        check_finite("codebook_mu", &self.codebook_mu)?;
+        check_finite("codebook_rho", &self.codebook_rho)?;
         let n = total_weights(&self.layers)?;
         if n != self.fates.len() {
             return Err(format!(
@@ -186,7 +203,25 @@ impl SharedModelData {
             if let Some(&c) = e.components.iter().find(|&&c| c as usize >= k) {
                 return Err(format!("ellipse {j} uses component {c} but K = {k}"));
             }
+            for (a, &c) in e.components.iter().enumerate() {
+                if e.components[a + 1..].contains(&c) {
+                    return Err(format!("ellipse {j} uses component {c} twice"));
+                }
+            }
+            if let Some(a) = e.alphas.iter().find(|a| !a.is_finite() || **a < 0.0) {
+                return Err(format!(
+                    "ellipse {j} has alpha {a} (alphas are finite and >= 0)"
+                ));
+            }
+            let sum: f32 = e.alphas.iter().sum();
+            if (sum - 1.0).abs() > ALPHA_SUM_TOL {
+                return Err(format!(
+                    "ellipse {j} has alphas summing to {sum}, not 1 within {ALPHA_SUM_TOL}"
+                ));
+            }
         }
+        check_finite("outlier_mu", &self.outlier_mu)?;
+        check_finite("outlier_rho", &self.outlier_rho)?;
         for (name, len) in [
             ("outlier_mu", self.outlier_mu.len()),
             ("outlier_rho", self.outlier_rho.len()),

@@ -26,7 +26,7 @@
 //! | part | bytes | content |
 //! |---|---|---|
 //! | header | 17 | [`QBNN_MAGIC`], version `u16` LE, payload length `u64` LE |
-//! | payload | var. | bincode 2 (standard config) of the architecture JSON, `sigma_bits`, the tensors and the folded norms |
+//! | payload | var. | the architecture JSON, `sigma_bits`, the tensors and the folded norms (`docs/swb-format.md`) |
 //! | checksum | 4 | CRC-32 of everything before it |
 //!
 //! Means take one byte per weight and sigmas `b / 8`, so with 4-bit sigmas the file is
@@ -61,6 +61,7 @@ use serde::{Deserialize, Serialize};
 use super::checksum::{self, CHECKSUM_LEN};
 use super::error::{FormatError, SwbError};
 use super::io::write_atomic;
+use super::wire::{self, Reader};
 
 /// Magic bytes at the start of a `.qbnn` file.
 pub const QBNN_MAGIC: [u8; 7] = *b"SWQBNN\x01";
@@ -294,47 +295,93 @@ pub struct QbnnData {
     pub folded_norms: Vec<FoldedNorm>,
 }
 
-#[derive(Serialize, Deserialize)]
-enum RawValues {
-    F32(Vec<f32>),
-    MeanI8 {
-        scale: f32,
-        codes: Vec<i8>,
-    },
-    SigmaBits {
-        bits: u8,
-        lo: f32,
-        step: f32,
-        len: u64,
-        packed: Vec<u8>,
-    },
+const VALUES_F32: u32 = 0;
+const VALUES_MEAN_I8: u32 = 1;
+const VALUES_SIGMA_BITS: u32 = 2;
+
+/// The payload, as `docs/swb-format.md` ("The `.qbnn` file") lays it out.
+fn put_payload(out: &mut Vec<u8>, data: &QbnnData) {
+    wire::put_bytes(out, data.arch.as_bytes());
+    out.push(data.sigma_bits);
+    wire::put_len(out, data.tensors.len());
+    for t in &data.tensors {
+        wire::put_bytes(out, t.path.as_bytes());
+        wire::put_shape(out, &t.shape);
+        match &t.values {
+            QValues::F32(v) => {
+                wire::put_varint(out, VALUES_F32.into());
+                wire::put_f32s(out, v);
+            }
+            QValues::MeanI8(q) => {
+                wire::put_varint(out, VALUES_MEAN_I8.into());
+                wire::put_f32(out, q.scale);
+                wire::put_len(out, q.codes.len());
+                out.extend(q.codes.iter().map(|&c| c as u8));
+            }
+            QValues::SigmaBits(q) => {
+                wire::put_varint(out, VALUES_SIGMA_BITS.into());
+                out.push(q.bits);
+                wire::put_f32(out, q.lo);
+                wire::put_f32(out, q.step);
+                wire::put_varint(out, q.len);
+                wire::put_bytes(out, &q.packed);
+            }
+        }
+    }
+    wire::put_len(out, data.folded_norms.len());
+    for n in &data.folded_norms {
+        wire::put_bytes(out, n.path.as_bytes());
+        out.extend_from_slice(&n.epsilon.to_le_bytes());
+    }
 }
 
-#[derive(Serialize, Deserialize)]
-struct RawTensor {
-    path: Vec<u8>,
-    shape: Vec<u64>,
-    values: RawValues,
-}
-
-#[derive(Serialize, Deserialize)]
-struct RawNorm {
-    path: Vec<u8>,
-    epsilon: f64,
-}
-
-/// Strings as byte sequences: bincode's pre-allocation for sequences is capped, so a corrupted
-/// length runs out of bytes instead of allocating.
-#[derive(Serialize, Deserialize)]
-struct Payload {
-    arch: Vec<u8>,
-    sigma_bits: u8,
-    tensors: Vec<RawTensor>,
-    folded_norms: Vec<RawNorm>,
-}
-
-fn config() -> bincode::config::Configuration {
-    bincode::config::standard()
+fn read_payload(r: &mut Reader<'_>) -> Result<QbnnData, FormatError> {
+    r.section("qbnn");
+    let arch = r.text("architecture")?;
+    let sigma_bits = r.u8("sigma bits")?;
+    // A tensor takes at least four bytes (path, shape, tag, values).
+    let n = r.len("tensor count", 4)?;
+    let tensors = (0..n)
+        .map(|_| {
+            let path = r.text("tensor path")?;
+            let shape = r.shape("tensor shape")?;
+            let values = match r.tag("tensor values", 3)? {
+                VALUES_F32 => QValues::F32(r.f32s("f32 values")?),
+                VALUES_MEAN_I8 => QValues::MeanI8(SymmetricI8 {
+                    scale: r.f32("int8 scale")?,
+                    codes: r.bytes("int8 codes")?.iter().map(|&b| b as i8).collect(),
+                }),
+                _ => QValues::SigmaBits(AffineBits {
+                    bits: r.u8("sigma code bits")?,
+                    lo: r.f32("sigma grid start")?,
+                    step: r.f32("sigma grid step")?,
+                    len: r.varint("sigma count", u64::MAX)?,
+                    packed: r.bytes("packed sigma codes")?.to_vec(),
+                }),
+            };
+            Ok(QTensor {
+                path,
+                shape,
+                values,
+            })
+        })
+        .collect::<Result<Vec<_>, FormatError>>()?;
+    // A folded norm takes at least nine bytes (path, epsilon).
+    let n = r.len("folded norm count", 9)?;
+    let folded_norms = (0..n)
+        .map(|_| {
+            Ok(FoldedNorm {
+                path: r.text("norm path")?,
+                epsilon: r.f64("norm epsilon")?,
+            })
+        })
+        .collect::<Result<Vec<_>, FormatError>>()?;
+    Ok(QbnnData {
+        arch,
+        sigma_bits,
+        tensors,
+        folded_norms,
+    })
 }
 
 fn check(data: &QbnnData) -> Result<(), FormatError> {
@@ -345,12 +392,13 @@ fn check(data: &QbnnData) -> Result<(), FormatError> {
         )));
     }
     for t in &data.tensors {
-        let n: usize = t.shape.iter().product();
-        if n != t.values.len() {
+        let n = t.shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
+        if n != Some(t.values.len()) {
             return Err(invalid(format!(
-                "{}: shape {:?} holds {n} values, the tensor has {}",
+                "{}: shape {:?} holds {} values, the tensor has {}",
                 t.path,
                 t.shape,
+                n.map_or("too many".to_string(), |n| n.to_string()),
                 t.values.len()
             )));
         }
@@ -362,7 +410,11 @@ fn check(data: &QbnnData) -> Result<(), FormatError> {
                         t.path, q.bits, data.sigma_bits
                     )));
                 }
-                if q.packed.len() != packed_len(q.len as usize, q.bits) {
+                let want = usize::try_from(q.len)
+                    .ok()
+                    .and_then(|n| n.checked_mul(usize::from(q.bits)))
+                    .map(|b| b.div_ceil(8));
+                if want != Some(q.packed.len()) {
                     return Err(invalid(format!(
                         "{}: {} packed bytes for {} codes of {} bits",
                         t.path,
@@ -392,46 +444,8 @@ fn check(data: &QbnnData) -> Result<(), FormatError> {
 /// Encodes `data` into the bytes of a `.qbnn` file.
 pub fn to_bytes(data: &QbnnData) -> Result<Vec<u8>, FormatError> {
     check(data)?;
-    let payload = Payload {
-        arch: data.arch.as_bytes().to_vec(),
-        sigma_bits: data.sigma_bits,
-        tensors: data
-            .tensors
-            .iter()
-            .map(|t| RawTensor {
-                path: t.path.as_bytes().to_vec(),
-                shape: t.shape.iter().map(|&d| d as u64).collect(),
-                values: match &t.values {
-                    QValues::F32(v) => RawValues::F32(v.clone()),
-                    QValues::MeanI8(q) => RawValues::MeanI8 {
-                        scale: q.scale,
-                        codes: q.codes.clone(),
-                    },
-                    QValues::SigmaBits(q) => RawValues::SigmaBits {
-                        bits: q.bits,
-                        lo: q.lo,
-                        step: q.step,
-                        len: q.len,
-                        packed: q.packed.clone(),
-                    },
-                },
-            })
-            .collect(),
-        folded_norms: data
-            .folded_norms
-            .iter()
-            .map(|n| RawNorm {
-                path: n.path.as_bytes().to_vec(),
-                epsilon: n.epsilon,
-            })
-            .collect(),
-    };
-    let body = bincode::serde::encode_to_vec(&payload, config()).map_err(|source| {
-        FormatError::Encode {
-            section: "qbnn",
-            source,
-        }
-    })?;
+    let mut body = Vec::new();
+    put_payload(&mut body, data);
     let mut out = Vec::with_capacity(QBNN_HEADER_LEN + body.len() + CHECKSUM_LEN);
     out.extend_from_slice(&QBNN_MAGIC);
     out.extend_from_slice(&QBNN_VERSION.to_le_bytes());
@@ -439,10 +453,6 @@ pub fn to_bytes(data: &QbnnData) -> Result<Vec<u8>, FormatError> {
     out.extend_from_slice(&body);
     checksum::append(&mut out);
     Ok(out)
-}
-
-fn text(bytes: Vec<u8>) -> Result<String, FormatError> {
-    String::from_utf8(bytes).map_err(|e| corrupt(format!("text is not UTF-8: {e}")))
 }
 
 /// Decodes the bytes of a `.qbnn` file: wrong magic, version, length or checksum and
@@ -489,63 +499,9 @@ pub fn from_bytes(bytes: &[u8]) -> Result<QbnnData, FormatError> {
     }
     checksum::verify(bytes)?;
     let body = &bytes[QBNN_HEADER_LEN..bytes.len() - CHECKSUM_LEN];
-    let (payload, used): (Payload, usize) =
-        bincode::serde::decode_from_slice(body, config()).map_err(|e| corrupt(e.to_string()))?;
-    if used != body.len() {
-        return Err(corrupt(format!(
-            "{} unread bytes after the payload",
-            body.len() - used
-        )));
-    }
-    let tensors = payload
-        .tensors
-        .into_iter()
-        .map(|t| {
-            let shape = t
-                .shape
-                .into_iter()
-                .map(|d| usize::try_from(d).map_err(|_| corrupt(format!("dimension {d}"))))
-                .collect::<Result<Vec<_>, _>>()?;
-            let values = match t.values {
-                RawValues::F32(v) => QValues::F32(v),
-                RawValues::MeanI8 { scale, codes } => QValues::MeanI8(SymmetricI8 { scale, codes }),
-                RawValues::SigmaBits {
-                    bits,
-                    lo,
-                    step,
-                    len,
-                    packed,
-                } => QValues::SigmaBits(AffineBits {
-                    bits,
-                    lo,
-                    step,
-                    len,
-                    packed,
-                }),
-            };
-            Ok(QTensor {
-                path: text(t.path)?,
-                shape,
-                values,
-            })
-        })
-        .collect::<Result<Vec<_>, FormatError>>()?;
-    let folded_norms = payload
-        .folded_norms
-        .into_iter()
-        .map(|n| {
-            Ok(FoldedNorm {
-                path: text(n.path)?,
-                epsilon: n.epsilon,
-            })
-        })
-        .collect::<Result<Vec<_>, FormatError>>()?;
-    let data = QbnnData {
-        arch: text(payload.arch)?,
-        sigma_bits: payload.sigma_bits,
-        tensors,
-        folded_norms,
-    };
+    let mut r = Reader::new(body, QBNN_HEADER_LEN);
+    let data = read_payload(&mut r)?;
+    r.finish()?;
     check(&data).map_err(|e| corrupt(e.to_string()))?;
     Ok(data)
 }

@@ -24,7 +24,7 @@ fn model(k: u32, n: usize) -> SharedModelData {
                 let m = 1 + i % 5;
                 ellipses.push(EllipseEntry {
                     components: (0..m as u32).map(|c| (c * 7 + i as u32) % k).collect(),
-                    alphas: (0..m).map(|c| 1.0 / (c + 1) as f32).collect(),
+                    alphas: (0..m).map(|_| 1.0 / m as f32).collect(),
                 });
                 WeightFate::Ellipse(ellipses.len() as u32 - 1)
             }
@@ -345,29 +345,17 @@ fn absurd_lengths_behind_a_valid_checksum_are_errors_not_allocations() {
 }
 
 mod codec_tests {
+    use super::super::wire;
+
     /// Meta section bytes for an empty architecture and one layer per shape.
     pub fn meta_bytes(shapes: &[u64]) -> Vec<u8> {
-        #[derive(serde::Serialize)]
-        struct Layer {
-            path: Vec<u8>,
-            shape: Vec<u64>,
+        let mut out = vec![0];
+        wire::put_len(&mut out, shapes.len());
+        for &s in shapes {
+            wire::put_bytes(&mut out, b"w");
+            wire::put_shape(&mut out, &[s as usize]);
         }
-        #[derive(serde::Serialize)]
-        struct Meta {
-            arch: Vec<u8>,
-            layers: Vec<Layer>,
-        }
-        let meta = Meta {
-            arch: vec![],
-            layers: shapes
-                .iter()
-                .map(|&s| Layer {
-                    path: b"w".to_vec(),
-                    shape: vec![s],
-                })
-                .collect(),
-        };
-        bincode::serde::encode_to_vec(&meta, bincode::config::standard()).unwrap()
+        out
     }
 }
 
@@ -387,19 +375,6 @@ fn invalid_models_are_rejected_on_save() {
         .unwrap();
     m.fates[j] = WeightFate::Ellipse(5);
     assert!(to_bytes(&m, &SaveOptions::default()).is_err());
-    let mut m = small();
-    m.outlier_mu[0] = f32::NAN;
-    // f32 outliers keep NaN bit for bit; 8-bit ones cannot.
-    let back = from_bytes(&to_bytes(&m, &SaveOptions::default()).unwrap()).unwrap();
-    assert!(back.outlier_mu[0].is_nan());
-    let int8 = SaveOptions {
-        int8_outliers: true,
-        ..SaveOptions::default()
-    };
-    assert!(matches!(
-        to_bytes(&m, &int8),
-        Err(FormatError::InvalidModel(_))
-    ));
     let mut m = small();
     m.unshared[0].data.push(1.0);
     assert!(to_bytes(&m, &SaveOptions::default()).is_err());
@@ -534,4 +509,213 @@ mod props {
             let _ = from_bytes(&framed(&tail));
         }
     }
+}
+
+/// Content that breaks a semantic invariant: refused on save, and, written anyway behind a
+/// valid checksum, refused on load with the reason.
+#[test]
+fn semantically_invalid_content_is_refused_on_save_and_load() {
+    let ellipse = |m: &SharedModelData| {
+        m.fates
+            .iter()
+            .filter(|f| matches!(f, WeightFate::Ellipse(_)))
+            .count()
+    };
+    assert!(ellipse(&small()) > 0);
+    type Edit = fn(&mut SharedModelData);
+    let cases: [(&str, Edit, &str); 9] = [
+        (
+            "NaN codebook mean",
+            |m| m.codebook_mu[1] = f32::NAN,
+            "codebook_mu[1] is NaN",
+        ),
+        (
+            "infinite codebook rho",
+            |m| m.codebook_rho[0] = f32::INFINITY,
+            "codebook_rho[0] is inf",
+        ),
+        (
+            "NaN outlier mean",
+            |m| m.outlier_mu[0] = f32::NAN,
+            "outlier_mu[0] is NaN",
+        ),
+        (
+            "NaN outlier rho",
+            |m| m.outlier_rho[1] = f32::NAN,
+            "outlier_rho[1] is NaN",
+        ),
+        (
+            "NaN alpha",
+            |m| m.ellipses[0].alphas[0] = f32::NAN,
+            "has alpha NaN",
+        ),
+        (
+            "alphas summing to 0.9",
+            |m| {
+                let e = &mut m.ellipses[0];
+                e.alphas = vec![0.9 / e.alphas.len() as f32; e.alphas.len()];
+            },
+            "summing to 0.9",
+        ),
+        (
+            "repeated component",
+            |m| {
+                let e = m
+                    .ellipses
+                    .iter_mut()
+                    .find(|e| e.components.len() >= 2)
+                    .unwrap();
+                e.components[1] = e.components[0];
+            },
+            "twice",
+        ),
+        (
+            "duplicated unshared tensor",
+            |m| m.unshared.push(m.unshared[0].clone()),
+            "stored twice",
+        ),
+        (
+            "negative alpha",
+            |m| {
+                let e = m
+                    .ellipses
+                    .iter_mut()
+                    .find(|e| e.components.len() >= 2)
+                    .unwrap();
+                e.alphas[0] += e.alphas[1] + 0.5;
+                e.alphas[1] = -0.5;
+            },
+            "has alpha -0.5",
+        ),
+    ];
+    for (what, edit, reason) in cases {
+        let mut m = small();
+        edit(&mut m);
+        let err = to_bytes(&m, &SaveOptions::default()).unwrap_err();
+        assert!(matches!(err, FormatError::InvalidModel(_)), "{what}: {err}");
+        assert!(err.to_string().contains(reason), "{what}: {err}");
+        let err = from_bytes(&codec::encode_shared_unchecked(&m)).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                FormatError::Corrupt {
+                    section: "model",
+                    ..
+                }
+            ),
+            "{what}: {err}"
+        );
+        assert!(err.to_string().contains(reason), "{what}: {err}");
+    }
+}
+
+/// The tolerance on the alphas' sum is the sharing plan's: alphas as the ellipse stage makes
+/// them (an `f64` softmax rounded to `f32`) pass.
+#[test]
+fn alphas_from_the_ellipse_stage_pass_the_tolerance() {
+    let mut m = small();
+    for (j, e) in m.ellipses.iter_mut().enumerate() {
+        let mut lp = [0f64; crate::plan::MAX_BLEND];
+        for (c, v) in lp.iter_mut().enumerate() {
+            *v = -(((j * 31 + c * 17) % 23) as f64) * 0.37;
+        }
+        let n = e.components.len();
+        e.alphas = crate::ellipse::alphas_from_log_pdf(&lp, n)[..n].to_vec();
+    }
+    from_bytes(&to_bytes(&m, &SaveOptions::default()).unwrap()).unwrap();
+}
+
+/// The decode-cost attack: K = 65534, 200,000 layers of shape `[1]` and an all-zero
+/// range-coded index behind a valid checksum. The decoder used to build a 65,536-entry
+/// table per layer (more than 75 s); it must refuse the file from its sizes alone.
+#[test]
+fn decode_cost_attack_is_refused_before_decoding() {
+    use super::wire::{put_bytes, put_f32s, put_len, put_shape, put_varint};
+    let (k, layers) = (65534usize, 200_000usize);
+    let mut payload = Vec::new();
+    put_bytes(&mut payload, b"");
+    put_len(&mut payload, layers);
+    for _ in 0..layers {
+        put_bytes(&mut payload, b"w");
+        put_shape(&mut payload, &[1]);
+    }
+    put_f32s(&mut payload, &vec![0.0; k]);
+    put_f32s(&mut payload, &vec![-5.0; k]);
+    put_varint(&mut payload, 2); // range-coded index
+    put_varint(&mut payload, 0); // layer context
+    put_varint(&mut payload, 256); // back-off
+    put_varint(&mut payload, 32); // rebuild period
+    put_bytes(&mut payload, &vec![0; layers / 8]);
+    payload.extend_from_slice(&[0, 0, 0, 0, 0]); // no ellipses, f32 outliers, no causes
+    payload.push(0); // no unshared tensors
+    let file = framed(&payload);
+    assert!(file.len() > 1_000_000, "{} bytes", file.len());
+    let before = decode_work();
+    let err = from_bytes(&file).unwrap_err();
+    let spent = decode_work() - before;
+    assert!(
+        matches!(
+            err,
+            FormatError::Corrupt {
+                section: "index",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("work units"), "{err}");
+    assert_eq!(spent, 0, "work spent before refusing");
+}
+
+/// Decode work is bounded by the file: the bound holds for what the writer makes, and the
+/// writer lengthens the table rebuild period when a model would exceed it.
+#[test]
+fn decode_work_stays_within_the_budget_of_the_file() {
+    for k in [6u32, 300] {
+        for opts in [SaveOptions::ALL[1], SaveOptions::ALL[3]] {
+            let bytes = to_bytes(&model(k, 2000), &opts).unwrap();
+            let before = decode_work();
+            from_bytes(&bytes).unwrap();
+            let spent = decode_work() - before;
+            assert!(spent > 2000, "{spent}");
+            assert!(
+                spent <= adaptive::WORK_PER_BYTE * bytes.len() as u64,
+                "{spent} for {} bytes",
+                bytes.len()
+            );
+        }
+    }
+    // One large, very compressible layer over a large codebook: the default period would
+    // cost more than the stream pays for.
+    let (k, n) = (4000usize, 100_000usize);
+    let mu: Vec<f32> = (0..k).map(|c| c as f32).collect();
+    let sizes = [n];
+    let ctx = index::IndexContext {
+        codebook_mu: &mu,
+        layer_sizes: &sizes,
+    };
+    let symbols = vec![0u32; n];
+    let default =
+        adaptive::encode(&symbols, &mu, &sizes, adaptive::AdaptiveParams::DEFAULT).unwrap();
+    assert!(
+        adaptive::max_decode_work(adaptive::AdaptiveParams::DEFAULT, k + 2, &sizes)
+            > adaptive::work_budget(default.bytes.len(), k)
+    );
+    let index::IndexSection::Adaptive(stream) = index::encode(&symbols, &ctx, true).unwrap() else {
+        panic!("expected a range-coded index")
+    };
+    assert!(stream.params.rebuild > adaptive::AdaptiveParams::DEFAULT.rebuild);
+    let before = decode_work();
+    assert_eq!(adaptive::decode(&stream, &mu, &sizes).unwrap(), symbols);
+    assert!(decode_work() - before <= adaptive::work_budget(stream.bytes.len(), k));
+
+    // Thousands of one-weight layers over 502 symbols: no period helps; the writer refuses.
+    let mu = vec![0.0f32; 500];
+    let sizes = vec![1usize; 4000];
+    let ctx = index::IndexContext {
+        codebook_mu: &mu,
+        layer_sizes: &sizes,
+    };
+    let err = index::encode(&vec![0; 4000], &ctx, true).unwrap_err();
+    assert!(err.contains("plain index"), "{err}");
 }
