@@ -77,9 +77,34 @@ fn restore((labels, s): (Vec<u32>, StoredPredictive)) -> Result<Predictions, Met
     Ok(Predictions { predictive, labels })
 }
 
+/// Writes a prediction set as NumPy arrays `<dir>/<prefix>-<what>.npy`, each atomically, for
+/// tools outside Rust (NumPy, scikit-learn, Fortuna, MAPIE):
+/// `probabilities` (`float32`, `[n, classes]`, the Monte Carlo mean of the softmax), `labels`
+/// (`int64`, `[n]`), `entropy` (`float64`, `[n]`, of the mean, nats) and, when the set was
+/// sampled, `mutual-information` (`float64`, `[n]`, nats).
+pub fn save_predictions_npy(dir: &Path, prefix: &str, p: &Predictions) -> Result<(), Error> {
+    use gmm_minibatch::npy::write;
+    let q = &p.predictive;
+    let n = p.labels.len();
+    let file = |what: &str| dir.join(format!("{prefix}-{what}.npy"));
+    write(
+        file("probabilities"),
+        &[n, q.probabilities().classes()],
+        q.probabilities().as_slice(),
+    )?;
+    let labels: Vec<i64> = p.labels.iter().map(|&l| i64::from(l)).collect();
+    write(file("labels"), &[n], &labels)?;
+    write(file("entropy"), &[n], q.entropy())?;
+    if let Some(mi) = q.mutual_information() {
+        write(file("mutual-information"), &[n], mi)?;
+    }
+    Ok(())
+}
+
 /// Keeps a stage's evaluation predictions (`samples` Monte Carlo samples) in `dir`
 /// ([`PREDICTIONS_FILE`], bincode, written atomically), so the report's figures show the
-/// table's own predictions instead of drawing new ones.
+/// table's own predictions instead of drawing new ones; and as NumPy arrays
+/// ([`save_predictions_npy`], prefixes `test` and `ood`).
 pub fn save_predictions(
     dir: &Path,
     samples: usize,
@@ -93,6 +118,10 @@ pub fn save_predictions(
     };
     let bytes = bincode::serde::encode_to_vec(&stored, bincode::config::standard())
         .map_err(Error::PredictionsEncode)?;
+    save_predictions_npy(dir, "test", test)?;
+    if let Some(ood) = ood {
+        save_predictions_npy(dir, "ood", ood)?;
+    }
     Ok(write_atomic(&dir.join(PREDICTIONS_FILE), &bytes)?)
 }
 
