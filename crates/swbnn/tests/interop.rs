@@ -71,6 +71,7 @@ fn assert_close(ours: &[f32], theirs: &[f32], tol: f32, what: &str) -> f32 {
         .map(|(a, b)| (a - b).abs() / b.abs().max(1.0))
         .fold(0.0f32, f32::max);
     assert!(worst <= tol, "{what}: differs by {worst:e} (> {tol:e})");
+    eprintln!("{what}: largest difference {worst:e} (relative where |x| > 1)");
     worst
 }
 
