@@ -394,4 +394,38 @@ mod tests {
                 .collect();
         assert_eq!(small.param_shapes(&device).unwrap(), exported);
     }
+
+    /// A `config.json` written before the shortcut and width fields loads as the option-B,
+    /// standard-width model it described.
+    #[test]
+    fn old_config_files_load_with_projection_shortcuts() {
+        let device = bnn_layers::test_device();
+        let mut json = serde_json::to_value(ModelConfig::for_input(
+            Arch::Resnet20,
+            Kind::Bayesian,
+            10,
+            3,
+            32,
+        ))
+        .unwrap();
+        let map = json.as_object_mut().unwrap();
+        map.remove("shortcut");
+        map.remove("width");
+        let old: ModelConfig = serde_json::from_value(json).unwrap();
+        assert_eq!((old.shortcut, old.width), (None, None));
+        let shapes = old.param_shapes(&device).unwrap();
+        assert!(shapes.iter().any(|(p, _)| p.contains("downsample.conv")));
+        // Option A has no shortcut parameters: 2 projections of (mu, rho) and 2 batch norms
+        // of 4 tensors fewer.
+        let mut a = old.clone();
+        a.shortcut = Some(crate::resnet::Shortcut::ZeroPad);
+        let a_shapes = a.param_shapes(&device).unwrap();
+        assert_eq!(shapes.len() - a_shapes.len(), 2 * 2 + 2 * 4);
+        assert!(!a_shapes.iter().any(|(p, _)| p.contains("downsample")));
+        let logits = a
+            .init(&device)
+            .unwrap()
+            .forward(Tensor::zeros([2, 3, 32, 32], &device));
+        assert_eq!(logits.dims(), [2, 10]);
+    }
 }

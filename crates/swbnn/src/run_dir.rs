@@ -577,4 +577,32 @@ mod tests {
             "{e}"
         );
     }
+
+    /// The kept predictions are also NumPy arrays: probabilities `<f4 [n, classes]`, labels
+    /// `<i8 [n]`, entropy and mutual information `<f8 [n]`, for the test and the OOD set.
+    #[test]
+    fn kept_predictions_are_also_npy_arrays() {
+        use gmm_minibatch::npy::read_f32;
+        let dir = tempfile::tempdir().unwrap();
+        let (test, ood) = (predictions(4), predictions(2));
+        save_predictions(dir.path(), 4, &test, Some(&ood)).unwrap();
+        for (prefix, p) in [("test", &test), ("ood", &ood)] {
+            let file = |w: &str| dir.path().join(format!("{prefix}-{w}.npy"));
+            let probs = read_f32(file("probabilities")).unwrap();
+            assert_eq!(probs.shape, vec![3, 2]);
+            assert_eq!(probs.data, p.predictive.probabilities().as_slice());
+            let entropy = read_f32(file("entropy")).unwrap();
+            let want: Vec<f32> = p.predictive.entropy().iter().map(|&e| e as f32).collect();
+            assert_eq!(entropy.data, want);
+            let mi = read_f32(file("mutual-information")).unwrap();
+            assert_eq!(mi.shape, vec![3]);
+            let labels = std::fs::read(file("labels")).unwrap();
+            assert!(String::from_utf8_lossy(&labels[..64]).contains("'<i8'"));
+            let payload: Vec<i64> = labels[labels.len() - 24..]
+                .chunks(8)
+                .map(|b| i64::from_le_bytes(b.try_into().unwrap()))
+                .collect();
+            assert_eq!(payload, vec![0, 1, 1]);
+        }
+    }
 }
