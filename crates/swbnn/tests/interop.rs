@@ -387,14 +387,12 @@ fn fixed_noise_logits(model: &Network, config: &ModelConfig, case: &serde_json::
             .iter()
             .find(|r| r.path == format!("{base}_rho"))
             .unwrap();
-        let n = t.data.len();
-        let eps = fixed_noise(n);
+        let eps = fixed_noise(t.data.len());
         // Our dense weights are [in, out]; the noise is indexed in PyTorch's [out, in].
         let at = |i: usize| match t.shape.as_slice() {
             [rows, cols] => eps[(i % cols) * rows + i / cols],
             _ => eps[i],
         };
-        let _ = n;
         let data = (0..t.data.len())
             .map(|i| t.data[i] + bnn_layers::softplus(f64::from(rho.data[i])) as f32 * at(i))
             .collect();
