@@ -432,7 +432,7 @@ pub fn encode<T: Element>(shape: &[usize], data: &[T]) -> Result<Vec<u8>, NpyErr
             expected: "a header shorter than 65535 bytes".into(),
         });
     }
-    let mut out = Vec::with_capacity(10 + header.len() + size_of::<T>() * data.len());
+    let mut out = Vec::with_capacity(10 + header.len() + std::mem::size_of_val(data));
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&[1, 0]);
     out.extend_from_slice(&(header.len() as u16).to_le_bytes());
