@@ -22,6 +22,7 @@ pub mod lenet;
 pub mod mlp;
 mod network;
 pub mod resnet;
+pub mod torch_names;
 pub mod vit;
 pub mod wrn;
 
@@ -31,5 +32,5 @@ pub use kind::{Arch, Kind};
 pub use layers::{Conv, Dense, LayerFactory, ShareFn};
 pub use network::{
     Body, MAX_CLASSES, MAX_CODEBOOK_LEN, MAX_IMAGE_SIZE, MAX_IN_CHANNELS, MAX_MLP_LAYERS,
-    MAX_MLP_WIDTH, ModelConfig, Network, share_all_first,
+    MAX_MLP_WIDTH, MAX_WIDTH, ModelConfig, Network, share_all_first,
 };

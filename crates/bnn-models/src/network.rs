@@ -8,7 +8,7 @@ use burn::prelude::*;
 use crate::layers::{LayerFactory, ShareFn};
 use crate::lenet::LeNet5;
 use crate::mlp::Mlp;
-use crate::resnet::{BlockKind, ResNet, Stem};
+use crate::resnet::{BlockKind, ResNet, Shortcut, Stem};
 use crate::vit::{Vit, VitShape};
 use crate::wrn::WideResNet;
 use crate::{Arch, Kind, ModelError};
@@ -39,6 +39,15 @@ pub struct ModelConfig {
     /// Hidden widths of the MLP.
     #[config(default = "vec![400, 400]")]
     pub mlp_hidden: Vec<usize>,
+    /// How the ResNets' blocks change shape: `None` (what files without the field hold) is
+    /// [`Shortcut::Projection`].
+    #[config(default = "None")]
+    pub shortcut: Option<Shortcut>,
+    /// Width of the ResNets' first stage (the others double it stage by stage): `None` is the
+    /// architecture's own (16 for ResNet-20, 64 for ResNet-18/50/101). Narrow ResNets keep test
+    /// fixtures small.
+    #[config(default = "None")]
+    pub width: Option<usize>,
     /// Options of the Bayesian layers.
     #[config(default = "BayesOptions::new()")]
     pub bayes: BayesOptions,
@@ -139,6 +148,9 @@ impl ModelConfig {
         bound("in_channels", self.in_channels, 1, MAX_IN_CHANNELS)?;
         bound("image_size", self.image_size, 1, MAX_IMAGE_SIZE)?;
         bound("codebook_len", self.codebook_len, 0, MAX_CODEBOOK_LEN)?;
+        if let Some(w) = self.width {
+            bound("width", w, 1, MAX_WIDTH)?;
+        }
         if self.arch == Arch::Mlp {
             bound(
                 "mlp_hidden layers",
@@ -171,14 +183,17 @@ impl ModelConfig {
             true => Stem::Cifar,
             false => Stem::ImageNet,
         };
+        let shortcut = self.shortcut.unwrap_or_default();
         let resnet = |f: &mut LayerFactory<'_>, kind, blocks: &[usize], widths: &[usize], stem| {
-            Body::ResNet(ResNet::new(f, kind, blocks, widths, stem, c, k))
+            Body::ResNet(ResNet::new(f, kind, shortcut, blocks, widths, stem, c, k))
         };
-        let imagenet_widths = [64, 128, 256, 512];
+        let base = |default: usize| self.width.unwrap_or(default);
+        let cifar_widths = [base(16), 2 * base(16), 4 * base(16)];
+        let imagenet_widths = [base(64), 2 * base(64), 4 * base(64), 8 * base(64)];
         Ok(match self.arch {
             Arch::Mlp => Body::Mlp(Mlp::new(f, c * s * s, &self.mlp_hidden, k)),
             Arch::Lenet5 => Body::LeNet5(LeNet5::new(f, c, s, k)?),
-            Arch::Resnet20 => resnet(f, BlockKind::Basic, &[3, 3, 3], &[16, 32, 64], Stem::Cifar),
+            Arch::Resnet20 => resnet(f, BlockKind::Basic, &[3, 3, 3], &cifar_widths, Stem::Cifar),
             Arch::Resnet18 => resnet(f, BlockKind::Basic, &[2, 2, 2, 2], &imagenet_widths, stem),
             Arch::Resnet50 => resnet(
                 f,
@@ -288,6 +303,8 @@ impl ModelConfig {
 
 /// Most classes a configuration may have (ImageNet-21k has 21,841).
 pub const MAX_CLASSES: usize = 100_000;
+/// Widest first ResNet stage ([`ModelConfig::width`]).
+pub const MAX_WIDTH: usize = 4096;
 /// Most input channels.
 pub const MAX_IN_CHANNELS: usize = 64;
 /// Largest input side in pixels.
@@ -376,5 +393,39 @@ mod tests {
                 .map(|t| (t.path, t.shape))
                 .collect();
         assert_eq!(small.param_shapes(&device).unwrap(), exported);
+    }
+
+    /// A `config.json` written before the shortcut and width fields loads as the option-B,
+    /// standard-width model it described.
+    #[test]
+    fn old_config_files_load_with_projection_shortcuts() {
+        let device = bnn_layers::test_device();
+        let mut json = serde_json::to_value(ModelConfig::for_input(
+            Arch::Resnet20,
+            Kind::Bayesian,
+            10,
+            3,
+            32,
+        ))
+        .unwrap();
+        let map = json.as_object_mut().unwrap();
+        map.remove("shortcut");
+        map.remove("width");
+        let old: ModelConfig = serde_json::from_value(json).unwrap();
+        assert_eq!((old.shortcut, old.width), (None, None));
+        let shapes = old.param_shapes(&device).unwrap();
+        assert!(shapes.iter().any(|(p, _)| p.contains("downsample.conv")));
+        // Option A has no shortcut parameters: 2 projections of (mu, rho) and 2 batch norms
+        // of 4 tensors fewer.
+        let mut a = old.clone();
+        a.shortcut = Some(crate::resnet::Shortcut::ZeroPad);
+        let a_shapes = a.param_shapes(&device).unwrap();
+        assert_eq!(shapes.len() - a_shapes.len(), 2 * 2 + 2 * 4);
+        assert!(!a_shapes.iter().any(|(p, _)| p.contains("downsample")));
+        let logits = a
+            .init(&device)
+            .unwrap()
+            .forward(Tensor::zeros([2, 3, 32, 32], &device));
+        assert_eq!(logits.dims(), [2, 10]);
     }
 }

@@ -7,6 +7,7 @@ use burn::nn::pool::{AdaptiveAvgPool2d, AdaptiveAvgPool2dConfig, MaxPool2d, MaxP
 use burn::nn::{BatchNorm, BatchNormConfig, PaddingConfig2d};
 use burn::prelude::*;
 use burn::tensor::activation::relu;
+use burn::tensor::s;
 
 use crate::layers::{Conv, Dense, LayerFactory};
 
@@ -26,6 +27,18 @@ impl BlockKind {
             BlockKind::Bottleneck => 4,
         }
     }
+}
+
+/// How a residual block whose shape changes reaches its output (He et al. 2016, section 4.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Shortcut {
+    /// Option B: a 1x1 convolution and batch norm ([`Downsample`]). The default.
+    #[default]
+    Projection,
+    /// Option A: the input subsampled by the stride and zero-padded to the new width, no
+    /// parameters (the CIFAR ResNets of bayesian-torch and of the original paper).
+    ZeroPad,
 }
 
 /// Projection shortcut: 1x1 convolution and batch norm (option B of He et al.).
@@ -52,8 +65,12 @@ pub struct Block {
     pub conv3: Option<Conv>,
     /// Third batch norm (bottleneck only).
     pub bn3: Option<BatchNorm>,
-    /// Projection shortcut when the shape changes.
+    /// Projection shortcut when the shape changes ([`Shortcut::Projection`]).
     pub downsample: Option<Downsample>,
+    /// Option-A shortcut when the shape changes ([`Shortcut::ZeroPad`]): the stride of the
+    /// subsampling and the zero channels added on each side; `(1, 0)` otherwise.
+    #[module(skip)]
+    pub zero_pad: (usize, usize),
 }
 
 fn bn(c: usize, device: &Device) -> BatchNorm {
@@ -65,15 +82,23 @@ impl Block {
         f: &mut LayerFactory<'_>,
         path: &str,
         kind: BlockKind,
+        shortcut: Shortcut,
         c_in: usize,
         width: usize,
         stride: usize,
     ) -> Self {
         let c_out = width * kind.expansion();
         let d = f.device().clone();
+        let reshape = stride != 1 || c_in != c_out;
+        // bayesian-torch's `LambdaLayer`: `F.pad(x[:, :, ::2, ::2], (0, 0, 0, 0, p, p))` with
+        // `p = planes // 4`, i.e. half the added channels on each side.
+        let zero_pad = match (shortcut, reshape) {
+            (Shortcut::ZeroPad, true) => (stride, c_out.saturating_sub(c_in) / 2),
+            _ => (1, 0),
+        };
         // Layers are built in field order, so the factory's order is the visiting order.
         let downsample = |f: &mut LayerFactory<'_>| {
-            (stride != 1 || c_in != c_out).then(|| Downsample {
+            (reshape && shortcut == Shortcut::Projection).then(|| Downsample {
                 conv: f.conv(
                     &format!("{path}.downsample.conv"),
                     c_in,
@@ -95,6 +120,7 @@ impl Block {
                 conv3: None,
                 bn3: None,
                 downsample: downsample(f),
+                zero_pad,
             },
             // torchvision's ResNet v1.5: the stride sits on the 3x3 convolution.
             BlockKind::Bottleneck => Self {
@@ -105,6 +131,7 @@ impl Block {
                 conv3: Some(f.conv(&format!("{path}.conv3"), width, c_out, 1, 1, 0, false)),
                 bn3: Some(bn(c_out, &d)),
                 downsample: downsample(f),
+                zero_pad,
             },
         }
     }
@@ -112,7 +139,7 @@ impl Block {
     fn forward(&self, x: Tensor<4>, cb: Option<&CodebookView>) -> Tensor<4> {
         let identity = match &self.downsample {
             Some(ds) => batch_norm(&ds.bn, ds.conv.forward(x.clone(), cb)),
-            None => x.clone(),
+            None => zero_pad_shortcut(x.clone(), self.zero_pad),
         };
         let mut h = relu(batch_norm(&self.bn1, self.conv1.forward(x, cb)));
         h = batch_norm(&self.bn2, self.conv2.forward(h, cb));
@@ -121,6 +148,23 @@ impl Block {
         }
         relu(h + identity)
     }
+}
+
+/// Option A's shortcut: every `stride`-th pixel from the first, `pad` zero channels before and
+/// after; the identity for `(1, 0)`.
+fn zero_pad_shortcut(x: Tensor<4>, (stride, pad): (usize, usize)) -> Tensor<4> {
+    let x = if stride > 1 {
+        let step = stride as isize;
+        x.slice(s![.., .., ..;step, ..;step])
+    } else {
+        x
+    };
+    if pad == 0 {
+        return x;
+    }
+    let [b, _, h, w] = x.dims();
+    let zeros = Tensor::<4>::zeros([b, pad, h, w], &x.device());
+    Tensor::cat(vec![zeros.clone(), x, zeros], 1)
 }
 
 /// The stem of a ResNet.
@@ -148,10 +192,13 @@ pub struct ResNet {
 }
 
 impl ResNet {
-    /// A ResNet with `blocks[i]` blocks of width `widths[i]` in stage `i`.
+    /// A ResNet with `blocks[i]` blocks of width `widths[i]` in stage `i`, whose blocks change
+    /// shape through `shortcut`.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         f: &mut LayerFactory<'_>,
         kind: BlockKind,
+        shortcut: Shortcut,
         blocks: &[usize],
         widths: &[usize],
         stem: Stem,
@@ -182,6 +229,7 @@ impl ResNet {
                     f,
                     &format!("layers.{s}.{b}"),
                     kind,
+                    shortcut,
                     c_in,
                     w,
                     stride,

@@ -1,7 +1,8 @@
 //! Minimal, robust reader/writer for NumPy `.npy` files holding little-endian float arrays.
 //!
 //! Reads format versions 1.0, 2.0 and 3.0 with dtype `<f4` (or `<f8`, converted to `f32`),
-//! C order, any rank. Writes version 1.0 `<f4`, atomically (temporary file + rename).
+//! C order, any rank. Writes version 1.0 `<f4`, `<f8` or `<i8`, atomically (temporary file +
+//! rename).
 //!
 //! ```
 //! use gmm_minibatch::npy;
@@ -350,10 +351,53 @@ pub fn read_points(path: impl AsRef<Path>) -> Result<Vec<[f32; 2]>, NpyError> {
     Ok(out)
 }
 
+/// An element type the writer stores: its NumPy `descr` and its little-endian bytes.
+pub trait Element: Copy + sealed::Sealed {
+    /// NumPy's type string, e.g. `<f4`.
+    const DESCR: &'static str;
+    /// Appends the value's little-endian bytes.
+    fn put(self, out: &mut Vec<u8>);
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for f32 {}
+    impl Sealed for f64 {}
+    impl Sealed for i64 {}
+}
+
+impl Element for f32 {
+    const DESCR: &'static str = "<f4";
+    fn put(self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.to_le_bytes());
+    }
+}
+
+impl Element for f64 {
+    const DESCR: &'static str = "<f8";
+    fn put(self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.to_le_bytes());
+    }
+}
+
+impl Element for i64 {
+    const DESCR: &'static str = "<i8";
+    fn put(self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.to_le_bytes());
+    }
+}
+
 /// Encodes a `<f4` C-order array as `.npy` (version 1.0) bytes.
 ///
 /// Panics never; returns `BadShape` if `shape` does not match `data.len()`.
 pub fn encode_f32(shape: &[usize], data: &[f32]) -> Result<Vec<u8>, NpyError> {
+    encode(shape, data)
+}
+
+/// Encodes a C-order array of `<f4`, `<f8` or `<i8` values as `.npy` (version 1.0) bytes.
+///
+/// Panics never; returns `BadShape` if `shape` does not match `data.len()`.
+pub fn encode<T: Element>(shape: &[usize], data: &[T]) -> Result<Vec<u8>, NpyError> {
     let count: Option<usize> = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
     if count != Some(data.len()) {
         return Err(NpyError::BadShape {
@@ -373,7 +417,10 @@ pub fn encode_f32(shape: &[usize], data: &[f32]) -> Result<Vec<u8>, NpyError> {
                 .join(", ")
         ),
     };
-    let mut header = format!("{{'descr': '<f4', 'fortran_order': False, 'shape': {dims}, }}");
+    let mut header = format!(
+        "{{'descr': '{}', 'fortran_order': False, 'shape': {dims}, }}",
+        T::DESCR
+    );
     // Pad so that magic + version + len + header + '\n' is a multiple of 64.
     let unpadded = 10 + header.len() + 1;
     header.push_str(&" ".repeat((64 - unpadded % 64) % 64));
@@ -385,21 +432,31 @@ pub fn encode_f32(shape: &[usize], data: &[f32]) -> Result<Vec<u8>, NpyError> {
             expected: "a header shorter than 65535 bytes".into(),
         });
     }
-    let mut out = Vec::with_capacity(10 + header.len() + 4 * data.len());
+    let mut out = Vec::with_capacity(10 + header.len() + std::mem::size_of_val(data));
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&[1, 0]);
     out.extend_from_slice(&(header.len() as u16).to_le_bytes());
     out.extend_from_slice(header.as_bytes());
-    for v in data {
-        out.extend_from_slice(&v.to_le_bytes());
+    for &v in data {
+        v.put(&mut out);
     }
     Ok(out)
 }
 
 /// Writes a `<f4` array atomically (temporary file in the same directory, then rename).
 pub fn write_f32(path: impl AsRef<Path>, shape: &[usize], data: &[f32]) -> Result<(), NpyError> {
+    write(path, shape, data)
+}
+
+/// Writes a `<f4`, `<f8` or `<i8` array atomically (temporary file in the same directory, then
+/// rename).
+pub fn write<T: Element>(
+    path: impl AsRef<Path>,
+    shape: &[usize],
+    data: &[T],
+) -> Result<(), NpyError> {
     let path = path.as_ref();
-    let bytes = encode_f32(shape, data).map_err(|e| match e {
+    let bytes = encode(shape, data).map_err(|e| match e {
         NpyError::BadShape {
             shape, expected, ..
         } => NpyError::BadShape {
@@ -442,6 +499,23 @@ pub fn write_points(path: impl AsRef<Path>, points: &[[f32; 2]]) -> Result<(), N
 
 #[cfg(test)]
 mod tests {
+    /// The header names each element type and the payload is its little-endian bytes.
+    #[test]
+    fn encodes_f64_and_i64() {
+        let b = super::encode(&[2], &[1.5f64, -2.0]).unwrap();
+        let text = String::from_utf8_lossy(&b[10..b.len() - 16]).to_string();
+        assert!(
+            text.contains("'descr': '<f8'") && text.contains("(2,)"),
+            "{text}"
+        );
+        assert_eq!(&b[b.len() - 16..b.len() - 8], &1.5f64.to_le_bytes());
+        assert_eq!(b.len() % 64, 16);
+        let b = super::encode(&[1, 1], &[-3i64]).unwrap();
+        assert!(String::from_utf8_lossy(&b).contains("'<i8'"));
+        assert_eq!(&b[b.len() - 8..], &(-3i64).to_le_bytes());
+        assert!(super::encode(&[3], &[1i64]).is_err());
+    }
+
     use super::*;
 
     #[test]

@@ -12,7 +12,7 @@ use bnn_layers::{bayes_from_deterministic, count_params, export_posterior};
 use bnn_metrics::WeightStats;
 use bnn_models::{Arch, BayesOptions, Kind, ModelConfig, Network};
 use bnn_train::{
-    Checkpointer, Evaluation, Observer, TrainConfig, UncertaintyDiagnostics, evaluate,
+    Checkpointer, Evaluation, Observer, TrainConfig, UncertaintyDiagnostics,
     evaluate_with_predictions, train, write_atomic,
 };
 use burn::module::Module;
@@ -316,12 +316,46 @@ pub fn evaluate_corruptions(
     samples: usize,
     workers: usize,
 ) -> Result<Vec<CorruptionRow>, Error> {
+    evaluate_corruptions_into(
+        model,
+        method,
+        test,
+        stats,
+        corruptions,
+        samples,
+        workers,
+        None,
+    )
+}
+
+/// [`evaluate_corruptions`], with `keep` also writing each corrupted set's predictions as
+/// NumPy arrays into `<keep>/corruptions/` (prefix `<kind>-<severity>`, see
+/// [`crate::run_dir::save_predictions_npy`]).
+#[allow(clippy::too_many_arguments)]
+pub fn evaluate_corruptions_into(
+    model: &Network,
+    method: &str,
+    test: &Arc<dyn Dataset>,
+    stats: NormStats,
+    corruptions: &[Corruption],
+    samples: usize,
+    workers: usize,
+    keep: Option<&Path>,
+) -> Result<Vec<CorruptionRow>, Error> {
+    let dir = keep.map(|k| k.join("corruptions"));
+    if let Some(d) = &dir {
+        std::fs::create_dir_all(d).map_err(|e| Error::io(d, e))?;
+    }
     corruptions
         .iter()
         .map(|&c| {
             let data: Arc<dyn Dataset> = Arc::new(Corrupted::new(test.clone(), c, CORRUPTION_SEED));
             let loader = eval_loader(stats, data, 256, workers)?;
-            let ev = evaluate(model, &loader, None, samples)?;
+            let (ev, pred, _) = evaluate_with_predictions(model, &loader, None, samples)?;
+            if let Some(d) = &dir {
+                let prefix = c.to_string().replace(':', "-");
+                crate::run_dir::save_predictions_npy(d, &prefix, &pred)?;
+            }
             Ok(CorruptionRow {
                 method: method.to_string(),
                 corruption: c,
@@ -522,7 +556,7 @@ pub fn run(setup: &Setup, device: &Device, progress: &mut dyn Progress) -> Resul
     })?;
     progress.row(&det_row);
     let mut corruptions = stage.corruptions(setup, || {
-        evaluate_corruptions(
+        evaluate_corruptions_into(
             &det,
             "deterministic",
             &test_data,
@@ -530,6 +564,7 @@ pub fn run(setup: &Setup, device: &Device, progress: &mut dyn Progress) -> Resul
             &setup.corruptions,
             1,
             workers,
+            Some(&stage.dir),
         )
     })?;
 
@@ -576,7 +611,7 @@ pub fn run(setup: &Setup, device: &Device, progress: &mut dyn Progress) -> Resul
     })?;
     progress.row(&bbb_row);
     corruptions.extend(stage.corruptions(setup, || {
-        evaluate_corruptions(
+        evaluate_corruptions_into(
             &bayes,
             "bbb",
             &test_data,
@@ -584,6 +619,7 @@ pub fn run(setup: &Setup, device: &Device, progress: &mut dyn Progress) -> Resul
             &setup.corruptions,
             setup.samples,
             workers,
+            Some(&stage.dir),
         )
     })?);
 
@@ -641,7 +677,7 @@ pub fn run(setup: &Setup, device: &Device, progress: &mut dyn Progress) -> Resul
     })?;
     progress.row(&r);
     corruptions.extend(stage.corruptions(setup, || {
-        evaluate_corruptions(
+        evaluate_corruptions_into(
             &shared,
             "2dgbnn",
             &test_data,
@@ -649,6 +685,7 @@ pub fn run(setup: &Setup, device: &Device, progress: &mut dyn Progress) -> Resul
             &setup.corruptions,
             setup.samples,
             workers,
+            Some(&stage.dir),
         )
     })?);
     Ok(Outcome {

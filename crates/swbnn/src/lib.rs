@@ -12,6 +12,7 @@ pub mod checks;
 pub mod data;
 pub mod experiment;
 pub mod figures;
+pub mod interop;
 pub mod paper_presets;
 pub mod plot;
 pub mod presets;
@@ -108,6 +109,9 @@ pub enum Error {
         /// The cause.
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+    /// A NumPy (`.npy`) file of predictions that cannot be written.
+    #[error(transparent)]
+    Npy(#[from] gmm_minibatch::npy::NpyError),
     /// Predictions that cannot be encoded.
     #[error("encoding predictions: {0}")]
     PredictionsEncode(bincode::error::EncodeError),

@@ -177,6 +177,11 @@ enum Command {
     /// Draw a figure (reliability, ood, weights, per-class, corruptions) of a run directory,
     /// a .swb file or a training directory, as PNG or SVG.
     Plot(swbnn::plot::PlotArgs),
+    /// Read a PyTorch state dict (.pt, .pth, .safetensors; bayesian-torch, blitz, torchbnn or a
+    /// deterministic net) into a model directory that eval, compress and train --from take.
+    Import(swbnn::interop::ImportArgs),
+    /// Write a model (.swb or model directory) as .safetensors for PyTorch's load_state_dict.
+    Export(swbnn::interop::ExportArgs),
     /// Print a .swb file's statistics.
     Inspect {
         /// The .swb file.
@@ -628,6 +633,27 @@ fn run() -> Result<()> {
         Command::Plot(args) => {
             let out = swbnn::plot::run(&args, &device)?;
             eprintln!("wrote {}", out.display());
+        }
+        Command::Import(args) => {
+            let record = swbnn::interop::run_import(&args, &device)?;
+            eprintln!(
+                "imported {} ({} tensors, {} names) into {}",
+                record.source,
+                record.tensors,
+                record.convention,
+                args.out.display()
+            );
+        }
+        Command::Export(args) => {
+            let (net, config) = load_any_model(&args.model, &device)?;
+            let n = swbnn::interop::write_export(
+                &net,
+                &config,
+                args.convention,
+                &args.out,
+                args.force,
+            )?;
+            eprintln!("wrote {} ({n} tensors)", args.out.display());
         }
         Command::Inspect { model } => {
             // Everything loading checks, so a file `inspect` passes is one `eval` accepts.

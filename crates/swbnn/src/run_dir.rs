@@ -77,9 +77,34 @@ fn restore((labels, s): (Vec<u32>, StoredPredictive)) -> Result<Predictions, Met
     Ok(Predictions { predictive, labels })
 }
 
+/// Writes a prediction set as NumPy arrays `<dir>/<prefix>-<what>.npy`, each atomically, for
+/// tools outside Rust (NumPy, scikit-learn, Fortuna, MAPIE):
+/// `probabilities` (`float32`, `[n, classes]`, the Monte Carlo mean of the softmax), `labels`
+/// (`int64`, `[n]`), `entropy` (`float64`, `[n]`, of the mean, nats) and, when the set was
+/// sampled, `mutual-information` (`float64`, `[n]`, nats).
+pub fn save_predictions_npy(dir: &Path, prefix: &str, p: &Predictions) -> Result<(), Error> {
+    use gmm_minibatch::npy::write;
+    let q = &p.predictive;
+    let n = p.labels.len();
+    let file = |what: &str| dir.join(format!("{prefix}-{what}.npy"));
+    write(
+        file("probabilities"),
+        &[n, q.probabilities().classes()],
+        q.probabilities().as_slice(),
+    )?;
+    let labels: Vec<i64> = p.labels.iter().map(|&l| i64::from(l)).collect();
+    write(file("labels"), &[n], &labels)?;
+    write(file("entropy"), &[n], q.entropy())?;
+    if let Some(mi) = q.mutual_information() {
+        write(file("mutual-information"), &[n], mi)?;
+    }
+    Ok(())
+}
+
 /// Keeps a stage's evaluation predictions (`samples` Monte Carlo samples) in `dir`
 /// ([`PREDICTIONS_FILE`], bincode, written atomically), so the report's figures show the
-/// table's own predictions instead of drawing new ones.
+/// table's own predictions instead of drawing new ones; and as NumPy arrays
+/// ([`save_predictions_npy`], prefixes `test` and `ood`).
 pub fn save_predictions(
     dir: &Path,
     samples: usize,
@@ -93,6 +118,10 @@ pub fn save_predictions(
     };
     let bytes = bincode::serde::encode_to_vec(&stored, bincode::config::standard())
         .map_err(Error::PredictionsEncode)?;
+    save_predictions_npy(dir, "test", test)?;
+    if let Some(ood) = ood {
+        save_predictions_npy(dir, "ood", ood)?;
+    }
     Ok(write_atomic(&dir.join(PREDICTIONS_FILE), &bytes)?)
 }
 
@@ -552,5 +581,33 @@ mod tests {
             e.contains("trailing") && e.contains(PREDICTIONS_FILE),
             "{e}"
         );
+    }
+
+    /// The kept predictions are also NumPy arrays: probabilities `<f4 [n, classes]`, labels
+    /// `<i8 [n]`, entropy and mutual information `<f8 [n]`, for the test and the OOD set.
+    #[test]
+    fn kept_predictions_are_also_npy_arrays() {
+        use gmm_minibatch::npy::read_f32;
+        let dir = tempfile::tempdir().unwrap();
+        let (test, ood) = (predictions(4), predictions(2));
+        save_predictions(dir.path(), 4, &test, Some(&ood)).unwrap();
+        for (prefix, p) in [("test", &test), ("ood", &ood)] {
+            let file = |w: &str| dir.path().join(format!("{prefix}-{w}.npy"));
+            let probs = read_f32(file("probabilities")).unwrap();
+            assert_eq!(probs.shape, vec![3, 2]);
+            assert_eq!(probs.data, p.predictive.probabilities().as_slice());
+            let entropy = read_f32(file("entropy")).unwrap();
+            let want: Vec<f32> = p.predictive.entropy().iter().map(|&e| e as f32).collect();
+            assert_eq!(entropy.data, want);
+            let mi = read_f32(file("mutual-information")).unwrap();
+            assert_eq!(mi.shape, vec![3]);
+            let labels = std::fs::read(file("labels")).unwrap();
+            assert!(String::from_utf8_lossy(&labels[..64]).contains("'<i8'"));
+            let payload: Vec<i64> = labels[labels.len() - 24..]
+                .chunks(8)
+                .map(|b| i64::from_le_bytes(b.try_into().unwrap()))
+                .collect();
+            assert_eq!(payload, vec![0, 1, 1]);
+        }
     }
 }

@@ -1,0 +1,231 @@
+//! PyTorch interop: `swbnn import` reads a PyTorch state dict (`.pt`, `.pth`, `.safetensors`)
+//! into a model directory; `swbnn export` writes a model as `.safetensors` that PyTorch's
+//! `load_state_dict` takes. Names follow [`bnn_models::torch_names`].
+
+mod export;
+mod import;
+mod state_dict;
+
+use std::path::{Path, PathBuf};
+
+use bnn_data::DatasetId;
+use bnn_models::resnet::Shortcut;
+use bnn_models::torch_names::Convention;
+use bnn_models::{Arch, Kind, ModelConfig, Network};
+use burn::prelude::*;
+
+pub use export::{ExportAs, SHARED_FORMAT, bayes_twin, export_state_dict, fixed_noise};
+pub use import::{BAYESIAN_TORCH_PRIOR, ImportRecord, import_state_dict, write_model_dir};
+pub use state_dict::{HostTensor, StateDict, Values, read_state_dict, safetensors_bytes};
+
+/// Errors of import and export; each names the file or the keys concerned.
+#[derive(Debug, thiserror::Error)]
+pub enum InteropError {
+    /// The source file could not be read as a state dict.
+    #[error("reading {path}: {reason}")]
+    Read {
+        /// The file.
+        path: String,
+        /// What went wrong.
+        reason: String,
+    },
+    /// The keys fit no convention, or several.
+    #[error(
+        "cannot tell the naming convention from the keys; pass --convention (bayesian-torch, blitz, torchbnn, plain, torchvision)"
+    )]
+    UnknownConvention,
+    /// The state dict and the model do not match one to one.
+    #[error("{}", unmatched_message(.convention, .arch, .missing, .unexpected, .shapes))]
+    Unmatched {
+        /// The convention read.
+        convention: Convention,
+        /// The architecture.
+        arch: String,
+        /// Keys the model needs that the file lacks (with the parameter each is for).
+        missing: Vec<String>,
+        /// Keys of the file that no parameter takes.
+        unexpected: Vec<String>,
+        /// Keys whose shape differs from the parameter's.
+        shapes: Vec<String>,
+    },
+    /// A model could not be exported as asked.
+    #[error("export: {0}")]
+    Export(String),
+    /// Writing the output.
+    #[error("writing: {0}")]
+    Write(String),
+    /// Building the model.
+    #[error(transparent)]
+    Model(#[from] bnn_models::ModelError),
+    /// Copying tensors into the model.
+    #[error(transparent)]
+    Layer(#[from] bnn_layers::LayerError),
+    /// Writing a file.
+    #[error(transparent)]
+    Train(#[from] bnn_train::TrainError),
+}
+
+fn unmatched_message(
+    convention: &Convention,
+    arch: &str,
+    missing: &[String],
+    unexpected: &[String],
+    shapes: &[String],
+) -> String {
+    let mut s = format!(
+        "the state dict does not match {arch} under {convention}'s names; nothing was written"
+    );
+    let mut list = |title: &str, keys: &[String]| {
+        if !keys.is_empty() {
+            s.push_str(&format!("\n{title} ({}):", keys.len()));
+            for k in keys {
+                s.push_str(&format!("\n  {k}"));
+            }
+        }
+    };
+    list("keys the model needs that the file lacks", missing);
+    list("keys of the file that no parameter takes", unexpected);
+    list("keys of another shape", shapes);
+    s
+}
+
+/// `swbnn import`'s arguments.
+#[derive(Debug, clap::Args)]
+pub struct ImportArgs {
+    /// The PyTorch state dict: .pt / .pth (`torch.save(model.state_dict())`) or .safetensors.
+    pub source: PathBuf,
+    /// The architecture the state dict is of.
+    #[arg(long)]
+    pub arch: Arch,
+    /// The data set the model is for: sets the classes, input channels and image size.
+    #[arg(long)]
+    pub dataset: DatasetId,
+    /// The names of the state dict; default: told from its keys.
+    #[arg(long)]
+    pub convention: Option<Convention>,
+    /// ResNet shortcuts where the shape changes: projection (option B, 1x1 conv + batch norm)
+    /// or zero-pad (option A, parameter-free: bayesian-torch's resnet20).
+    #[arg(long, default_value = "projection", value_parser = parse_shortcut)]
+    pub shortcut: Shortcut,
+    /// Width of the ResNets' first stage (default: the architecture's own, 16 or 64).
+    #[arg(long)]
+    pub width: Option<usize>,
+    /// Image side the model takes (default: the data set's).
+    #[arg(long)]
+    pub image_size: Option<usize>,
+    /// For a .pt checkpoint holding more than the state dict: the key of the state dict
+    /// (e.g. `state_dict`).
+    #[arg(long)]
+    pub top_level_key: Option<String>,
+    /// Prior mean the model was trained with, recorded in import.json (bayesian-torch's
+    /// default: 0; the file does not hold it).
+    #[arg(long, default_value_t = BAYESIAN_TORCH_PRIOR.0)]
+    pub prior_mu: f64,
+    /// Prior standard deviation the model was trained with, recorded in import.json
+    /// (bayesian-torch's default: 1).
+    #[arg(long, default_value_t = BAYESIAN_TORCH_PRIOR.1)]
+    pub prior_sigma: f64,
+    /// Output model directory (config.json, model.bpk, import.json).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Replace a model already in --out.
+    #[arg(long)]
+    pub force: bool,
+}
+
+fn parse_shortcut(s: &str) -> Result<Shortcut, String> {
+    match s {
+        "projection" | "b" | "B" => Ok(Shortcut::Projection),
+        "zero-pad" | "a" | "A" => Ok(Shortcut::ZeroPad),
+        _ => Err(format!("unknown shortcut {s:?} (projection or zero-pad)")),
+    }
+}
+
+/// The configuration `args` describe, before the convention sets its kind.
+pub fn import_config(args: &ImportArgs) -> ModelConfig {
+    let (c, h, _) = args.dataset.shape();
+    let mut config = ModelConfig::for_input(
+        args.arch,
+        Kind::Bayesian,
+        args.dataset.classes(),
+        c,
+        args.image_size.unwrap_or(h),
+    );
+    config.shortcut = (args.shortcut != Shortcut::Projection).then_some(args.shortcut);
+    config.width = args.width;
+    config
+}
+
+/// Runs `swbnn import`: reads, maps and writes the model directory. Returns what it recorded.
+pub fn run_import(args: &ImportArgs, device: &Device) -> Result<ImportRecord, InteropError> {
+    if !(args.prior_sigma.is_finite() && args.prior_sigma > 0.0 && args.prior_mu.is_finite()) {
+        return Err(InteropError::Export(format!(
+            "--prior-mu {} --prior-sigma {}: the mean must be finite and the sigma finite and > 0",
+            args.prior_mu, args.prior_sigma
+        )));
+    }
+    let source = read_state_dict(&args.source, args.top_level_key.as_deref())?;
+    let (model, config, convention) =
+        import_state_dict(&source, &import_config(args), args.convention, device)?;
+    let record = ImportRecord {
+        source: args
+            .source
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        convention,
+        prior_mu: args.prior_mu,
+        prior_sigma: args.prior_sigma,
+        tensors: source.len(),
+    };
+    write_model_dir(&args.out, &model, &config, &record, args.force)?;
+    Ok(record)
+}
+
+/// `swbnn export`'s arguments.
+#[derive(Debug, clap::Args)]
+pub struct ExportArgs {
+    /// A .swb file or a model directory (model.bpk and config.json).
+    pub model: PathBuf,
+    /// The names to write: bayesian-torch, blitz or torchbnn (the full BNN), plain or
+    /// torchvision (the mean network), or shared (a .swb model's codebook, indices, outliers
+    /// and ellipses, for interop/torch/swbnn_shared.py).
+    #[arg(long, value_parser = parse_export_as)]
+    pub convention: ExportAs,
+    /// Output .safetensors file.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Replace an existing --out.
+    #[arg(long)]
+    pub force: bool,
+}
+
+fn parse_export_as(s: &str) -> Result<ExportAs, String> {
+    if s == "shared" {
+        return Ok(ExportAs::Shared);
+    }
+    s.parse::<Convention>()
+        .map(ExportAs::Convention)
+        .map_err(|e| format!("{e}, or shared"))
+}
+
+/// Writes `model` (of `config`) to `out` as `.safetensors` (atomically; an existing file only
+/// with `force`). Returns the number of tensors written.
+pub fn write_export(
+    model: &Network,
+    config: &ModelConfig,
+    as_: ExportAs,
+    out: &Path,
+    force: bool,
+) -> Result<usize, InteropError> {
+    if out.exists() && !force {
+        return Err(InteropError::Write(format!(
+            "{} already exists; pass --force to replace it",
+            out.display()
+        )));
+    }
+    let (dict, meta) = export_state_dict(model, config, as_)?;
+    let bytes = safetensors_bytes(&dict, Some(meta))?;
+    bnn_train::write_atomic(out, &bytes)?;
+    Ok(dict.len())
+}
