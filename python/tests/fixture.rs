@@ -4,9 +4,10 @@
 //! - `data/cloud.npy`: 2000 points of `gmm_minibatch::synthetic_cloud(2000, 3)`;
 //! - `data/tiny.swb`: a weight-shared MLP (1 x 8 x 8 input, one hidden layer of 12, 3
 //!   classes; K = 32 before merging) built from a randomly initialised Bayesian MLP;
+//! - `data/tiny_full.swb`: the Bayesian MLP it was built from, as a full-BNN file;
 //! - `data/expected.json`: the GMM's mean log-likelihood on the cloud, the sharing plan's
 //!   counts on it, and `bnn_train::predict`'s probabilities of the `.swb` model on
-//!   [`images`] (5 samples, seed 7).
+//!   [`images`] (5 samples, seed 7), and the Bayesian MLP's.
 //!
 //! `cargo test -p swbnn-python --test fixture` checks the committed files against the
 //! library; `SWBNN_WRITE_FIXTURES=1` (re)writes them.
@@ -15,10 +16,10 @@ use std::path::PathBuf;
 
 use bnn_data::{Compose, DataLoader, InMemoryDataset, LoaderConfig};
 use bnn_layers::{device_by_name, export_bayes, lock_device_rng};
-use bnn_models::{Arch, Kind, ModelConfig};
+use bnn_models::{Arch, Kind, ModelConfig, Network};
 use burn::prelude::*;
 use gmm_minibatch::{GmmConfig, fit, npy, synthetic_cloud};
-use swshare::burn_edges::{from_swb, initial_swb, table_from_tensors};
+use swshare::burn_edges::{from_swb, full_bnn_data, initial_swb, table_from_tensors};
 use swshare::format::{self, SaveOptions};
 use swshare::{SwshareConfig, WeightTableBuilder, build_plan};
 
@@ -47,12 +48,21 @@ fn images() -> InMemoryDataset {
     InMemoryDataset::new(pixels, labels, (1, SIDE, SIDE), 3).unwrap()
 }
 
-/// The tiny weight-shared model's file content.
-fn tiny_swb(device: &Device) -> format::SharedModelData {
+/// The tiny Bayesian MLP (randomly initialised, seed 1) and its configuration.
+fn tiny_bayes(device: &Device) -> (Network, ModelConfig) {
     device.seed(1);
     let config =
         ModelConfig::for_input(Arch::Mlp, Kind::Bayesian, 3, 1, SIDE).with_mlp_hidden(vec![12]);
-    let bayes = config.init(device).unwrap();
+    let net = config.init(device).unwrap();
+    // Parameters are initialised lazily, on first use: draw them now, under this seed, rather
+    // than from whatever the generator holds when the network is first run.
+    bnn_layers::export_params(&net);
+    (net, config)
+}
+
+/// The tiny weight-shared model's file content.
+fn tiny_swb(device: &Device) -> format::SharedModelData {
+    let (bayes, config) = tiny_bayes(device);
     let table = table_from_tensors(&export_bayes(&bayes, None)).unwrap();
     let mut cfg = SwshareConfig::default();
     cfg.gmm.k = 32;
@@ -61,9 +71,7 @@ fn tiny_swb(device: &Device) -> format::SharedModelData {
     initial_swb(&config, &bayes, &table, &plan).unwrap()
 }
 
-fn predictions(device: &Device) -> Vec<f32> {
-    let data = format::load(data_dir().join("tiny.swb")).unwrap();
-    let (net, _) = from_swb(&data, device).unwrap();
+fn predictions(net: &Network, device: &Device) -> Vec<f32> {
     let loader = DataLoader::new(
         images(),
         Compose::new(),
@@ -78,7 +86,7 @@ fn predictions(device: &Device) -> Vec<f32> {
     )
     .unwrap();
     device.seed(SEED);
-    let pred = bnn_train::predict(&net, &loader, SAMPLES).unwrap();
+    let pred = bnn_train::predict(net, &loader, SAMPLES).unwrap();
     pred.predictive.probabilities().as_slice().to_vec()
 }
 
@@ -92,6 +100,17 @@ fn fixtures_match_the_library() {
         npy::write_points(dir.join("cloud.npy"), &synthetic_cloud(2000, 3)).unwrap();
         let opts = SaveOptions::default();
         format::save(dir.join("tiny.swb"), &tiny_swb(&device), &opts).unwrap();
+        let (bayes, config) = tiny_bayes(&device);
+        let full = full_bnn_data(&bayes, &config).unwrap();
+        format::save_full_bnn(
+            dir.join("tiny_full.swb"),
+            &full.arch,
+            &full.layers,
+            &full.mu,
+            &full.rho,
+            &full.unshared,
+        )
+        .unwrap();
     }
     let points = npy::read_points(dir.join("cloud.npy")).unwrap();
     assert_eq!(points, synthetic_cloud(2000, 3));
@@ -116,7 +135,12 @@ fn fixtures_match_the_library() {
     cfg.gmm.k = PLAN_K;
     let (plan, _) = build_plan(&table, &cfg).unwrap();
 
-    let probs = predictions(&device);
+    let data = format::load(dir.join("tiny.swb")).unwrap();
+    let (net, _) = from_swb(&data, &device).unwrap();
+    let probs = predictions(&net, &device);
+    // The full BNN's file is checked by the Python side only (it has the loader); these are
+    // the predictions of the network it was written from.
+    let full_probs = predictions(&tiny_bayes(&device).0, &device);
     // A fixture whose output ignores its input would test nothing.
     assert!(probs.chunks(3).any(|r| r != &probs[..3]), "{probs:?}");
     let expected = serde_json::json!({
@@ -125,6 +149,7 @@ fn fixtures_match_the_library() {
         "predict": {
             "images": IMAGES, "samples": SAMPLES, "seed": SEED, "classes": 3,
             "probabilities": probs,
+            "full_bnn_probabilities": full_probs,
         },
     });
     let path = dir.join("expected.json");

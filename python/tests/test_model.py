@@ -75,3 +75,11 @@ def test_pipeline_errors(tmp_path):
         swbnn.train("mnist", "no-such-arch", "bayesian", tmp_path / "out")
     with pytest.raises(ValueError, match="kind"):
         swbnn.train("fashion-mnist", "mlp", "frequentist", tmp_path / "out", data=tmp_path)
+
+
+def test_full_bnn_file_equals_rust(data_dir, expected):
+    e = expected["predict"]
+    m = swbnn.load(data_dir / "tiny_full.swb")
+    assert m.info()["source"] == "full-bnn"
+    p = m.predict(images(e), samples=e["samples"], seed=e["seed"])
+    np.testing.assert_allclose(p.ravel(), np.array(e["full_bnn_probabilities"]), atol=1e-6, rtol=0)
