@@ -45,10 +45,22 @@ def gmm(args):
              python_loglik=m.log_likelihood)
 
 
+def rust_fit_seconds(example, x, k, tmp):
+    """Fit + assign + log-likelihood seconds of the Rust example on `x` (its own timers)."""
+    np.save(tmp, x)
+    out = subprocess.run([example, "--points", tmp, "--k", str(k)], check=True,
+                         capture_output=True, text=True).stdout
+    r = json.loads(out.strip().splitlines()[-1])
+    return r["seconds_fit"] + r["seconds_assign"] + r["seconds_loglik"], r["loglik_per_point"]
+
+
 def sklearn_peers(args):
     from sklearn.cluster import MiniBatchKMeans
     from sklearn.mixture import GaussianMixture
 
+    import tempfile
+
+    tmp = os.path.join(tempfile.mkdtemp(), "subset.npy")
     points = np.load(args.points)
     rng = np.random.default_rng(0)
     for name, sizes in [("GaussianMixture", args.gm_sizes), ("MiniBatchKMeans", args.km_sizes)]:
@@ -56,9 +68,12 @@ def sklearn_peers(args):
             x = points[rng.choice(len(points), n, replace=False)] if n < len(points) else points
             x = np.ascontiguousarray(x)
             for r in range(args.repeats):
-                t = time.perf_counter()
-                m = swbnn.gmm.fit(x, k=args.k)
-                ours = time.perf_counter() - t
+                if args.rust_example:
+                    ours, ours_ll = rust_fit_seconds(args.rust_example, x, args.k, tmp)
+                else:
+                    t = time.perf_counter()
+                    m = swbnn.gmm.fit(x, k=args.k)
+                    ours, ours_ll = time.perf_counter() - t, m.log_likelihood
                 t = time.perf_counter()
                 if name == "GaussianMixture":
                     peer = GaussianMixture(args.k, covariance_type="full", max_iter=args.gm_iter,
@@ -70,9 +85,10 @@ def sklearn_peers(args):
                     peer.predict(x)
                     peer_ll = None
                 theirs = time.perf_counter() - t
-                emit(bench="sklearn", peer=name, n=n, k=args.k, repeat=r, swbnn_s=ours,
+                emit(bench="sklearn", peer=name, n=n, k=args.k, repeat=r,
+                     swbnn="rust example" if args.rust_example else "python", swbnn_s=ours,
                      peer_s=theirs, peer_over_swbnn=theirs / ours,
-                     swbnn_loglik=m.log_likelihood, peer_loglik=peer_ll)
+                     swbnn_loglik=ours_ll, peer_loglik=peer_ll)
 
 
 def fashion_test(stats=(0.2860, 0.3530)):
@@ -122,6 +138,7 @@ def main():
     s.add_argument("--gm-iter", type=int, default=10)
     s.add_argument("--km-sizes", type=int, nargs="*", default=[100_000, 1_000_000])
     s.add_argument("--repeats", type=int, default=2)
+    s.add_argument("--rust-example", help="time the Rust example instead of the Python call")
     p = sub.add_parser("predict")
     p.add_argument("--model", required=True)
     p.add_argument("--swbnn", required=True)
