@@ -1,0 +1,101 @@
+//! NumPy arrays in and out: every input is checked (type, dtype, dimensions, contiguity,
+//! emptiness) before a slice of it is borrowed, and a failed check is a `ValueError` that
+//! names the argument.
+
+use numpy::{
+    Element, PyArrayDescrMethods, PyArrayDyn, PyArrayMethods, PyReadonlyArrayDyn, PyUntypedArray,
+    PyUntypedArrayMethods, dtype,
+};
+use pyo3::prelude::*;
+
+use crate::errors::value_error;
+
+/// A checked, read-only view of a NumPy array of `T`.
+pub struct Input<'py, T: Element> {
+    array: PyReadonlyArrayDyn<'py, T>,
+}
+
+impl<'py, T: Element> Input<'py, T> {
+    /// Checks `obj` (the argument `name`): a C-contiguous, non-empty NumPy array of dtype `T`
+    /// with `ndim` dimensions (any number when `None`).
+    pub fn new(obj: &Bound<'py, PyAny>, name: &str, ndim: Option<usize>) -> PyResult<Self> {
+        let py = obj.py();
+        let untyped = obj.cast::<PyUntypedArray>().map_err(|_| {
+            let ty = obj
+                .get_type()
+                .name()
+                .map(|n| n.to_string())
+                .unwrap_or_else(|_| "?".into());
+            value_error(format!(
+                "{name} must be a numpy.ndarray, got {ty}; convert it with numpy.asarray"
+            ))
+        })?;
+        let want = dtype::<T>(py);
+        let got = untyped.dtype();
+        if !got.is_equiv_to(&want) {
+            return Err(value_error(format!(
+                "{name} must have dtype {want}, got {got}; convert it with {name}.astype(numpy.{want})"
+            )));
+        }
+        if let Some(d) = ndim
+            && untyped.ndim() != d
+        {
+            return Err(value_error(format!(
+                "{name} must have {d} dimension{}, got shape {:?}",
+                if d == 1 { "" } else { "s" },
+                untyped.shape()
+            )));
+        }
+        if untyped.shape().contains(&0) {
+            return Err(value_error(format!(
+                "{name} is empty (shape {:?})",
+                untyped.shape()
+            )));
+        }
+        if !untyped.is_c_contiguous() {
+            return Err(value_error(format!(
+                "{name} must be C-contiguous; pass numpy.ascontiguousarray({name})"
+            )));
+        }
+        let array = untyped
+            .cast::<PyArrayDyn<T>>()
+            .map_err(|e| value_error(format!("{name}: {e}")))?
+            .try_readonly()
+            .map_err(|e| value_error(format!("{name}: {e}")))?;
+        Ok(Self { array })
+    }
+
+    /// The array's shape.
+    pub fn shape(&self) -> &[usize] {
+        self.array.shape()
+    }
+
+    /// The values in row-major order.
+    pub fn slice(&self) -> PyResult<&[T]> {
+        self.array
+            .as_slice()
+            .map_err(|e| value_error(format!("array not contiguous: {e}")))
+    }
+}
+
+/// `obj` as an optional input: `None` stays `None`.
+pub fn optional<'py, T: Element>(
+    obj: Option<&Bound<'py, PyAny>>,
+    name: &str,
+    ndim: Option<usize>,
+) -> PyResult<Option<Input<'py, T>>> {
+    match obj {
+        Some(o) if !o.is_none() => Ok(Some(Input::new(o, name, ndim)?)),
+        _ => Ok(None),
+    }
+}
+
+/// A new NumPy array of `shape` owning `data` (no copy).
+pub fn output<'py, T: Element>(
+    py: Python<'py>,
+    data: Vec<T>,
+    shape: &[usize],
+) -> PyResult<Bound<'py, PyArrayDyn<T>>> {
+    use numpy::IntoPyArray;
+    data.into_pyarray(py).reshape(shape.to_vec())
+}

@@ -1,0 +1,415 @@
+//! `swbnn.load` and `swbnn.Model`: a `.swb` file, a full-BNN file or a model directory on
+//! the CPU (flex) backend, with Monte Carlo prediction and evaluation as `swbnn eval` does
+//! them.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use bnn_layers::{count_params, set_sampling};
+use bnn_metrics::{McPredictive, Predictive, Probabilities};
+use bnn_models::{ModelConfig, Network};
+use bnn_train::{Predictions, evaluation_of, load_model, to_vec};
+use burn::module::Module;
+use burn::prelude::*;
+use burn::tensor::TensorData;
+use numpy::PyArrayDyn;
+use pyo3::prelude::*;
+use swshare::format::{self, FormatError, SharedModelData};
+
+use crate::arrays::{Input, optional, output};
+use crate::errors::{pipeline_error, runtime_error, value_error};
+
+/// Images per forward pass: `swbnn eval`'s batch size, so that a seed gives the same weight
+/// samples (one per batch) and the same predictions here as there.
+pub const EVAL_BATCH: usize = 256;
+
+/// The CPU (flex) device every call of the package runs on.
+pub fn cpu() -> PyResult<Device> {
+    bnn_layers::device_by_name("flex").map_err(|e| runtime_error(&e))
+}
+
+/// What a model was loaded from.
+pub enum Source {
+    /// A `.swb` file, with the statistics of its content.
+    Shared {
+        /// The file's content.
+        data: Box<SharedModelData>,
+        /// The file's size.
+        bytes: u64,
+    },
+    /// A full-BNN file (every weight's own `(mu, rho)`).
+    FullBnn {
+        /// The file's size.
+        bytes: u64,
+    },
+    /// A directory with `model.bpk` and `config.json`.
+    Directory,
+}
+
+/// A loaded model.
+#[pyclass(module = "swbnn._native", frozen)]
+pub struct Model {
+    net: Mutex<Network>,
+    config: ModelConfig,
+    path: PathBuf,
+    source: Source,
+}
+
+/// Loads `path`: a `.swb` file, a full-BNN file, a directory holding `model.swb`, or a
+/// directory with `model.bpk` and `config.json` (`swbnn train`).
+pub fn load_any(
+    path: &Path,
+    device: &Device,
+) -> Result<(Network, ModelConfig, Source), swbnn::Error> {
+    if path.is_dir() {
+        let swb = path.join("model.swb");
+        if swb.is_file() {
+            return load_file(&swb, device);
+        }
+        let config_path = path.join("config.json");
+        let text =
+            std::fs::read_to_string(&config_path).map_err(|e| swbnn::Error::io(&config_path, e))?;
+        let config: ModelConfig =
+            serde_json::from_str(&text).map_err(|e| swbnn::Error::parse(&config_path, e))?;
+        let net = load_model(&path.join("model.bpk"), config.init(device)?)?;
+        return Ok((net, config, Source::Directory));
+    }
+    load_file(path, device)
+}
+
+fn load_file(path: &Path, device: &Device) -> Result<(Network, ModelConfig, Source), swbnn::Error> {
+    let bytes = std::fs::metadata(path)
+        .map_err(|e| swbnn::Error::io(path, e))?
+        .len();
+    match format::load(path) {
+        Ok(data) => {
+            let (net, config) = swshare::burn_edges::from_swb(&data, device)?;
+            Ok((
+                net,
+                config,
+                Source::Shared {
+                    data: Box::new(data),
+                    bytes,
+                },
+            ))
+        }
+        Err(e) if matches!(e.format_error(), Some(FormatError::WrongKind { .. })) => {
+            let (net, config) = load_full_bnn(path, device)?;
+            Ok((net, config, Source::FullBnn { bytes }))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// A Bayesian network from a full-BNN file: every weight's `(mu, rho)` and the other
+/// parameters by path; a parameter the file does not set is an error.
+fn load_full_bnn(path: &Path, device: &Device) -> Result<(Network, ModelConfig), swbnn::Error> {
+    let data = format::load_full_bnn(path)?;
+    let config: ModelConfig =
+        serde_json::from_str(&data.arch).map_err(|e| swbnn::Error::parse(path, e))?;
+    let mut tensors = Vec::new();
+    let mut at = 0;
+    for l in &data.layers {
+        let n: usize = l.shape.iter().product();
+        for (suffix, values) in [("_mu", &data.mu), ("_rho", &data.rho)] {
+            tensors.push(bnn_layers::NamedTensor {
+                path: format!("{}{suffix}", l.path),
+                shape: l.shape.clone(),
+                data: values[at..at + n].to_vec(),
+            });
+        }
+        at += n;
+    }
+    tensors.extend(data.unshared.iter().map(|t| bnn_layers::NamedTensor {
+        path: t.path.clone(),
+        shape: t.shape.clone(),
+        data: t.data.clone(),
+    }));
+    let (net, set) = bnn_layers::import_params(config.init(device)?, &tensors)?;
+    if set != tensors.len() {
+        return Err(swbnn::Error::Usage(format!(
+            "{}: {} of the file's {} tensors match no parameter of its architecture",
+            path.display(),
+            tensors.len() - set,
+            tensors.len()
+        )));
+    }
+    Ok((net, config))
+}
+
+/// Monte Carlo predictions of `net` on `[n, C, H, W]` images: `samples` stochastic passes
+/// (one mean pass for a deterministic model or `samples == 1`) in batches of
+/// [`EVAL_BATCH`], probabilities averaged as `bnn_train::predict` does. `seed`, when given,
+/// seeds the device first. Also returns each pass's probabilities when `keep` is set.
+pub fn mc_predict(
+    net: &Network,
+    images: &[f32],
+    shape: [usize; 4],
+    samples: usize,
+    seed: Option<u64>,
+    keep: bool,
+    device: &Device,
+) -> Result<(Predictive, Vec<Probabilities>), bnn_metrics::MetricsError> {
+    let valid = net.valid();
+    let counts = count_params(&valid);
+    let stochastic = samples > 1 && counts.bayes_weights + counts.shared_weights > 0;
+    let valid = set_sampling(valid, stochastic);
+    let passes = if stochastic { samples } else { 1 };
+    if let Some(s) = seed {
+        device.seed(s);
+    }
+    let [n, c, h, w] = shape;
+    let per_image = c * h * w;
+    let mut acc: Option<McPredictive> = None;
+    let mut kept = Vec::new();
+    for _ in 0..passes {
+        let mut logits_all = Vec::new();
+        let mut classes = 0;
+        for chunk in images.chunks(EVAL_BATCH * per_image) {
+            let b = chunk.len() / per_image;
+            let x = Tensor::<4>::from_data(TensorData::new(chunk.to_vec(), [b, c, h, w]), device);
+            let logits = valid.forward(x);
+            classes = logits.dims()[1];
+            logits_all.extend(to_vec(logits));
+        }
+        let mc = match acc.as_mut() {
+            Some(mc) => mc,
+            None => acc.insert(McPredictive::new(n, classes)?),
+        };
+        if keep {
+            kept.push(Probabilities::from_logits(logits_all.clone(), n, classes)?);
+        }
+        mc.push_logits(&logits_all)?;
+    }
+    let pred = acc
+        .ok_or(bnn_metrics::MetricsError::Empty { what: "images" })?
+        .finish()?;
+    Ok((pred, kept))
+}
+
+impl Model {
+    /// Checks `images` against the model's input: `float32`, `(n, C, H, W)`.
+    fn images<'py>(
+        &self,
+        obj: &Bound<'py, PyAny>,
+        name: &str,
+    ) -> PyResult<(Input<'py, f32>, [usize; 4])> {
+        let input = Input::<f32>::new(obj, name, Some(4))?;
+        let s = input.shape();
+        let want = [
+            self.config.in_channels,
+            self.config.image_size,
+            self.config.image_size,
+        ];
+        if s[1..] != want {
+            return Err(value_error(format!(
+                "{name} has shape {s:?}; the model takes (n, {}, {}, {}) images",
+                want[0], want[1], want[2]
+            )));
+        }
+        let shape = [s[0], s[1], s[2], s[3]];
+        Ok((input, shape))
+    }
+
+    fn run(
+        &self,
+        py: Python<'_>,
+        images: &[f32],
+        shape: [usize; 4],
+        samples: usize,
+        seed: Option<u64>,
+        keep: bool,
+    ) -> PyResult<(Predictive, Vec<Probabilities>)> {
+        if samples == 0 {
+            return Err(value_error("samples must be at least 1"));
+        }
+        let device = cpu()?;
+        let net = self
+            .net
+            .lock()
+            .map_err(|_| value_error("the model was poisoned by a failed call"))?;
+        py.detach(|| {
+            // The backend's generator is global: no other call may draw between the seed
+            // and the last sample.
+            let _rng = bnn_layers::lock_device_rng();
+            mc_predict(&net, images, shape, samples, seed, keep, &device)
+        })
+        .map_err(|e| value_error(e.to_string()))
+    }
+}
+
+#[pymethods]
+impl Model {
+    /// Predictive probabilities of `images` (`float32`, `(n, C, H, W)`, normalised as in
+    /// training): the mean over `samples` Monte Carlo weight samples, `(n, classes)`, or
+    /// every sample's, `(samples, n, classes)`, with `return_samples`.
+    #[pyo3(signature = (images, samples = 30, seed = 0, return_samples = false))]
+    fn predict<'py>(
+        &self,
+        py: Python<'py>,
+        images: &Bound<'py, PyAny>,
+        samples: usize,
+        seed: u64,
+        return_samples: bool,
+    ) -> PyResult<Bound<'py, PyArrayDyn<f32>>> {
+        let (input, shape) = self.images(images, "images")?;
+        let (pred, kept) = self.run(
+            py,
+            input.slice()?,
+            shape,
+            samples,
+            Some(seed),
+            return_samples,
+        )?;
+        let (n, classes) = (pred.probabilities().n(), pred.probabilities().classes());
+        if return_samples {
+            let s = kept.len();
+            let all: Vec<f32> = kept.into_iter().flat_map(|p| p.into_vec()).collect();
+            output(py, all, &[s, n, classes])
+        } else {
+            output(py, pred.into_probabilities().into_vec(), &[n, classes])
+        }
+    }
+
+    /// Accuracy, NLL, ECE, MCE, Brier, entropy and mutual information on `(images, labels)`
+    /// and, with `ood_images`, OOD detection: `bnn_train::Evaluation` as JSON text (the
+    /// Python wrapper parses it).
+    #[pyo3(signature = (images, labels, ood_images = None, samples = 30, seed = 0))]
+    fn evaluate_json(
+        &self,
+        py: Python<'_>,
+        images: &Bound<'_, PyAny>,
+        labels: &Bound<'_, PyAny>,
+        ood_images: Option<&Bound<'_, PyAny>>,
+        samples: usize,
+        seed: u64,
+    ) -> PyResult<String> {
+        let (input, shape) = self.images(images, "images")?;
+        let labels = Input::<i64>::new(labels, "labels", Some(1))?;
+        let labels = labels.slice()?;
+        if labels.len() != shape[0] {
+            return Err(value_error(format!(
+                "labels has {} values but images has {} images",
+                labels.len(),
+                shape[0]
+            )));
+        }
+        let labels: Vec<u32> = labels
+            .iter()
+            .enumerate()
+            .map(|(i, &l)| {
+                u32::try_from(l)
+                    .map_err(|_| value_error(format!("labels[{i}] = {l} is not a class index")))
+            })
+            .collect::<PyResult<_>>()?;
+        let ood = match optional::<f32>(ood_images, "ood_images", Some(4))? {
+            Some(_) => Some(self.images(ood_images.expect("checked above"), "ood_images")?),
+            None => None,
+        };
+        let (pred, _) = self.run(py, input.slice()?, shape, samples, Some(seed), false)?;
+        let ood_pred = match &ood {
+            Some((o, s)) => Some(self.run(py, o.slice()?, *s, samples, None, false)?.0),
+            None => None,
+        };
+        let pred = Predictions {
+            predictive: pred,
+            labels,
+        };
+        let ev = evaluation_of(&pred, ood_pred.as_ref(), samples)
+            .map_err(|e| value_error(crate::errors::chain(&e)))?;
+        serde_json::to_string(&ev).map_err(|e| runtime_error(&e))
+    }
+
+    /// The model's architecture, parameter counts and, for a `.swb` file, its sharing
+    /// statistics, as JSON text.
+    fn info_json(&self) -> PyResult<String> {
+        let net = self
+            .net
+            .lock()
+            .map_err(|_| value_error("the model was poisoned by a failed call"))?;
+        let counts = count_params(&*net);
+        let mut v = serde_json::json!({
+            "path": self.path.display().to_string(),
+            "config": self.config,
+            "parameters": counts,
+        });
+        match &self.source {
+            Source::Shared { data, bytes } => {
+                v["source"] = "swb".into();
+                v["file_bytes"] = (*bytes).into();
+                v["sharing"] = sharing_stats(data);
+            }
+            Source::FullBnn { bytes } => {
+                v["source"] = "full-bnn".into();
+                v["file_bytes"] = (*bytes).into();
+            }
+            Source::Directory => v["source"] = "directory".into(),
+        }
+        serde_json::to_string(&v).map_err(|e| runtime_error(&e))
+    }
+
+    /// Number of classes.
+    #[getter]
+    fn classes(&self) -> usize {
+        self.config.classes
+    }
+
+    /// Input shape `(C, H, W)`.
+    #[getter]
+    fn input_shape(&self) -> (usize, usize, usize) {
+        (
+            self.config.in_channels,
+            self.config.image_size,
+            self.config.image_size,
+        )
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Model({:?}, {:?}, {} classes, input {:?})",
+            self.path.display().to_string(),
+            self.config.arch,
+            self.config.classes,
+            self.input_shape()
+        )
+    }
+}
+
+/// A `.swb` content's weights by fate and codebook size (what `swbnn inspect` prints).
+fn sharing_stats(data: &SharedModelData) -> serde_json::Value {
+    use swshare::{OutlierCause, WeightFate};
+    let (mut shared, mut ellipse, mut mean, mut grad, mut small) = (0, 0, 0, 0, 0);
+    for f in &data.fates {
+        match f {
+            WeightFate::Shared(_) => shared += 1,
+            WeightFate::Ellipse(_) => ellipse += 1,
+            WeightFate::Outlier(OutlierCause::MeanThreshold) => mean += 1,
+            WeightFate::Outlier(OutlierCause::Gradient) => grad += 1,
+            WeightFate::Outlier(OutlierCause::SmallCluster) => small += 1,
+        }
+    }
+    serde_json::json!({
+        "gaussians": data.codebook_mu.len(),
+        "shareable_weights": data.fates.len(),
+        "plain_shared": shared,
+        "ellipse_weights": ellipse,
+        "outliers": {"mean_threshold": mean, "gradient": grad, "small_cluster": small},
+        "unshared_values": data.unshared.iter().map(|t| t.data.len()).sum::<usize>(),
+        "layers": data.layers.len(),
+    })
+}
+
+/// Loads a model (see [`load_any`]) onto the CPU.
+#[pyfunction]
+pub fn load(py: Python<'_>, path: PathBuf) -> PyResult<Model> {
+    let device = cpu()?;
+    let (net, config, source) = py
+        .detach(|| load_any(&path, &device))
+        .map_err(pipeline_error)?;
+    Ok(Model {
+        net: Mutex::new(net),
+        config,
+        path,
+        source,
+    })
+}

@@ -1,0 +1,410 @@
+//! `swbnn.train`, `swbnn.compress` and `swbnn.evaluate`: the command line's coarse steps as
+//! calls over the same library functions (`bnn_train`, `swshare::compress`, `swbnn::data`).
+//! Results come back as JSON text that the Python wrappers parse.
+
+use std::path::{Path, PathBuf};
+
+use bnn_data::{DatasetId, Split};
+use bnn_layers::Estimator;
+use bnn_models::{Arch, Kind, ModelConfig};
+use bnn_train::{
+    Checkpointer, EpochStats, Observer, StepInfo, TrainConfig, evaluate as mc_evaluate,
+};
+use pyo3::prelude::*;
+use swbnn::Error;
+use swbnn::data::{check_input, eval_loader, open_ood, open_split, subset, train_loader};
+use swshare::compress::{CompressConfig, compress as run_compress};
+use swshare::retrain_stop::RetrainStop;
+
+use crate::errors::pipeline_error;
+use crate::model::{EVAL_BATCH, cpu, load_any};
+
+/// Loader threads, as the command line uses.
+const WORKERS: usize = 2;
+
+/// Stage-3 epochs of `compress` without a config (the command line's default).
+const DEFAULT_RETRAIN_EPOCHS: usize = 2;
+
+/// Progress lines on stderr, only when asked for.
+struct Progress {
+    on: bool,
+}
+
+impl Observer for Progress {
+    fn on_step(&mut self, info: &StepInfo) {
+        if self.on && (info.step + 1).is_multiple_of(50) {
+            eprintln!(
+                "epoch {} step {}/{}: loss {:.4} ({:.0} img/s)",
+                info.epoch + 1,
+                info.step + 1,
+                info.steps,
+                info.loss,
+                info.images_per_s
+            );
+        }
+    }
+
+    fn on_epoch(&mut self, s: &EpochStats) {
+        if self.on {
+            eprintln!(
+                "epoch {}: loss {:.4} nll {:.4} kl {:.1} train acc {:.4} ({:.0} img/s, {:.0} s)",
+                s.epoch + 1,
+                s.loss,
+                s.nll,
+                s.kl,
+                s.accuracy,
+                s.images_per_s,
+                s.seconds
+            );
+        }
+    }
+}
+
+fn usage(msg: String) -> Error {
+    Error::Usage(msg)
+}
+
+fn dataset_id(name: &str) -> Result<DatasetId, Error> {
+    Ok(name.parse::<DatasetId>()?)
+}
+
+fn read_config(dir: &Path) -> Result<ModelConfig, Error> {
+    let path = dir.join("config.json");
+    let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
+    serde_json::from_str(&text).map_err(|e| Error::parse(&path, e))
+}
+
+/// Trains a deterministic or Bayes-by-Backprop model into `out` (`model.bpk`, `config.json`,
+/// a checkpoint every epoch) as `swbnn train` does; returns the epoch history as JSON text.
+#[pyfunction]
+#[pyo3(signature = (
+    dataset, arch, kind, out, *, epochs = 5, seed = 0, data = None, subset = None,
+    estimator = "reparam", resume = false, progress = false
+))]
+#[allow(clippy::too_many_arguments)]
+pub fn train_json(
+    py: Python<'_>,
+    dataset: &str,
+    arch: &str,
+    kind: &str,
+    out: PathBuf,
+    epochs: usize,
+    seed: u64,
+    data: Option<PathBuf>,
+    subset: Option<usize>,
+    estimator: &str,
+    resume: bool,
+    progress: bool,
+) -> PyResult<String> {
+    let estimator = estimator.to_string();
+    let (arch_name, kind_name) = (arch.to_string(), kind.to_string());
+    let dataset = dataset.to_string();
+    py.detach(|| {
+        train_impl(
+            &dataset,
+            &arch_name,
+            &kind_name,
+            &out,
+            epochs,
+            seed,
+            data.as_deref(),
+            subset,
+            &estimator,
+            resume,
+            progress,
+        )
+    })
+    .map_err(pipeline_error)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn train_impl(
+    dataset: &str,
+    arch: &str,
+    kind: &str,
+    out: &Path,
+    epochs: usize,
+    seed: u64,
+    data: Option<&Path>,
+    n: Option<usize>,
+    estimator: &str,
+    resume: bool,
+    progress: bool,
+) -> Result<String, Error> {
+    let id = dataset_id(dataset)?;
+    let arch: Arch = arch.parse()?;
+    let bayesian = match kind {
+        "deterministic" => false,
+        "bayesian" => true,
+        other => {
+            return Err(usage(format!(
+                "kind must be \"deterministic\" or \"bayesian\", got {other:?}"
+            )));
+        }
+    };
+    if epochs == 0 {
+        return Err(usage("epochs must be at least 1".into()));
+    }
+    if n == Some(0) {
+        return Err(usage("subset must be at least 1".into()));
+    }
+    let device = cpu().map_err(|e| usage(e.to_string()))?;
+    let ad = device.autodiff();
+    let train_data = subset(open_split(id, Split::Train, data)?, n, 1)?;
+    let (c, h, _) = train_data.shape();
+    let mut config = ModelConfig::for_input(arch, Kind::Deterministic, train_data.classes(), c, h);
+    config.bayes.estimator = Estimator::from_name(estimator).ok_or_else(|| {
+        usage(format!(
+            "unknown estimator {estimator} (reparam, local-reparam, flipout)"
+        ))
+    })?;
+    let mut tc = if bayesian {
+        config = config.with_kind(Kind::Bayesian);
+        TrainConfig::bayes_by_backprop(epochs)
+    } else {
+        TrainConfig::deterministic(epochs)
+    };
+    tc.seed = seed;
+    ad.seed(seed);
+    let model = config.init(&ad)?;
+    let loader = train_loader(id, train_data, tc.batch_size, seed, WORKERS)?;
+    let ck = Checkpointer::new(out)?.with_run(serde_json::json!({
+        "dataset": id.name(),
+        "subset": n,
+    }));
+    let state = if resume {
+        ck.check(&model, &loader, &tc)?
+    } else {
+        ck.state()?
+    };
+    if !resume && (state.is_some() || ck.model_path().exists()) {
+        return Err(usage(format!(
+            "{} already holds a model; pass resume=True to continue it",
+            out.display()
+        )));
+    }
+    let config_path = out.join("config.json");
+    if resume && config_path.exists() {
+        let old = read_config(out)?;
+        if old != config {
+            return Err(usage(format!(
+                "cannot resume {}: its config.json is for another model; nothing was changed",
+                out.display()
+            )));
+        }
+    } else {
+        let text = serde_json::to_string_pretty(&config).map_err(Error::json)?;
+        bnn_train::write_atomic(&config_path, text.as_bytes())?;
+    }
+    let (_, history) = bnn_train::train(
+        model,
+        &loader,
+        &tc,
+        Some(&ck),
+        &mut Progress { on: progress },
+    )?;
+    serde_json::to_string(&history).map_err(Error::json)
+}
+
+/// Runs the method's stages 1-3 on a trained Bayesian model directory and writes `out`
+/// (`.swb`), as `swbnn compress` does; returns the compression report as JSON text.
+#[pyfunction]
+#[pyo3(signature = (
+    model, dataset, out, *, k = None, config = None, epochs = None, data = None,
+    subset = None, force = false, progress = false
+))]
+#[allow(clippy::too_many_arguments)]
+pub fn compress_json(
+    py: Python<'_>,
+    model: PathBuf,
+    dataset: &str,
+    out: PathBuf,
+    k: Option<usize>,
+    config: Option<String>,
+    epochs: Option<usize>,
+    data: Option<PathBuf>,
+    subset: Option<usize>,
+    force: bool,
+    progress: bool,
+) -> PyResult<String> {
+    let dataset = dataset.to_string();
+    py.detach(|| {
+        compress_impl(
+            &model,
+            &dataset,
+            &out,
+            k,
+            config.as_deref(),
+            epochs,
+            data.as_deref(),
+            subset,
+            force,
+            progress,
+        )
+    })
+    .map_err(pipeline_error)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn compress_impl(
+    model_dir: &Path,
+    dataset: &str,
+    out: &Path,
+    k: Option<usize>,
+    config: Option<&str>,
+    epochs: Option<usize>,
+    data: Option<&Path>,
+    n: Option<usize>,
+    force: bool,
+    progress: bool,
+) -> Result<String, Error> {
+    let id = dataset_id(dataset)?;
+    check_output(out, model_dir, force)?;
+    let device = cpu().map_err(|e| usage(e.to_string()))?;
+    let ad = device.autodiff();
+    let bayes_config = read_config(model_dir)?;
+    let bayes = bnn_train::load_model(&model_dir.join("model.bpk"), bayes_config.init(&ad)?)?;
+    let mut cfg = match config {
+        Some(text) => CompressConfig::from_json(text)?,
+        None => {
+            let mut cfg = CompressConfig::default();
+            cfg.retrain.epochs = DEFAULT_RETRAIN_EPOCHS;
+            cfg.retrain_stop = RetrainStop::confidence_recovered();
+            cfg
+        }
+    };
+    if let Some(k) = k {
+        cfg.sharing.gmm.k = k;
+    }
+    if let Some(e) = epochs {
+        cfg.retrain.epochs = e;
+    }
+    let train_data = subset(open_split(id, Split::Train, data)?, n, 1)?;
+    check_input(&bayes_config, train_data.as_ref(), "training data", true)?;
+    let loader = train_loader(
+        id,
+        train_data,
+        cfg.retrain.batch_size,
+        cfg.retrain.seed,
+        WORKERS,
+    )?;
+    let compressed = run_compress(
+        &bayes,
+        &bayes_config,
+        &loader,
+        &cfg,
+        None,
+        &mut Progress { on: progress },
+    )?;
+    compressed.save(out)?;
+    serde_json::to_string(&compressed.report).map_err(Error::json)
+}
+
+/// Refuses an `out` that exists (unless `force`), is a directory, or lies in the input
+/// model's directory, as `swbnn compress` does.
+fn check_output(out: &Path, model_dir: &Path, force: bool) -> Result<(), Error> {
+    if out.is_dir() {
+        return Err(usage(format!(
+            "out {} is a directory; give a file such as model.swb",
+            out.display()
+        )));
+    }
+    if !out.exists() {
+        return Ok(());
+    }
+    if !force {
+        return Err(usage(format!(
+            "{} already exists; pass force=True to replace it",
+            out.display()
+        )));
+    }
+    let inside = match (out.canonicalize(), model_dir.canonicalize()) {
+        (Ok(o), Ok(m)) => o.starts_with(m),
+        _ => false,
+    };
+    if inside {
+        return Err(usage(format!(
+            "out {} lies in the input model's directory {}; its files are never replaced",
+            out.display(),
+            model_dir.display()
+        )));
+    }
+    Ok(())
+}
+
+/// Evaluates a model file or directory on a data set's test split (and an OOD set), as
+/// `swbnn eval` does; returns `bnn_train::Evaluation` as JSON text.
+#[pyfunction]
+#[pyo3(signature = (
+    model, dataset, *, samples = 30, seed = 0, ood = None, ood_dir = None, data = None,
+    subset = None
+))]
+#[allow(clippy::too_many_arguments)]
+pub fn evaluate_json(
+    py: Python<'_>,
+    model: PathBuf,
+    dataset: &str,
+    samples: usize,
+    seed: u64,
+    ood: Option<String>,
+    ood_dir: Option<PathBuf>,
+    data: Option<PathBuf>,
+    subset: Option<usize>,
+) -> PyResult<String> {
+    let dataset = dataset.to_string();
+    py.detach(|| {
+        evaluate_impl(
+            &model,
+            &dataset,
+            samples,
+            seed,
+            ood.as_deref(),
+            ood_dir.as_deref(),
+            data.as_deref(),
+            subset,
+        )
+    })
+    .map_err(pipeline_error)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn evaluate_impl(
+    model: &Path,
+    dataset: &str,
+    samples: usize,
+    seed: u64,
+    ood: Option<&str>,
+    ood_dir: Option<&Path>,
+    data: Option<&Path>,
+    n: Option<usize>,
+) -> Result<String, Error> {
+    let id = dataset_id(dataset)?;
+    if samples == 0 {
+        return Err(usage("samples must be at least 1".into()));
+    }
+    if ood_dir.is_some() && ood.is_none() {
+        return Err(usage("ood_dir needs ood (the OOD data set's name)".into()));
+    }
+    let device = cpu().map_err(|e| usage(e.to_string()))?;
+    let (net, net_config, _) = load_any(model, &device)?;
+    let test_data = subset(open_split(id, Split::Test, data)?, n, 2)?;
+    check_input(&net_config, test_data.as_ref(), "test data", true)?;
+    let stats = id.norm_stats();
+    let test = eval_loader(stats, test_data, EVAL_BATCH, WORKERS)?;
+    let ood_data = match (ood.map(dataset_id).transpose()?, ood_dir) {
+        (Some(o), Some(dir)) => Some(subset(open_ood(o, dir)?, n, 3)?),
+        (Some(o), None) => Some(subset(open_split(o, Split::Test, data)?, n, 3)?),
+        _ => None,
+    };
+    let ood_loader = match ood_data {
+        Some(d) => {
+            check_input(&net_config, d.as_ref(), "out-of-distribution data", false)?;
+            Some(eval_loader(stats, d, EVAL_BATCH, WORKERS)?)
+        }
+        None => None,
+    };
+    let _rng = bnn_layers::lock_device_rng();
+    device.seed(seed);
+    let ev = mc_evaluate(&net, &test, ood_loader.as_ref(), samples)?;
+    serde_json::to_string(&ev).map_err(Error::json)
+}

@@ -1,0 +1,273 @@
+"""swbnn: stochastic weight sharing for Bayesian neural networks (2DGBNN) from Python.
+
+* ``swbnn.gmm.fit``: the fast full-covariance 2-D Gaussian mixture (millions of points).
+* ``swbnn.plan``: the method's stages 1-2 (outliers, GMM, ellipses, merging) on flat
+  ``(mu, sigma[, grad])`` arrays, e.g. a PyTorch BNN's weights.
+* ``swbnn.load``: a ``.swb`` file, a full-BNN file or a model directory; ``Model.predict``,
+  ``Model.evaluate``, ``Model.info``.
+* ``swbnn.train``, ``swbnn.compress``, ``swbnn.evaluate``: the command line's steps.
+* ``swbnn.metrics``: ECE/MCE, NLL, Brier, entropy, mutual information, AUROC/AUPR/FPR@95.
+
+Everything runs on the CPU. Bad input raises ``ValueError``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Union
+
+import numpy as np
+
+from . import _native, gmm, metrics
+
+__version__ = _native.__version__
+
+__all__ = [
+    "Model",
+    "SharingPlan",
+    "compress",
+    "evaluate",
+    "gmm",
+    "load",
+    "metrics",
+    "plan",
+    "train",
+]
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+#: Codes of ``SharingPlan.fates``.
+FATE_SHARED, FATE_ELLIPSE, FATE_OUTLIER_MEAN, FATE_OUTLIER_GRADIENT, FATE_OUTLIER_SMALL_CLUSTER = (
+    0,
+    1,
+    2,
+    3,
+    4,
+)
+
+
+def _config_json(config: Union[None, str, Dict[str, Any]]) -> Optional[str]:
+    if config is None or isinstance(config, str):
+        return config
+    if isinstance(config, dict):
+        return json.dumps(config)
+    raise ValueError(f"config must be a dict or JSON text, got {type(config).__name__}")
+
+
+@dataclass(frozen=True)
+class SharingPlan:
+    """What every weight becomes (stages 1-2 of the method).
+
+    ``fates[i]`` is ``FATE_SHARED`` (weight ``i`` samples codebook entry ``assignment[i]``),
+    ``FATE_ELLIPSE`` (a blend, see ``ellipse_*``) or one of the ``FATE_OUTLIER_*`` causes
+    (it keeps its own ``(mu, sigma)``); ``assignment[i]`` is -1 unless shared.
+    """
+
+    means: np.ndarray
+    """Codebook Gaussians' means ``(K, 2)`` in the ``(mu, sigma)`` plane."""
+    covariances: np.ndarray
+    """Codebook Gaussians' covariances ``(K, 2, 2)``."""
+    mixing_weights: np.ndarray
+    """Mixing weights ``(K,)``."""
+    init_mu: np.ndarray
+    """Shared distributions' initial means ``(K,)``."""
+    init_sigma: np.ndarray
+    """Shared distributions' initial standard deviations ``(K,)``."""
+    component_counts: np.ndarray
+    """Plain-shared weights per codebook entry ``(K,)``."""
+    fates: np.ndarray
+    """Fate code per weight ``(n,)``, int8."""
+    assignment: np.ndarray
+    """Codebook entry per weight ``(n,)``, -1 where not plain-shared."""
+    ellipse_weights: np.ndarray
+    """Weight index of every ellipse weight ``(m,)``."""
+    ellipse_components: np.ndarray
+    """Blended codebook entries ``(m, 5)``, -1 in unused slots."""
+    ellipse_alphas: np.ndarray
+    """Blend coefficients ``(m, 5)``, 0 in unused slots."""
+    counts: Dict[str, int]
+    """Weights by fate: total, plain_shared, ellipse, outlier_mean, outlier_gradient,
+    outlier_small_cluster."""
+    report: Dict[str, Any]
+    """The compression report (counts, Gaussians before/after merging, timings)."""
+    config: Dict[str, Any]
+    """The configuration that was used."""
+
+    @property
+    def k(self) -> int:
+        """Number of codebook entries."""
+        return int(self.means.shape[0])
+
+
+def plan(
+    mu: np.ndarray,
+    sigma: np.ndarray,
+    grad: Optional[np.ndarray] = None,
+    config: Union[None, str, Dict[str, Any]] = None,
+    *,
+    k: Optional[int] = None,
+    seed: Optional[int] = None,
+) -> SharingPlan:
+    """Runs stages 1-2 of the method on flat float32 ``mu``, ``sigma`` (> 0) and, optionally,
+    ``grad`` (the mean ``d loss / d mu``, for the gradient-outlier criterion).
+
+    ``config`` is a ``SwshareConfig`` as a dict or JSON text (``{"outliers": ...,
+    "gmm": ..., "refine": ...}``; missing fields take the paper's defaults, K = 2000);
+    ``k`` and ``seed`` override its GMM's.
+    """
+    d = _native.plan(mu, sigma, grad, _config_json(config), k, seed)
+    report = json.loads(d.pop("report_json"))
+    cfg = json.loads(d.pop("config_json"))
+    return SharingPlan(report=report, config=cfg, **d)
+
+
+class Model:
+    """A loaded model on the CPU; see :func:`load`."""
+
+    def __init__(self, native: "_native.Model") -> None:
+        self._native = native
+
+    @property
+    def classes(self) -> int:
+        """Number of classes."""
+        return self._native.classes
+
+    @property
+    def input_shape(self) -> tuple:
+        """``(C, H, W)`` of the images the model takes."""
+        return self._native.input_shape
+
+    def predict(
+        self,
+        images: np.ndarray,
+        samples: int = 30,
+        seed: int = 0,
+        return_samples: bool = False,
+    ) -> np.ndarray:
+        """Predictive probabilities of float32 ``images`` ``(n, C, H, W)`` (normalised as in
+        training): the mean over ``samples`` Monte Carlo weight samples, ``(n, classes)``, or
+        each sample's, ``(samples, n, classes)``. The same seed gives the same numbers as
+        ``swbnn eval --seed`` on the same images."""
+        return self._native.predict(images, samples, seed, return_samples)
+
+    def evaluate(
+        self,
+        images: np.ndarray,
+        labels: np.ndarray,
+        ood_images: Optional[np.ndarray] = None,
+        samples: int = 30,
+        seed: int = 0,
+    ) -> Dict[str, Any]:
+        """Accuracy, NLL, ECE, MCE, Brier, entropy and mutual information on ``(images,
+        labels)`` and, with ``ood_images``, OOD detection (AUROC, AUPR, FPR@95)."""
+        labels = metrics._labels(labels)
+        return json.loads(
+            self._native.evaluate_json(images, labels, ood_images, samples, seed)
+        )
+
+    def info(self) -> Dict[str, Any]:
+        """Architecture, parameter counts and, for a ``.swb`` file, the sharing statistics."""
+        return json.loads(self._native.info_json())
+
+    def __repr__(self) -> str:
+        return repr(self._native)
+
+
+def load(path: PathLike) -> Model:
+    """Loads a ``.swb`` file, a full-BNN file, a directory holding ``model.swb``, or a
+    directory written by ``swbnn train`` (``model.bpk`` and ``config.json``)."""
+    return Model(_native.load(os.fspath(path)))
+
+
+def train(
+    dataset: str,
+    arch: str,
+    kind: str,
+    out: PathLike,
+    *,
+    epochs: int = 5,
+    seed: int = 0,
+    data: Optional[PathLike] = None,
+    subset: Optional[int] = None,
+    estimator: str = "reparam",
+    resume: bool = False,
+    progress: bool = False,
+) -> List[Dict[str, Any]]:
+    """Trains a ``"deterministic"`` or ``"bayesian"`` model as ``swbnn train`` does, into the
+    directory ``out``; returns the per-epoch statistics. Progress goes to stderr only with
+    ``progress=True``."""
+    return json.loads(
+        _native.train_json(
+            dataset,
+            arch,
+            kind,
+            os.fspath(out),
+            epochs=epochs,
+            seed=seed,
+            data=None if data is None else os.fspath(data),
+            subset=subset,
+            estimator=estimator,
+            resume=resume,
+            progress=progress,
+        )
+    )
+
+
+def compress(
+    model: PathLike,
+    dataset: str,
+    out: PathLike,
+    *,
+    k: Optional[int] = None,
+    config: Union[None, str, Dict[str, Any]] = None,
+    epochs: Optional[int] = None,
+    data: Optional[PathLike] = None,
+    subset: Optional[int] = None,
+    force: bool = False,
+    progress: bool = False,
+) -> Dict[str, Any]:
+    """Runs stages 1-3 on a trained Bayesian model directory and writes the ``.swb`` file
+    ``out``, as ``swbnn compress`` does; returns the compression report."""
+    return json.loads(
+        _native.compress_json(
+            os.fspath(model),
+            dataset,
+            os.fspath(out),
+            k=k,
+            config=_config_json(config),
+            epochs=epochs,
+            data=None if data is None else os.fspath(data),
+            subset=subset,
+            force=force,
+            progress=progress,
+        )
+    )
+
+
+def evaluate(
+    model: PathLike,
+    dataset: str,
+    *,
+    samples: int = 30,
+    seed: int = 0,
+    ood: Optional[str] = None,
+    ood_dir: Optional[PathLike] = None,
+    data: Optional[PathLike] = None,
+    subset: Optional[int] = None,
+) -> Dict[str, Any]:
+    """Evaluates a model on a data set's test split (and an OOD set) as ``swbnn eval``
+    does; returns the evaluation (summary, OOD metrics, uncertainty diagnostics)."""
+    return json.loads(
+        _native.evaluate_json(
+            os.fspath(model),
+            dataset,
+            samples=samples,
+            seed=seed,
+            ood=ood,
+            ood_dir=None if ood_dir is None else os.fspath(ood_dir),
+            data=None if data is None else os.fspath(data),
+            subset=subset,
+        )
+    )

@@ -1,0 +1,17 @@
+import json
+from pathlib import Path
+
+import pytest
+
+DATA = Path(__file__).parent / "data"
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    return DATA
+
+
+@pytest.fixture(scope="session")
+def expected() -> dict:
+    """The Rust library's numbers on the fixtures (written by tests/fixture.rs)."""
+    return json.loads((DATA / "expected.json").read_text())

@@ -1,0 +1,85 @@
+import numpy as np
+import pytest
+
+import swbnn
+
+
+def images(e):
+    """The fixture's images: byte pattern / 255 in float32, as bnn-data converts them."""
+    n = e["images"]
+    i = np.arange(n * 64)
+    pixels = ((i * 37 + i // 64 * 11) % 256).astype(np.uint8)
+    return (pixels.astype(np.float32) / np.float32(255)).reshape(n, 1, 8, 8)
+
+
+def test_predictions_equal_rust(data_dir, expected):
+    e = expected["predict"]
+    m = swbnn.load(data_dir / "tiny.swb")
+    p = m.predict(images(e), samples=e["samples"], seed=e["seed"])
+    assert p.shape == (e["images"], e["classes"]) and p.dtype == np.float32
+    np.testing.assert_allclose(p.ravel(), np.array(e["probabilities"]), atol=1e-6, rtol=0)
+    # Same seed, same numbers; another seed, other weight samples.
+    assert np.array_equal(p, m.predict(images(e), samples=e["samples"], seed=e["seed"]))
+    assert not np.array_equal(p, m.predict(images(e), samples=e["samples"], seed=e["seed"] + 1))
+
+
+def test_samples_and_evaluate(data_dir, expected):
+    e = expected["predict"]
+    m = swbnn.load(str(data_dir / "tiny.swb"))
+    x = images(e)
+    s = m.predict(x, samples=4, seed=3, return_samples=True)
+    assert s.shape == (4, e["images"], 3)
+    np.testing.assert_allclose(s.mean(0), m.predict(x, samples=4, seed=3), atol=1e-6)
+    labels = np.arange(e["images"]) % 3
+    ev = m.evaluate(x, labels, ood_images=x[::-1].copy(), samples=4, seed=3)
+    mean = m.predict(x, samples=4, seed=3)
+    assert ev["summary"]["ece"] == pytest.approx(swbnn.metrics.ece(mean, labels), abs=1e-12)
+    assert ev["summary"]["n"] == e["images"]
+    assert ev["ood_max_prob"] is not None
+    info = m.info()
+    assert info["source"] == "swb" and info["sharing"]["gaussians"] == info["config"]["codebook_len"]
+    assert info["sharing"]["shareable_weights"] == 64 * 12 + 12 * 3
+
+
+def test_bad_images(data_dir, expected):
+    m = swbnn.load(data_dir / "tiny.swb")
+    x = images(expected["predict"])
+    for bad, message in [
+        (x.astype(np.float64), "dtype float32"),
+        (x[:, :, :4, :].copy(), r"\(n, 1, 8, 8\)"),
+        (x[:, :, :, ::2], "shape|C-contiguous"),
+        (x.reshape(-1, 64), "4 dimensions"),
+        (x[:0], "empty"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            m.predict(bad)
+    with pytest.raises(ValueError, match="samples"):
+        m.predict(x, samples=0)
+    with pytest.raises(ValueError, match="labels"):
+        m.evaluate(x, np.zeros(3, np.int64))
+
+
+def test_bad_files(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        swbnn.load(tmp_path / "missing.swb")
+    junk = tmp_path / "junk.swb"
+    junk.write_bytes(b"not a model file at all")
+    with pytest.raises(ValueError, match="swb"):
+        swbnn.load(junk)
+
+
+def test_pipeline_errors(tmp_path):
+    with pytest.raises(ValueError, match="unknown|data set|dataset"):
+        swbnn.evaluate(tmp_path, "no-such-dataset")
+    with pytest.raises(ValueError, match="architecture"):
+        swbnn.train("mnist", "no-such-arch", "bayesian", tmp_path / "out")
+    with pytest.raises(ValueError, match="kind"):
+        swbnn.train("fashion-mnist", "mlp", "frequentist", tmp_path / "out", data=tmp_path)
+
+
+def test_full_bnn_file_equals_rust(data_dir, expected):
+    e = expected["predict"]
+    m = swbnn.load(data_dir / "tiny_full.swb")
+    assert m.info()["source"] == "full-bnn"
+    p = m.predict(images(e), samples=e["samples"], seed=e["seed"])
+    np.testing.assert_allclose(p.ravel(), np.array(e["full_bnn_probabilities"]), atol=1e-6, rtol=0)
