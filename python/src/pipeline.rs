@@ -12,7 +12,9 @@ use bnn_train::{
 };
 use pyo3::prelude::*;
 use swbnn::Error;
-use swbnn::data::{check_input, eval_loader, open_ood, open_split, subset, train_loader};
+use swbnn::data::{
+    check_input, eval_loader, open_ood, open_split, subset, subset_at_most, train_loader,
+};
 use swshare::compress::{CompressConfig, compress as run_compress};
 use swshare::retrain_stop::RetrainStop;
 
@@ -148,9 +150,18 @@ fn train_impl(
     if n == Some(0) {
         return Err(usage("subset must be at least 1".into()));
     }
+    if resume {
+        // As the command line: resume a checkpoint or fail naming what is missing.
+        swbnn::checks::resumable_checkpoint(out)?;
+    }
     let device = cpu().map_err(|e| usage(e.to_string()))?;
     let ad = device.autodiff();
-    let train_data = subset(open_split(id, Split::Train, data)?, n, 1)?;
+    let train_data = subset(
+        open_split(id, Split::Train, data)?,
+        n,
+        1,
+        "the training set",
+    )?;
     let (c, h, _) = train_data.shape();
     let mut config = ModelConfig::for_input(arch, Kind::Deterministic, train_data.classes(), c, h);
     config.bayes.estimator = Estimator::from_name(estimator).ok_or_else(|| {
@@ -279,7 +290,12 @@ fn compress_impl(
     if let Some(e) = epochs {
         cfg.retrain.epochs = e;
     }
-    let train_data = subset(open_split(id, Split::Train, data)?, n, 1)?;
+    let train_data = subset(
+        open_split(id, Split::Train, data)?,
+        n,
+        1,
+        "the training set",
+    )?;
     check_input(&bayes_config, train_data.as_ref(), "training data", true)?;
     let loader = train_loader(
         id,
@@ -387,13 +403,13 @@ fn evaluate_impl(
     }
     let device = cpu().map_err(|e| usage(e.to_string()))?;
     let (net, net_config, _) = load_any(model, &device)?;
-    let test_data = subset(open_split(id, Split::Test, data)?, n, 2)?;
+    let test_data = subset(open_split(id, Split::Test, data)?, n, 2, "the test set")?;
     check_input(&net_config, test_data.as_ref(), "test data", true)?;
     let stats = id.norm_stats();
     let test = eval_loader(stats, test_data, EVAL_BATCH, WORKERS)?;
     let ood_data = match (ood.map(dataset_id).transpose()?, ood_dir) {
-        (Some(o), Some(dir)) => Some(subset(open_ood(o, dir)?, n, 3)?),
-        (Some(o), None) => Some(subset(open_split(o, Split::Test, data)?, n, 3)?),
+        (Some(o), Some(dir)) => Some(subset_at_most(open_ood(o, dir)?, n, 3)?),
+        (Some(o), None) => Some(subset_at_most(open_split(o, Split::Test, data)?, n, 3)?),
         _ => None,
     };
     let ood_loader = match ood_data {
