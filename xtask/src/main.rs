@@ -219,21 +219,20 @@ fn main() -> Result<()> {
             let out = out.unwrap_or_else(|| repo_root().join("results").join(dataset.name()));
             let ood_search = swbnn::data::OodSearch::from_env(&repo_root());
             let mut setup = swbnn::presets::setup(dataset, arch, quick, &ood_search, out.clone());
-            if !dry_run
-                && setup.ood.is_none()
-                && let Some(id) = swbnn::data::paired_ood(dataset)
-            {
-                // Not on this machine: the checksummed download, or one line on how to get it.
-                match ood_search.fetch(id) {
-                    Ok(dir) => setup.ood = Some((id, dir)),
-                    Err(_) => eprintln!("{}", ood_search.missing_hint(id)),
-                }
-            }
+            // The preset's OOD set when it is not on this machine: fetched once the arguments
+            // are checked, unless `--setup` says what the OOD set is.
+            let mut ood_to_fetch = match setup.ood {
+                None => swbnn::data::paired_ood(dataset),
+                Some(_) => None,
+            };
             if let Some(r) = recipe {
                 r.recipe().apply(&mut setup);
             }
             if let Some(path) = patch {
                 setup = swbnn::presets::patch(&setup, &path)?;
+                if swbnn::presets::patch_sets(&path, "ood")? {
+                    ood_to_fetch = None;
+                }
             }
             setup.data_dir = data.or(setup.data_dir);
             if corruptions {
@@ -312,6 +311,14 @@ fn main() -> Result<()> {
                 .validate()
                 .context("the setup's compression settings")?;
             let device = bnn_layers::device_by_name(&backend)?;
+            // A resumed run downloads nothing: it goes on with what this machine holds.
+            if !resume && let Some(id) = ood_to_fetch {
+                // The checksummed download, or one line on how to get the data.
+                match ood_search.fetch(id) {
+                    Ok(dir) => setup.ood = Some((id, dir)),
+                    Err(_) => eprintln!("{}", ood_search.missing_hint(id)),
+                }
+            }
             eprintln!(
                 "reproduce {}: {} ({}), train subset {:?}, epochs det/bbb/retrain {}/{}/{}{}, OOD {:?}",
                 dataset.name(),

@@ -173,12 +173,21 @@ pub const REFERENCE_RHO: f64 = -6.0;
 /// back: unknown fields and wrong types are errors naming
 /// the file.
 pub fn patch(setup: &Setup, path: &Path) -> Result<Setup, crate::Error> {
-    let text = std::fs::read_to_string(path).map_err(|e| crate::Error::io(path, e))?;
-    let patch: serde_json::Value =
-        serde_json::from_str(&text).map_err(|e| crate::Error::parse(path, e))?;
+    let patch = read_patch(path)?;
     let mut value = serde_json::to_value(setup).map_err(crate::Error::json)?;
     merge(&mut value, patch);
     serde_json::from_value(value).map_err(|e| crate::Error::parse(path, e))
+}
+
+/// Whether the patch file at `path` sets the setup's top-level field `key` (e.g. `"ood"`, also
+/// to `null`).
+pub fn patch_sets(path: &Path, key: &str) -> Result<bool, crate::Error> {
+    Ok(read_patch(path)?.get(key).is_some())
+}
+
+fn read_patch(path: &Path) -> Result<serde_json::Value, crate::Error> {
+    let text = std::fs::read_to_string(path).map_err(|e| crate::Error::io(path, e))?;
+    serde_json::from_str(&text).map_err(|e| crate::Error::parse(path, e))
 }
 
 /// Objects merge field by field; an empty object changes nothing; an object that shares no key
@@ -248,6 +257,17 @@ mod tests {
             (5, 5, 5)
         );
         assert!(!s.bbb_from_deterministic);
+    }
+
+    #[test]
+    fn a_patch_that_names_the_ood_set_is_told_apart() {
+        let dir = tempfile::tempdir().unwrap();
+        let (off, other) = (dir.path().join("off.json"), dir.path().join("other.json"));
+        std::fs::write(&off, r#"{"ood": null}"#).unwrap();
+        std::fs::write(&other, r#"{"samples": 10}"#).unwrap();
+        assert!(patch_sets(&off, "ood").unwrap());
+        assert!(!patch_sets(&other, "ood").unwrap());
+        assert_eq!(patch(&preset(true), &off).unwrap().ood, None);
     }
 
     #[test]
