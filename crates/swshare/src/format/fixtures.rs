@@ -109,11 +109,17 @@ pub(crate) fn fixture_full() -> FullBnnData {
 
 /// The `.qbnn` fixture's content.
 pub(crate) fn fixture_qbnn() -> QbnnData {
+    qbnn_sample(3)
+}
+
+/// A small `.qbnn` model: a conv layer's int8 means and `sigma_bits`-bit sigmas, and a folded
+/// batch norm's bias.
+pub(crate) fn qbnn_sample(sigma_bits: u8) -> QbnnData {
     let mu: Vec<f32> = (0..24).map(|i| (i as f32 - 12.0) * 0.01).collect();
     let sigma: Vec<f32> = (0..24).map(|i| 0.001 + i as f32 * 1e-4).collect();
     QbnnData {
         arch: r#"{"arch":"tiny"}"#.into(),
-        sigma_bits: 3,
+        sigma_bits,
         tensors: vec![
             QTensor {
                 path: "conv.weight_mu".into(),
@@ -123,7 +129,7 @@ pub(crate) fn fixture_qbnn() -> QbnnData {
             QTensor {
                 path: "conv.weight_rho".into(),
                 shape: vec![2, 3, 2, 2],
-                values: QValues::SigmaBits(AffineBits::quantize(&sigma, 3).unwrap()),
+                values: QValues::SigmaBits(AffineBits::quantize(&sigma, sigma_bits).unwrap()),
             },
             QTensor {
                 path: "bn.beta".into(),

@@ -587,33 +587,7 @@ mod tests {
     }
 
     fn sample() -> QbnnData {
-        let mu: Vec<f32> = (0..24).map(|i| (i as f32 - 12.0) * 0.01).collect();
-        let sigma: Vec<f32> = (0..24).map(|i| 0.001 + i as f32 * 1e-4).collect();
-        QbnnData {
-            arch: r#"{"arch":"tiny"}"#.into(),
-            sigma_bits: 2,
-            tensors: vec![
-                QTensor {
-                    path: "conv.weight_mu".into(),
-                    shape: vec![2, 3, 2, 2],
-                    values: QValues::MeanI8(SymmetricI8::quantize(&mu).unwrap()),
-                },
-                QTensor {
-                    path: "conv.weight_rho".into(),
-                    shape: vec![2, 3, 2, 2],
-                    values: QValues::SigmaBits(AffineBits::quantize(&sigma, 2).unwrap()),
-                },
-                QTensor {
-                    path: "bn.beta".into(),
-                    shape: vec![2],
-                    values: QValues::F32(vec![0.5, -0.5]),
-                },
-            ],
-            folded_norms: vec![FoldedNorm {
-                path: "bn".into(),
-                epsilon: 1e-5,
-            }],
-        }
+        crate::format::fixtures::qbnn_sample(2)
     }
 
     #[test]
