@@ -3,8 +3,9 @@
 cuda`): images/s of a full training step (forward, backward, Adam step) and of Monte-Carlo
 inference (`--samples` stochastic passes) on random inputs, deterministic vs Bayesian
 (reparameterisation, one eps per weight per pass, softplus sigma, closed-form KL to N(0, 0.1^2)),
-on CUDA, eager mode, fp32 (TF32 off, as burn's f32 kernels), with the peak GPU memory PyTorch
-allocated. Prints the same JSON lines as the Rust benchmarks.
+on CUDA, eager mode, fp32 with TF32 off (as burn's f32 kernels on wgpu) or, with `--tf32`, on
+(as burn-cuda's f32 convolutions and matmuls, which use TF32 tensor cores), with the peak GPU
+memory PyTorch allocated. Prints the same JSON lines as the Rust benchmarks.
 
     python3 benches/peers/torch_gpu_bench.py --arch resnet18 --input 3x32 --batch 128
 """
@@ -60,16 +61,18 @@ def main():
     p.add_argument("--device", default="cuda")
     p.add_argument("--kind", choices=["deterministic", "bayesian"], help="only this kind")
     p.add_argument("--only", choices=["train-step", "mc-inference"], help="only this benchmark")
+    p.add_argument("--tf32", action="store_true", help="allow TF32 in matmuls and convolutions")
     a = p.parse_args()
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = a.tf32
+    torch.backends.cudnn.allow_tf32 = a.tf32
     dev = torch.device(a.device)
     c, hw = (int(v) for v in a.input.split("x"))
     torch.manual_seed(0)
     x = torch.randn(a.batch, c, hw, hw, device=dev)
     y = torch.randint(0, 10, (a.batch,), device=dev)
     common = {"peer": "pytorch", "arch": a.arch, "batch": a.batch, "input": [c, hw, hw],
-              "backend": a.device, "device_name": torch.cuda.get_device_name(dev)}
+              "backend": a.device, "device_name": torch.cuda.get_device_name(dev),
+              "tf32": a.tf32, "torch": torch.__version__}
     for kind in [a.kind] if a.kind else ["deterministic", "bayesian"]:
         bayes = kind == "bayesian"
         est = "reparam" if bayes else None

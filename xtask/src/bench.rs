@@ -63,6 +63,9 @@ pub enum Which {
         /// Only this kind (deterministic, bayesian, shared).
         #[arg(long)]
         kind: Option<Kind>,
+        /// Only this estimator (reparam, local-reparam, flipout).
+        #[arg(long, value_parser = parse_estimator)]
+        estimator: Option<Estimator>,
     },
     /// Seconds of the 2DGBNN stages 1-2 (outliers, GMM, cluster reduction, ellipses, merging:
     /// `swshare::build_plan`) on a synthetic weight table; the defaults are ResNet-50-sized
@@ -271,6 +274,7 @@ pub fn run(which: Which) -> Result<()> {
             warmup,
             backend,
             kind: want_kind,
+            estimator: want_est,
         } => {
             let device = device_by_name(&backend)?;
             let (c, hw) = (input.channels, input.size);
@@ -278,7 +282,7 @@ pub fn run(which: Which) -> Result<()> {
                 Tensor::<4>::random([batch, c, hw, hw], Distribution::Normal(0.0, 1.0), &device);
             for (kind, est, config) in variants(arch, input) {
                 if est.is_some_and(|e| e != Estimator::Reparameterization && kind == Kind::Shared)
-                    || want_kind.is_some_and(|k| k != kind)
+                    || !selected(kind, est, want_kind, want_est)
                 {
                     continue;
                 }

@@ -2,6 +2,7 @@
 
 mod bench;
 mod fuzz;
+mod gpu;
 
 // Training allocates and frees many tensor buffers of a few megabytes per step; glibc's malloc
 // returns them to the kernel and page-faults them back in (7 % of a Bayesian MLP step in perf);
@@ -128,6 +129,37 @@ enum Command {
     Bench {
         #[command(subcommand)]
         which: bench::Which,
+    },
+    /// Builds `swbnn` and `xtask` with the `cuda` backend without network access: kernels
+    /// compiled by NVRTC, and an offline stand-in for cubecl-llvm (which would download LLVM).
+    /// Into `target/cuda-offline/`; checks that no LLVM is in the graph or linked. At run time
+    /// NVRTC needs libnvrtc (on LD_LIBRARY_PATH) and the CUDA headers (CUDA_PATH).
+    BuildCuda {
+        /// Release profile (default: dev, whose dependencies are optimised too).
+        #[arg(long)]
+        release: bool,
+        /// Also compile the wgpu backend in.
+        #[arg(long)]
+        wgpu: bool,
+    },
+    /// Everything one call on a GPU machine with PyTorch and no Rust needs: the wgpu + CUDA
+    /// binaries (offline route), the GPU tests, the CUDA headers, a Fashion-MNIST subset and
+    /// the PyTorch peer, in `target/gpu-kit/kit.tar.xz`, with `target/gpu-kit/run.sh` to run
+    /// there.
+    GpuKit {
+        /// A folder holding the CUDA headers NVRTC includes (cuda_fp16.h, mma.h, ...); default
+        /// `$CUDA_PATH/include` or `/usr/local/cuda/include` when they hold them.
+        #[arg(long)]
+        cuda_include: Option<PathBuf>,
+        /// Fashion-MNIST's folder (default: the data locator's).
+        #[arg(long)]
+        data: Option<PathBuf>,
+        /// Training images in the kit's data subset.
+        #[arg(long, default_value_t = 10_000, value_parser = swbnn::args::positive)]
+        train_images: usize,
+        /// Test images in it.
+        #[arg(long, default_value_t = 2_000, value_parser = swbnn::args::positive)]
+        test_images: usize,
     },
 }
 
@@ -403,6 +435,23 @@ fn main() -> Result<()> {
             );
         }
         Command::Bench { which } => bench::run(which)?,
+        Command::BuildCuda { release, wgpu } => gpu::build_cuda(&repo_root(), release, wgpu)?,
+        Command::GpuKit {
+            cuda_include,
+            data,
+            train_images,
+            test_images,
+        } => {
+            gpu::gpu_kit(
+                &repo_root(),
+                &gpu::KitInputs {
+                    cuda_include,
+                    data,
+                    train_images,
+                    test_images,
+                },
+            )?;
+        }
     }
     Ok(())
 }

@@ -29,7 +29,156 @@ pub fn available_backends() -> Vec<&'static str> {
 /// (deprecated, slow convolutions), `wgpu` (GPU; Vulkan, Metal or DX12) or `cuda` / `cuda:N`
 /// (NVIDIA GPU number N, default 0). Each must be compiled in with the cargo feature of the same
 /// name.
+///
+/// A GPU device is opened here, so that a machine without its driver, device or (for CUDA)
+/// NVRTC and headers gets [`LayerError::BackendUnavailable`] naming what is missing, instead of
+/// a panic in burn's device thread at the first tensor.
 pub fn device_by_name(name: &str) -> Result<Device, LayerError> {
+    let device = device_by_name_unchecked(name)?;
+    let unavailable = |reason: String| LayerError::BackendUnavailable {
+        name: name.to_string(),
+        reason,
+    };
+    match backend_name(&device) {
+        Some("cuda") => {
+            check_cuda(&device).map_err(unavailable)?;
+            open(&device).map_err(unavailable)?;
+        }
+        Some("wgpu") => open(&device).map_err(unavailable)?,
+        _ => {}
+    }
+    Ok(device)
+}
+
+/// The backend name of a device made by [`device_by_name`], `None` for others.
+pub fn backend_name(device: &Device) -> Option<&'static str> {
+    let d = device.clone().without_autodiff();
+    #[cfg(feature = "flex")]
+    if d == Device::flex() {
+        return Some("flex");
+    }
+    #[cfg(feature = "cpu")]
+    if d == Device::cpu() {
+        return Some("cpu");
+    }
+    #[cfg(feature = "ndarray")]
+    #[allow(deprecated)]
+    if d == Device::ndarray() {
+        return Some("ndarray");
+    }
+    #[cfg(feature = "wgpu")]
+    if d == Device::wgpu(burn::tensor::DeviceKind::DefaultDevice) {
+        return Some("wgpu");
+    }
+    #[cfg(feature = "cuda")]
+    if (0..64).any(|i| d == Device::cuda(i)) {
+        return Some("cuda");
+    }
+    let _ = d;
+    None
+}
+
+/// The compiler the `cuda` backend's kernels go through: `"nvrtc"` with the `cuda-nvrtc`
+/// feature (CUDA C++), `"llvm"` without it (burn's default).
+#[cfg(feature = "cuda")]
+pub fn cuda_compiler() -> &'static str {
+    match cubecl_cuda::compiler::CudaBackend::default() {
+        cubecl_cuda::compiler::CudaBackend::Cpp => "nvrtc",
+        cubecl_cuda::compiler::CudaBackend::Llvm => "llvm",
+    }
+}
+
+/// What the `cuda` backend loads at run time, checked before burn does: the driver library,
+/// a device of the requested number, and for NVRTC its library and the CUDA headers.
+#[cfg(feature = "cuda")]
+fn check_cuda(device: &Device) -> Result<(), String> {
+    // SAFETY: `is_culib_present` only tries to open the libraries by name and closes them.
+    if !unsafe { cudarc::driver::sys::is_culib_present() } {
+        return Err(
+            "the CUDA driver library (libcuda.so) was not found: is an NVIDIA driver \
+                    installed?"
+                .to_string(),
+        );
+    }
+    cudarc::driver::result::init().map_err(|e| format!("the CUDA driver failed to start: {e}"))?;
+    let count = cudarc::driver::result::device::get_count()
+        .map_err(|e| format!("the CUDA driver could not count devices: {e}"))?;
+    let index = (0..64)
+        .find(|&i| device.clone().without_autodiff() == Device::cuda(i))
+        .unwrap_or(0);
+    if index >= count as usize {
+        return Err(format!("CUDA device {index} requested, {count} present"));
+    }
+    if cuda_compiler() == "nvrtc" {
+        // SAFETY: as above.
+        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+            return Err(
+                "NVRTC (libnvrtc.so) was not found: install the CUDA toolkit or the \
+                        `nvidia-cuda-nvrtc` wheel and put its library directory on \
+                        LD_LIBRARY_PATH"
+                    .to_string(),
+            );
+        }
+        let include = cubecl_cuda::install::cuda_path()
+            .map(|p| p.join("include"))
+            .ok_or(
+                "no CUDA installation for NVRTC's headers: set CUDA_PATH to a folder whose \
+                    include/ holds cuda_fp16.h and mma.h (the CUDA toolkit, or the \
+                    nvidia-cuda-runtime and nvidia-cuda-crt wheels)",
+            )?;
+        for header in ["cuda_fp16.h", "mma.h"] {
+            if !include.join(header).is_file() {
+                return Err(format!(
+                    "{} has no {header}: set CUDA_PATH to a folder whose include/ holds the CUDA \
+                     headers",
+                    include.display()
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(not(feature = "cuda"))]
+fn check_cuda(_device: &Device) -> Result<(), String> {
+    Ok(())
+}
+
+/// Runs one small operation on `device`: burn opens a GPU device in its own thread and panics
+/// there when it cannot, so the panic is caught (and its message kept from stderr) here.
+fn open(device: &Device) -> Result<(), String> {
+    use std::sync::{Arc, Mutex};
+    let message = Arc::new(Mutex::new(None::<String>));
+    let previous = std::panic::take_hook();
+    let sink = Arc::clone(&message);
+    std::panic::set_hook(Box::new(move |info| {
+        let text = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown panic".to_string());
+        let mut slot = sink.lock().unwrap_or_else(|e| e.into_inner());
+        // The first panic is the device thread's own; later ones only report it gone.
+        slot.get_or_insert(text);
+    }));
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        Tensor::<1>::zeros([1], device)
+            .try_into_data()
+            .map(|_| ())
+            .map_err(|e| format!("{e:?}"))
+    }));
+    std::panic::set_hook(previous);
+    let panicked = message.lock().unwrap_or_else(|e| e.into_inner()).take();
+    match (result, panicked) {
+        (Ok(Ok(())), _) => Ok(()),
+        (Ok(Err(e)), _) => Err(format!("reading a tensor back failed: {e}")),
+        (Err(_), Some(text)) => Err(format!("the device did not open: {}", text.trim())),
+        (Err(_), None) => Err("the device did not open".to_string()),
+    }
+}
+
+fn device_by_name_unchecked(name: &str) -> Result<Device, LayerError> {
     let unknown = || LayerError::UnknownBackend {
         name: name.to_string(),
         available: available_backends().join(", "),
@@ -75,5 +224,30 @@ pub fn test_device() -> Device {
     match device_by_name(&name) {
         Ok(d) => d,
         Err(e) => panic!("SWBNN_TEST_BACKEND: {e}"),
+    }
+}
+
+#[cfg(all(test, feature = "cuda"))]
+mod cuda_tests {
+    use super::*;
+
+    #[test]
+    fn nvrtc_compiles_the_kernels_exactly_with_cuda_nvrtc() {
+        let expected = if cfg!(feature = "cuda-nvrtc") {
+            "nvrtc"
+        } else {
+            "llvm"
+        };
+        assert_eq!(cuda_compiler(), expected);
+    }
+
+    #[test]
+    fn a_machine_without_the_cuda_driver_gets_an_error_not_a_panic() {
+        // SAFETY: only opens and closes the library by name.
+        if unsafe { cudarc::driver::sys::is_culib_present() } {
+            return; // A CUDA machine: the other tests open the device.
+        }
+        let err = device_by_name("cuda").unwrap_err().to_string();
+        assert!(err.contains("libcuda"), "{err}");
     }
 }

@@ -57,4 +57,13 @@ pub enum LayerError {
         /// Backends this build supports.
         available: String,
     },
+    /// A compiled-in GPU backend that cannot run on this machine (no driver, no device, no
+    /// NVRTC or CUDA headers).
+    #[error("backend `{name}` cannot run here: {reason}")]
+    BackendUnavailable {
+        /// The requested name.
+        name: String,
+        /// What is missing.
+        reason: String,
+    },
 }

@@ -54,7 +54,9 @@ pub use convert::{
     NamedTensor, bayes_from_deterministic, deterministic_from_bayes, export_params, import_params,
     shared_from_bayes,
 };
-pub use device::{available_backends, device_by_name, lock_device_rng, test_device};
+#[cfg(feature = "cuda")]
+pub use device::cuda_compiler;
+pub use device::{available_backends, backend_name, device_by_name, lock_device_rng, test_device};
 pub use elbo::{ElboConfig, KlSchedule};
 pub use error::LayerError;
 pub use estimator::Estimator;

@@ -10,8 +10,9 @@
 //! element-wise passes. Those and fresh zeroed buffers made a ResNet-20 training step on flex
 //! 3-4x slower than PyTorch's. [`conv2d`] runs im2col + `gemm` kernels ([`conv`]), parallel over
 //! images, for f32 tensors on flex with one group, and [`batch_norm`] one-pass kernels
-//! ([`norm`]); anything else (groups, other float types, other backends such as wgpu) goes to
-//! burn's own operations. A third kernel, [`softplus()`], is the `sigma = softplus(rho)` of every
+//! ([`norm`]); on GPU backends [`conv2d`] can run as im2col + burn's tiled matmul
+//! ([`gpu_conv`]); anything else (groups, other float types) goes to burn's own operations.
+//! A third kernel, [`softplus()`], is the `sigma = softplus(rho)` of every
 //! Bayesian weight, vectorised where flex calls scalar `log1pf` and `expf`.
 //!
 //! Pinned to burn 0.22.x: the extension trait, the flex implementation (which reads
@@ -25,6 +26,7 @@ mod autodiff;
 pub mod conv;
 #[cfg(feature = "flex")]
 mod flex;
+pub mod gpu_conv;
 pub mod norm;
 pub mod softplus;
 
@@ -145,22 +147,25 @@ pub fn uses_kernels(x: &Tensor<4>, weight: &Tensor<4>, options: &ConvOptions<2>)
 
 /// 2-D convolution, as burn's `burn::tensor::module::conv2d`: `x` `[batch, c_in, h, w]`,
 /// `weight` `[c_out, c_in / groups, kh, kw]`, `bias` `[c_out]`; returns
-/// `[batch, c_out, oh, ow]`. Differentiable. Our kernels where [`uses_kernels`], burn's
-/// convolution otherwise.
+/// `[batch, c_out, oh, ow]`. Differentiable. Our kernels where [`uses_kernels`], im2col +
+/// matmul on GPU backends where [`gpu_conv::uses_gpu_conv`], burn's convolution otherwise.
 pub fn conv2d(
     x: Tensor<4>,
     weight: Tensor<4>,
     bias: Option<Tensor<1>>,
     options: ConvOptions<2>,
 ) -> Tensor<4> {
-    if !uses_kernels(&x, &weight, &options) {
+    let y = if uses_kernels(&x, &weight, &options) {
+        Tensor::<4>::from_dispatch(<Dispatch as FlexKernels>::conv2d_f32(
+            x.into_dispatch(),
+            weight.into_dispatch(),
+            options,
+        ))
+    } else if gpu_conv::uses_gpu_conv(&x, &weight, &options) {
+        gpu_conv::conv2d(x, weight, &options)
+    } else {
         return burn::tensor::module::conv2d(x, weight, bias, options);
-    }
-    let y = Tensor::<4>::from_dispatch(<Dispatch as FlexKernels>::conv2d_f32(
-        x.into_dispatch(),
-        weight.into_dispatch(),
-        options,
-    ));
+    };
     match bias {
         Some(b) => {
             let c = b.dims()[0];

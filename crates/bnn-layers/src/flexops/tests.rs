@@ -1,15 +1,27 @@
 //! The extension against burn's own `conv2d` on flex: outputs and both gradients over random
-//! shapes, a finite-difference check, and repeatability.
+//! shapes, a finite-difference check, and repeatability; and the GPU route (im2col + matmul)
+//! against burn's `conv2d` on the test backend (`SWBNN_TEST_BACKEND=wgpu` on a GPU or lavapipe).
 
 use burn::prelude::*;
 use burn::tensor::ops::ConvOptions;
 use rand::rngs::Xoshiro256PlusPlus;
 use rand::{RngExt, SeedableRng};
 
-use super::{conv2d, uses_kernels};
+use super::{conv2d, gpu_conv, uses_kernels};
 
 fn device() -> Device {
     Device::flex().autodiff()
+}
+
+/// Which convolution [`run`] computes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Conv {
+    /// [`conv2d`] through our flex kernels.
+    Kernels,
+    /// [`gpu_conv::conv2d`] (plus the bias).
+    Im2col,
+    /// burn's own `conv2d`.
+    Burn,
 }
 
 #[derive(Debug, Clone)]
@@ -83,17 +95,33 @@ fn uniform<const D: usize>(dims: [usize; D], seed: u64, device: &Device) -> Tens
 
 /// Output and gradients of `sum(conv(x, w, b) * r)` with our kernels or burn's convolution.
 fn run(case: &Case, seed: u64, ours: bool) -> Result {
-    let device = device();
+    let conv = if ours { Conv::Kernels } else { Conv::Burn };
+    run_on(case, seed, conv, &device())
+}
+
+/// [`run`] with any of the three convolutions, on `device` (an autodiff device).
+fn run_on(case: &Case, seed: u64, conv: Conv, device: &Device) -> Result {
+    let device = device.clone();
     let x = uniform(case.x, seed, &device).require_grad();
     let w = uniform(case.w, seed + 1, &device).require_grad();
     let b = case
         .bias
         .then(|| uniform([case.w[0]], seed + 2, &device).require_grad());
-    let y = if ours {
-        assert!(uses_kernels(&x, &w, &case.options), "{case:?}");
-        conv2d(x.clone(), w.clone(), b.clone(), case.options.clone())
-    } else {
-        burn::tensor::module::conv2d(x.clone(), w.clone(), b.clone(), case.options.clone())
+    let y = match conv {
+        Conv::Kernels => {
+            assert!(uses_kernels(&x, &w, &case.options), "{case:?}");
+            conv2d(x.clone(), w.clone(), b.clone(), case.options.clone())
+        }
+        Conv::Im2col => {
+            let y = gpu_conv::conv2d(x.clone(), w.clone(), &case.options);
+            match b.clone() {
+                Some(b) => y + b.reshape([1, case.w[0], 1, 1]),
+                None => y,
+            }
+        }
+        Conv::Burn => {
+            burn::tensor::module::conv2d(x.clone(), w.clone(), b.clone(), case.options.clone())
+        }
     };
     let r = uniform(y.dims(), seed + 3, &device);
     let grads = (y.clone() * r).sum().backward();
@@ -106,11 +134,16 @@ fn run(case: &Case, seed: u64, ours: bool) -> Result {
 }
 
 fn assert_close(what: &str, case: &Case, ours: &[f32], burn: &[f32]) {
+    assert_close_within(what, case, ours, burn, 1e-4);
+}
+
+/// Every value within `tol` times the largest magnitude of `burn` (at least 1).
+fn assert_close_within(what: &str, case: &Case, ours: &[f32], burn: &[f32], tol: f32) {
     assert_eq!(ours.len(), burn.len(), "{what} {case:?}");
     let scale = burn.iter().fold(1.0f32, |m, v| m.max(v.abs()));
     for (i, (a, b)) in ours.iter().zip(burn).enumerate() {
         assert!(
-            (a - b).abs() <= 1e-5 * scale * 10.0,
+            (a - b).abs() <= tol * scale,
             "{what}[{i}]: ours {a}, burn {b} (scale {scale}), {case:?}"
         );
     }
@@ -128,6 +161,30 @@ fn output_and_gradients_match_burns_conv2d_over_random_shapes() {
         assert_close("dw", &case, &ours.dw, &burn.dw);
         if let (Some(a), Some(b)) = (&ours.db, &burn.db) {
             assert_close("db", &case, a, b);
+        }
+    }
+}
+
+#[test]
+fn the_gpu_route_matches_burns_conv2d_over_random_shapes() {
+    // On the test backend: flex by default, a GPU with SWBNN_TEST_BACKEND=wgpu or cuda. CUDA's
+    // f32 matmul and convolution may use TF32 (10-bit mantissa), hence its wider tolerance.
+    let device = crate::test_device().autodiff();
+    let tol = if crate::device::backend_name(&device) == Some("cuda") {
+        2e-2
+    } else {
+        1e-4
+    };
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(21);
+    for i in 0..40 {
+        let case = random_case(&mut rng);
+        let ours = run_on(&case, i, Conv::Im2col, &device);
+        let burn = run_on(&case, i, Conv::Burn, &device);
+        assert_close_within("y", &case, &ours.y, &burn.y, tol);
+        assert_close_within("dx", &case, &ours.dx, &burn.dx, tol);
+        assert_close_within("dw", &case, &ours.dw, &burn.dw, tol);
+        if let (Some(a), Some(b)) = (&ours.db, &burn.db) {
+            assert_close_within("db", &case, a, b, tol);
         }
     }
 }

@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# The GPU check, on a machine with an NVIDIA GPU, its driver and PyTorch (CUDA), and no Rust.
+# Made beside kit.tar.xz by `cargo xtask gpu-kit`; run from anywhere:
+#
+#     OUT=/some/folder bash target/gpu-kit/run.sh
+#
+# Runs, within KIT_BUDGET_S seconds (default 420), each step under its own timeout:
+#   the GPU tests (im2col route against burn's convolution, NVRTC, layers) on cuda and wgpu;
+#   ResNet-18 3x32x32 batch 128 benchmarks (Bayesian training step, MC inference with 30
+#   samples), ours on cuda and wgpu, interleaved with PyTorch at fp32 (TF32 off) and TF32 on;
+#   a short Fashion-MNIST ResNet-20 reproduction on cuda.
+# Everything lands under $OUT: results.jsonl (one JSON line per measurement), <step>.out/.err,
+# gpu.csv (nvidia-smi samples), env.txt and run.log.
+#
+# KIT_DRY=1 runs the same steps at toy sizes (for a CPU machine with lavapipe: the cuda steps
+# then end in their clean "cannot run here" error, and the PyTorch steps are skipped).
+set -u
+KIT_DIR=$(cd "$(dirname "$0")" && pwd)
+OUT=${OUT:-$PWD/gpu-out}
+mkdir -p "$OUT"
+exec > >(tee -a "$OUT/run.log") 2>&1
+BUDGET=${KIT_BUDGET_S:-420}
+DRY=${KIT_DRY:-0}
+START=$(date +%s)
+elapsed() { echo $(( $(date +%s) - START )); }
+
+# step NAME TIMEOUT_S COMMAND...: runs COMMAND with stdout in NAME.out and stderr in NAME.err,
+# and appends its JSON lines to results.jsonl with the step's name.
+step() {
+  local name=$1 limit=$2
+  shift 2
+  local left=$(( BUDGET - $(elapsed) ))
+  if (( left < 20 )); then
+    echo "SKIP $name: ${left}s of the budget left"
+    return
+  fi
+  (( limit > left - 10 )) && limit=$(( left - 10 ))
+  echo "== $name (limit ${limit}s, at $(elapsed)s)"
+  local t0=$(date +%s)
+  timeout -k 5 "$limit" "$@" > "$OUT/$name.out" 2> "$OUT/$name.err"
+  local rc=$?
+  echo "   rc=$rc in $(( $(date +%s) - t0 ))s"
+  tail -n 4 "$OUT/$name.err" | sed 's/^/   | /'
+  grep '^{' "$OUT/$name.out" | sed "s/^{/{\"step\": \"$name\", /" >> "$OUT/results.jsonl"
+  grep -E '^test result|FAILED|panicked' "$OUT/$name.out" | head -n 5 | sed 's/^/   > /'
+}
+
+KIT=$(mktemp -d)
+tar -xJf "$KIT_DIR/kit.tar.xz" -C "$KIT" || { echo "cannot unpack the kit"; exit 1; }
+BIN=$KIT/bin
+
+# NVRTC and the CUDA runtime libraries from PyTorch's nvidia wheels, where no toolkit is installed.
+SITE=$(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null)
+for s in $SITE; do
+  for d in "$s"/nvidia/cu13/lib "$s"/nvidia/*/lib; do
+    [ -d "$d" ] && LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  done
+done
+export LD_LIBRARY_PATH
+# The headers NVRTC includes: the kit's, else the machine's.
+if [ -f "$KIT/cuda/include/cuda_fp16.h" ]; then
+  export CUDA_PATH=$KIT/cuda
+elif [ -z "${CUDA_PATH:-}" ] && [ ! -f /usr/local/cuda/include/cuda_fp16.h ]; then
+  for s in $SITE; do
+    [ -f "$s/nvidia/cu13/include/cuda_fp16.h" ] && export CUDA_PATH=$s/nvidia/cu13
+  done
+fi
+export XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-$(mktemp -d)}
+
+{
+  date -u
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv 2>&1
+  python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' 2>&1
+  lscpu | grep -E 'Model name|^CPU\(s\)'
+  echo "CUDA_PATH=${CUDA_PATH:-}"
+  echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+  ls "$KIT/bin"
+} > "$OUT/env.txt" 2>&1
+cat "$OUT/env.txt"
+nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used --format=csv -lms 500 \
+  > "$OUT/gpu.csv" 2>/dev/null &
+SMI=$!
+trap 'kill $SMI 2>/dev/null' EXIT
+
+if [ "$DRY" = 1 ]; then
+  ARCH=(--arch resnet20 --input 1x28 --batch 8)
+  STEPS=(--steps 1)
+  MC=(--samples 2 --batches 1 --warmup 1)
+  PEER=(echo "dry run: no PyTorch on CUDA")
+  REPRO=(--train-subset 200 --test-subset 100 --samples 2)
+else
+  ARCH=(--arch resnet18 --input 3x32 --batch 128)
+  STEPS=(--steps 10)
+  MC=(--samples 30 --batches 1 --warmup 2)
+  PEER=(python3 "$KIT/peers/torch_gpu_bench.py" --arch resnet18 --input 3x32 --batch 128
+        --steps 10 --samples 30 --batches 1 --kind bayesian)
+  REPRO=(--train-subset 5000 --test-subset 1000 --samples 10)
+fi
+TRAIN=("$BIN/xtask" bench train-step "${ARCH[@]}" "${STEPS[@]}" --kind bayesian --estimator reparam)
+INFER=("$BIN/xtask" bench mc-inference "${ARCH[@]}" "${MC[@]}" --kind bayesian --estimator reparam)
+
+# The tests first: a failing kernel makes its figures meaningless.
+step test-cuda 60 env SWBNN_TEST_BACKEND=cuda "$BIN/bnn-layers-lib-tests" gpu_route cuda_tests
+step test-wgpu 60 env SWBNN_TEST_BACKEND=wgpu "$BIN/bnn-layers-lib-tests" gpu_route
+
+# Round 1: each of ours beside the peer, in one call on one GPU.
+step peer-fp32-1 60 "${PEER[@]}"
+step cuda-train-1 60 "${TRAIN[@]}" --backend cuda
+step cuda-infer-1 60 "${INFER[@]}" --backend cuda
+step wgpu-train-1 60 "${TRAIN[@]}" --backend wgpu
+step wgpu-infer-1 60 "${INFER[@]}" --backend wgpu
+step peer-tf32-1 60 "${PEER[@]}" --tf32
+step cuda-im2col-train-1 60 env SWBNN_GPU_CONV=im2col "${TRAIN[@]}" --backend cuda
+step cuda-im2col-infer-1 60 env SWBNN_GPU_CONV=im2col "${INFER[@]}" --backend cuda
+step wgpu-burnconv-infer-1 60 env SWBNN_GPU_CONV=burn "${INFER[@]}" --backend wgpu
+
+# The layers' own tests on the GPU.
+step test-layers-cuda 45 env SWBNN_TEST_BACKEND=cuda "$BIN/bnn-layers-layers-tests"
+step test-layers-wgpu 45 env SWBNN_TEST_BACKEND=wgpu "$BIN/bnn-layers-layers-tests"
+
+# A short reproduction: three stages, one epoch each, on a Fashion-MNIST subset; no OOD set.
+echo '{"ood": null}' > "$KIT/no-ood.json"
+step repro-cuda 120 "$BIN/xtask" reproduce fashion-mnist --quick --arch resnet20 --backend cuda \
+  --data "$KIT/data" --epochs 1 "${REPRO[@]}" --setup "$KIT/no-ood.json" --out "$OUT/repro-cuda"
+
+# Round 2 with what time is left, for the spread.
+step peer-fp32-2 60 "${PEER[@]}"
+step cuda-train-2 60 "${TRAIN[@]}" --backend cuda
+step cuda-infer-2 60 "${INFER[@]}" --backend cuda
+step wgpu-infer-2 60 "${INFER[@]}" --backend wgpu
+step peer-tf32-2 60 "${PEER[@]}" --tf32
+
+echo "done in $(elapsed)s; results in $OUT"
