@@ -9,18 +9,27 @@
 #   ResNet-18 3x32x32 batch 128 benchmarks (Bayesian training step, MC inference with 30
 #   samples), ours on cuda and wgpu, interleaved with PyTorch at fp32 (TF32 off) and TF32 on;
 #   a short Fashion-MNIST ResNet-20 reproduction on cuda.
-# Everything lands under $OUT: results.jsonl (one JSON line per measurement), <step>.out/.err,
-# gpu.csv (nvidia-smi samples), env.txt and run.log.
+# Everything lands under $OUT: results.jsonl (one JSON line per measurement), gpu.csv
+# (nvidia-smi samples), env.txt, run.log, and logs.tar.gz (each step's stdout and stderr, the
+# reproduction's folder).
 #
+# KIT_STEPS="name name ..." runs only the steps named.
+# KIT_PART=1 runs only the tests and the first round of benchmarks, KIT_PART=2 only the rest
+# (for a device time cut into two calls); the default runs both.
 # KIT_DRY=1 runs the same steps at toy sizes (for a CPU machine with lavapipe: the cuda steps
 # then end in their clean "cannot run here" error, and the PyTorch steps are skipped).
 set -u
 KIT_DIR=$(cd "$(dirname "$0")" && pwd)
 OUT=${OUT:-$PWD/gpu-out}
-mkdir -p "$OUT"
+LOGS=$OUT/logs
+mkdir -p "$LOGS"
 exec > >(tee -a "$OUT/run.log") 2>&1
 BUDGET=${KIT_BUDGET_S:-420}
 DRY=${KIT_DRY:-0}
+PART=${KIT_PART:-all}
+part() { [ "$PART" = all ] || [ "$PART" = "$1" ]; }
+# Panics keep their backtraces; error reports (anyhow) do not.
+export RUST_LIB_BACKTRACE=0
 START=$(date +%s)
 elapsed() { echo $(( $(date +%s) - START )); }
 
@@ -29,6 +38,9 @@ elapsed() { echo $(( $(date +%s) - START )); }
 step() {
   local name=$1 limit=$2
   shift 2
+  if [ -n "${KIT_STEPS:-}" ] && [[ " $KIT_STEPS " != *" $name "* ]]; then
+    return
+  fi
   local left=$(( BUDGET - $(elapsed) ))
   if (( left < 20 )); then
     echo "SKIP $name: ${left}s of the budget left"
@@ -37,12 +49,12 @@ step() {
   (( limit > left - 10 )) && limit=$(( left - 10 ))
   echo "== $name (limit ${limit}s, at $(elapsed)s)"
   local t0=$(date +%s)
-  timeout -k 5 "$limit" "$@" > "$OUT/$name.out" 2> "$OUT/$name.err"
+  timeout -k 5 "$limit" "$@" > "$LOGS/$name.out" 2> "$LOGS/$name.err"
   local rc=$?
   echo "   rc=$rc in $(( $(date +%s) - t0 ))s"
-  tail -n 4 "$OUT/$name.err" | sed 's/^/   | /'
-  grep '^{' "$OUT/$name.out" | sed "s/^{/{\"step\": \"$name\", /" >> "$OUT/results.jsonl"
-  grep -E '^test result|FAILED|panicked' "$OUT/$name.out" | head -n 5 | sed 's/^/   > /'
+  tail -n 4 "$LOGS/$name.err" | sed 's/^/   | /'
+  grep '^{' "$LOGS/$name.out" | sed "s/^{/{\"step\": \"$name\", /" >> "$OUT/results.jsonl"
+  grep -E '^test result|FAILED|panicked|^test .*FAILED' "$LOGS/$name.out" | head -n 8 | sed 's/^/   > /'
 }
 
 KIT=$(mktemp -d)
@@ -50,12 +62,14 @@ tar -xJf "$KIT_DIR/kit.tar.xz" -C "$KIT" || { echo "cannot unpack the kit"; exit
 BIN=$KIT/bin
 
 # NVRTC and the CUDA runtime libraries from PyTorch's nvidia wheels, where no toolkit is installed.
+LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}
 SITE=$(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null)
 for s in $SITE; do
   for d in "$s"/nvidia/cu13/lib "$s"/nvidia/*/lib; do
     [ -d "$d" ] && LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   done
 done
+[ -d /usr/local/cuda/lib64 ] && LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}/usr/local/cuda/lib64"
 export LD_LIBRARY_PATH
 # The headers NVRTC includes: the kit's, else the machine's.
 if [ -f "$KIT/cuda/include/cuda_fp16.h" ]; then
@@ -74,6 +88,9 @@ export XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-$(mktemp -d)}
   lscpu | grep -E 'Model name|^CPU\(s\)'
   echo "CUDA_PATH=${CUDA_PATH:-}"
   echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+  echo "VK_DRIVER_FILES=${VK_DRIVER_FILES:-}"
+  ls /usr/share/vulkan/icd.d /etc/vulkan/icd.d /usr/local/nvidia/share/vulkan/icd.d 2>&1
+  ldconfig -p | grep -E 'libvulkan|libnvrtc' 
   ls "$KIT/bin"
 } > "$OUT/env.txt" 2>&1
 cat "$OUT/env.txt"
@@ -99,21 +116,25 @@ fi
 TRAIN=("$BIN/xtask" bench train-step "${ARCH[@]}" "${STEPS[@]}" --kind bayesian --estimator reparam)
 INFER=("$BIN/xtask" bench mc-inference "${ARCH[@]}" "${MC[@]}" --kind bayesian --estimator reparam)
 
+if part 1; then
 # The tests first: a failing kernel makes its figures meaningless.
 step test-cuda 60 env SWBNN_TEST_BACKEND=cuda "$BIN/bnn-layers-lib-tests" gpu_route cuda_tests
-step test-wgpu 60 env SWBNN_TEST_BACKEND=wgpu "$BIN/bnn-layers-lib-tests" gpu_route
+step test-wgpu 45 env SWBNN_TEST_BACKEND=wgpu "$BIN/bnn-layers-lib-tests" gpu_route
 
-# Round 1: each of ours beside the peer, in one call on one GPU.
+# Round 1: each of ours beside the peer, in one call on one GPU. The first CUDA step of a
+# process compiles its kernels with NVRTC and autotunes them, hence the longer limits.
 step peer-fp32-1 60 "${PEER[@]}"
-step cuda-train-1 60 "${TRAIN[@]}" --backend cuda
-step cuda-infer-1 60 "${INFER[@]}" --backend cuda
 step wgpu-train-1 60 "${TRAIN[@]}" --backend wgpu
 step wgpu-infer-1 60 "${INFER[@]}" --backend wgpu
-step peer-tf32-1 60 "${PEER[@]}" --tf32
-step cuda-im2col-train-1 60 env SWBNN_GPU_CONV=im2col "${TRAIN[@]}" --backend cuda
-step cuda-im2col-infer-1 60 env SWBNN_GPU_CONV=im2col "${INFER[@]}" --backend cuda
 step wgpu-burnconv-infer-1 60 env SWBNN_GPU_CONV=burn "${INFER[@]}" --backend wgpu
+step peer-tf32-1 60 "${PEER[@]}" --tf32
+step cuda-train-1 150 "${TRAIN[@]}" --backend cuda
+step cuda-infer-1 120 "${INFER[@]}" --backend cuda
+step cuda-im2col-train-1 150 env SWBNN_GPU_CONV=im2col "${TRAIN[@]}" --backend cuda
+step cuda-im2col-infer-1 120 env SWBNN_GPU_CONV=im2col "${INFER[@]}" --backend cuda
+fi
 
+if part 2; then
 # The layers' own tests on the GPU.
 step test-layers-cuda 45 env SWBNN_TEST_BACKEND=cuda "$BIN/bnn-layers-layers-tests"
 step test-layers-wgpu 45 env SWBNN_TEST_BACKEND=wgpu "$BIN/bnn-layers-layers-tests"
@@ -121,7 +142,7 @@ step test-layers-wgpu 45 env SWBNN_TEST_BACKEND=wgpu "$BIN/bnn-layers-layers-tes
 # A short reproduction: three stages, one epoch each, on a Fashion-MNIST subset; no OOD set.
 echo '{"ood": null}' > "$KIT/no-ood.json"
 step repro-cuda 120 "$BIN/xtask" reproduce fashion-mnist --quick --arch resnet20 --backend cuda \
-  --data "$KIT/data" --epochs 1 "${REPRO[@]}" --setup "$KIT/no-ood.json" --out "$OUT/repro-cuda"
+  --data "$KIT/data" --epochs 1 "${REPRO[@]}" --setup "$KIT/no-ood.json" --out "$LOGS/repro-cuda"
 
 # Round 2 with what time is left, for the spread.
 step peer-fp32-2 60 "${PEER[@]}"
@@ -129,5 +150,11 @@ step cuda-train-2 60 "${TRAIN[@]}" --backend cuda
 step cuda-infer-2 60 "${INFER[@]}" --backend cuda
 step wgpu-infer-2 60 "${INFER[@]}" --backend wgpu
 step peer-tf32-2 60 "${PEER[@]}" --tf32
+fi
 
+[ -f "$LOGS/repro-cuda/table.md" ] && cat "$LOGS/repro-cuda/table.md"
+echo "== results"
+cat "$OUT/results.jsonl" 2>/dev/null
+# Few files come back from a GPU machine: the logs travel as one archive.
+tar --exclude='*.bpk' -czf "$OUT/logs.tar.gz" -C "$OUT" logs && rm -rf "$LOGS"
 echo "done in $(elapsed)s; results in $OUT"

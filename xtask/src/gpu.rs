@@ -45,8 +45,8 @@ impl<'a> OfflineCargo<'a> {
     }
 
     /// `cargo <args>` with the stand-in patched in and the CUDA version set; `Cargo.lock` is
-    /// restored afterwards whatever happens.
-    fn run(&self, args: &[&str]) -> Result<std::process::Output> {
+    /// restored afterwards whatever happens. Cargo's messages go to our stderr when `show`.
+    fn run(&self, args: &[&str], show: bool) -> Result<std::process::Output> {
         let lock = self.root.join("Cargo.lock");
         let saved = std::fs::read(&lock).with_context(|| format!("reading {}", lock.display()))?;
         let patch = format!(
@@ -58,8 +58,10 @@ impl<'a> OfflineCargo<'a> {
             .args(args)
             .arg("--config")
             .arg(&patch)
-            .env("CARGO_TARGET_DIR", &self.target_dir)
-            .stderr(std::process::Stdio::inherit());
+            .env("CARGO_TARGET_DIR", &self.target_dir);
+        if show {
+            cmd.stderr(std::process::Stdio::inherit());
+        }
         if std::env::var_os("CUDARC_CUDA_VERSION").is_none() && !has_nvcc() {
             cmd.env("CUDARC_CUDA_VERSION", DEFAULT_CUDA_VERSION);
         }
@@ -73,7 +75,7 @@ impl<'a> OfflineCargo<'a> {
     fn build(&self, args: &[&str]) -> Result<Vec<(String, String, PathBuf)>> {
         let mut all = args.to_vec();
         all.push("--message-format=json-render-diagnostics");
-        let out = self.run(&all)?;
+        let out = self.run(&all, true)?;
         ensure!(
             out.status.success(),
             "cargo {} failed (its errors are above)",
@@ -100,20 +102,34 @@ impl<'a> OfflineCargo<'a> {
 
     /// Checks the route's promises: no `llvm-sys` in the graph, and `binary` links no LLVM.
     fn check(&self, features: &str, binary: &Path) -> Result<()> {
-        let tree = self.run(&[
-            "tree",
-            "-p",
-            "xtask",
-            "--features",
-            features,
-            "-e",
-            "all",
-            "-i",
-            "llvm-sys",
-        ])?;
+        let tree = self.run(
+            &[
+                "tree",
+                "-p",
+                "xtask",
+                "--features",
+                features,
+                "-e",
+                "all",
+                "-i",
+                "llvm-sys",
+            ],
+            false,
+        )?;
         let stdout = String::from_utf8_lossy(&tree.stdout);
+        let stderr = String::from_utf8_lossy(&tree.stderr);
+        // `cargo tree -i` fails with "did not match any packages" for a crate not in the graph.
+        let absent = if tree.status.success() {
+            stdout.trim().is_empty()
+        } else {
+            ensure!(
+                stderr.contains("did not match any packages"),
+                "cargo tree failed: {stderr}"
+            );
+            true
+        };
         ensure!(
-            !tree.status.success() || stdout.trim().is_empty(),
+            absent,
             "llvm-sys is still in the dependency graph:\n{stdout}"
         );
         let ldd = Command::new("ldd")
@@ -205,12 +221,19 @@ pub fn gpu_kit(root: &Path, inputs: &KitInputs) -> Result<PathBuf> {
         Some(dir) => Some(checked_include(dir)?),
         None => default_include(),
     };
-    let data_dir = match &inputs.data {
-        Some(d) => d.clone(),
-        None => bnn_data::Locator::from_env(None)
-            .locate(bnn_data::DatasetId::FashionMnist, bnn_data::Split::Train)
-            .context("Fashion-MNIST for the kit's short reproduction (give --data)")?,
+    let locator = match &inputs.data {
+        Some(d) => bnn_data::Locator::only(d),
+        None => bnn_data::Locator::from_env(None),
     };
+    let fashion = bnn_data::DatasetId::FashionMnist;
+    let (train_dir, test_dir) = locator
+        .locate(fashion, bnn_data::Split::Train)
+        .and_then(|dir| {
+            locator
+                .locate(fashion, bnn_data::Split::Test)
+                .map(|test| (dir, test))
+        })
+        .context("Fashion-MNIST for the kit's short reproduction (give its folder with --data)")?;
     let kit = root.join("target/gpu-kit");
     let stage = kit.join("stage");
     if stage.exists() {
@@ -259,13 +282,13 @@ pub fn gpu_kit(root: &Path, inputs: &KitInputs) -> Result<PathBuf> {
     }
     let fm = stage.join("data/fashion-mnist");
     std::fs::create_dir_all(&fm)?;
-    for (name, n) in [
-        ("train-images-idx3-ubyte", inputs.train_images),
-        ("train-labels-idx1-ubyte", inputs.train_images),
-        ("t10k-images-idx3-ubyte", inputs.test_images),
-        ("t10k-labels-idx1-ubyte", inputs.test_images),
+    for (dir, name, n) in [
+        (&train_dir, "train-images-idx3-ubyte", inputs.train_images),
+        (&train_dir, "train-labels-idx1-ubyte", inputs.train_images),
+        (&test_dir, "t10k-images-idx3-ubyte", inputs.test_images),
+        (&test_dir, "t10k-labels-idx1-ubyte", inputs.test_images),
     ] {
-        idx_head(&data_dir, name, n, &fm.join(format!("{name}.gz")))?;
+        idx_head(dir, name, n, &fm.join(format!("{name}.gz")))?;
     }
     std::fs::create_dir_all(stage.join("peers"))?;
     for peer in ["torch_gpu_bench.py", "torch_train_step.py"] {

@@ -91,3 +91,30 @@ fn bench_checks_its_counts_first() {
         assert!(err.contains(needle), "{args:?}: `{needle}` not in: {err}");
     }
 }
+
+/// `gpu-kit` checks the headers and the data it was given before it builds anything (a build
+/// takes many minutes).
+#[test]
+fn gpu_kit_checks_its_inputs_before_building() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        let o = Command::new(env!("CARGO_BIN_EXE_xtask"))
+            .arg("gpu-kit")
+            .args(args)
+            .env("RUST_BACKTRACE", "0")
+            .output()
+            .unwrap();
+        assert!(!o.status.success(), "{args:?} succeeded");
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
+    let err = run(&["--cuda-include", s(tmp.path())]);
+    assert!(
+        err.contains("no cuda_fp16.h") && err.contains(s(tmp.path())),
+        "{err}"
+    );
+    std::fs::write(tmp.path().join("cuda_fp16.h"), "").unwrap();
+    std::fs::write(tmp.path().join("mma.h"), "").unwrap();
+    let err = run(&["--cuda-include", s(tmp.path()), "--data", s(tmp.path())]);
+    assert!(err.contains("Fashion-MNIST"), "{err}");
+    assert!(!err.contains("Compiling"), "{err}");
+}

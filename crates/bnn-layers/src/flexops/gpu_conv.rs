@@ -7,10 +7,9 @@
 //! tiled matmul instead, and autodiff derives both gradients from the same operations (slice
 //! backward for the input, a matrix product for the weight).
 //!
-//! Layout: the batch is folded into the product's columns, so one `[c_out, c_in*kh*kw]` by
-//! `[c_in*kh*kw, batch*oh*ow]` product covers the whole batch; the input is transposed to
-//! `[c_in, batch, h, w]` first so that stacking the taps gives the column matrix without a
-//! further copy.
+//! Layout: the taps of each image are stacked into its `[c_in*kh*kw, oh*ow]` columns, and one
+//! batched product with the weight (`[c_out, c_in*kh*kw]`, broadcast over the batch) gives
+//! `[batch, c_out, oh*ow]`: no transposes, and every tensor is contiguous.
 //!
 //! Chosen by [`uses_gpu_conv`]: on wgpu by default, on any GPU backend with
 //! `SWBNN_GPU_CONV=im2col`, never with `SWBNN_GPU_CONV=burn` or `SWBNN_BURN_OPS=1`.
@@ -18,8 +17,8 @@
 use std::sync::OnceLock;
 
 use burn::prelude::*;
-use burn::tensor::DType;
 use burn::tensor::ops::{ConvOptions, PadMode};
+use burn::tensor::{DType, Slice};
 
 use super::conv_shape;
 
@@ -97,27 +96,29 @@ pub fn conv2d(x: Tensor<4>, weight: Tensor<4>, options: &ConvOptions<2>) -> Tens
     let oh = (h + top + bottom - dh * (kh - 1) - 1) / sh + 1;
     let ow = (w + left + right - dw * (kw - 1) - 1) / sw + 1;
 
-    // [c_in, batch, h + pads, w + pads]
-    let mut xt = x.swap_dims(0, 1);
+    let mut xp = x;
     if top + bottom + left + right > 0 {
-        xt = xt.pad((left, right, top, bottom), PadMode::Constant(0.0));
+        xp = xp.pad((left, right, top, bottom), PadMode::Constant(0.0));
     }
+    let all = || Slice::new(0, None, 1);
     let taps: Vec<Tensor<4>> = (0..kh)
         .flat_map(|i| (0..kw).map(move |j| (i, j)))
         .map(|(i, j)| {
             let r0 = (i * dh) as isize;
             let c0 = (j * dw) as isize;
-            xt.clone().slice([
-                burn::tensor::Slice::new(0, None, 1),
-                burn::tensor::Slice::new(0, None, 1),
-                burn::tensor::Slice::new(r0, Some(r0 + ((oh - 1) * sh + 1) as isize), sh as isize),
-                burn::tensor::Slice::new(c0, Some(c0 + ((ow - 1) * sw + 1) as isize), sw as isize),
+            xp.clone().slice([
+                all(),
+                all(),
+                Slice::new(r0, Some(r0 + ((oh - 1) * sh + 1) as isize), sh as isize),
+                Slice::new(c0, Some(c0 + ((ow - 1) * sw + 1) as isize), sw as isize),
             ])
         })
         .collect();
-    // [c_in, kh*kw, batch, oh, ow]: rows ordered as the weight's [c_in, kh, kw].
-    let columns: Tensor<5> = Tensor::stack(taps, 1);
-    let columns = columns.reshape([c_in * kh * kw, batch * oh * ow]);
-    let out = weight.reshape([c_out, c_in * kh * kw]).matmul(columns);
-    out.reshape([c_out, batch, oh, ow]).swap_dims(0, 1)
+    // [batch, c_in, kh*kw, oh, ow]: per image, rows ordered as the weight's [c_in, kh, kw].
+    let columns: Tensor<5> = Tensor::stack(taps, 2);
+    let columns = columns.reshape([batch, c_in * kh * kw, oh * ow]);
+    // [1, c_out, c_in*kh*kw] against [batch, c_in*kh*kw, oh*ow]: the weight is broadcast
+    // over the batch, and the product is already [batch, c_out, oh*ow], contiguous.
+    let weight = weight.reshape([1, c_out, c_in * kh * kw]);
+    weight.matmul(columns).reshape([batch, c_out, oh, ow])
 }

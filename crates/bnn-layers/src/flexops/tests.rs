@@ -167,8 +167,10 @@ fn output_and_gradients_match_burns_conv2d_over_random_shapes() {
 
 #[test]
 fn the_gpu_route_matches_burns_conv2d_over_random_shapes() {
-    // On the test backend: flex by default, a GPU with SWBNN_TEST_BACKEND=wgpu or cuda. CUDA's
-    // f32 matmul and convolution may use TF32 (10-bit mantissa), hence its wider tolerance.
+    // The route runs on the test backend (flex by default, a GPU with SWBNN_TEST_BACKEND=wgpu or
+    // cuda); the reference is burn's convolution on flex. CUDA's f32 matmul may use TF32
+    // (10-bit mantissa), hence its wider tolerance.
+    let flex = device();
     let device = crate::test_device().autodiff();
     let tol = if crate::device::backend_name(&device) == Some("cuda") {
         2e-2
@@ -179,14 +181,111 @@ fn the_gpu_route_matches_burns_conv2d_over_random_shapes() {
     for i in 0..40 {
         let case = random_case(&mut rng);
         let ours = run_on(&case, i, Conv::Im2col, &device);
-        let burn = run_on(&case, i, Conv::Burn, &device);
-        assert_close_within("y", &case, &ours.y, &burn.y, tol);
-        assert_close_within("dx", &case, &ours.dx, &burn.dx, tol);
-        assert_close_within("dw", &case, &ours.dw, &burn.dw, tol);
-        if let (Some(a), Some(b)) = (&ours.db, &burn.db) {
+        let reference = run_on(&case, i, Conv::Burn, &flex);
+        assert_close_within("y", &case, &ours.y, &reference.y, tol);
+        assert_close_within("dx", &case, &ours.dx, &reference.dx, tol);
+        assert_close_within("dw", &case, &ours.dw, &reference.dw, tol);
+        if let (Some(a), Some(b)) = (&ours.db, &reference.db) {
             assert_close_within("db", &case, a, b, tol);
         }
     }
+}
+
+/// Diagnosis for the GPU route: which of the steps (padding, one tap's strided slice, the
+/// stacked columns, the product) first differs from flex on the test device.
+#[test]
+fn the_gpu_routes_steps_match_flex_on_the_test_device() {
+    use burn::tensor::ops::PadMode;
+    let device = crate::test_device();
+    let flex = Device::flex();
+    let x = uniform([4, 1, 7, 1], 4, &flex);
+    let on = |t: &Tensor<4>| Tensor::<4>::from_data(t.to_data(), &device);
+    // CUDA's f32 matmul may use TF32 (10-bit mantissa).
+    let tol = if crate::device::backend_name(&device) == Some("cuda") {
+        2e-2
+    } else {
+        1e-5
+    };
+    let check = |what: &str, a: Tensor<4>, b: Tensor<4>| {
+        assert_eq!(a.dims(), b.dims(), "{what}");
+        let (a, b) = (values(a), values(b));
+        for (i, (p, q)) in a.iter().zip(&b).enumerate() {
+            assert!(
+                (p - q).abs() <= tol * q.abs().max(1.0),
+                "{what}[{i}]: device {p}, flex {q}"
+            );
+        }
+    };
+    let xt_f = x.clone().swap_dims(0, 1);
+    let xt_d = on(&x).swap_dims(0, 1);
+    check("swap_dims", xt_d.clone(), xt_f.clone());
+    let pad = |t: Tensor<4>| t.pad((2, 2, 2, 2), PadMode::Constant(0.0));
+    let (p_d, p_f) = (pad(xt_d), pad(xt_f));
+    check("pad", p_d.clone(), p_f.clone());
+    let tap = |t: Tensor<4>, i: isize| {
+        t.slice([
+            burn::tensor::Slice::new(0, None, 1),
+            burn::tensor::Slice::new(0, None, 1),
+            burn::tensor::Slice::new(i, Some(i + 7), 2),
+            burn::tensor::Slice::new(0, Some(1), 1),
+        ])
+    };
+    for i in 0..5 {
+        check(
+            &format!("tap {i}"),
+            tap(p_d.clone(), i),
+            tap(p_f.clone(), i),
+        );
+    }
+    let stack = |t: Tensor<4>| {
+        let taps: Vec<Tensor<4>> = (0..5).map(|i| tap(t.clone(), i)).collect();
+        Tensor::<4>::stack::<5>(taps, 1).reshape([5, 4, 4, 1])
+    };
+    check("stack", stack(p_d.clone()), stack(p_f.clone()));
+    let cols = |t: Tensor<4>| {
+        let taps: Vec<Tensor<4>> = (0..5).map(|i| tap(t.clone(), i)).collect();
+        Tensor::<4>::stack::<5>(taps, 1).reshape([5, 16])
+    };
+    let w = uniform([5, 5], 9, &flex);
+    let w2 = |d: &Device| Tensor::<2>::from_data(w.to_data(), d);
+    let prod = |w: Tensor<2>, c: Tensor<2>| w.matmul(c).reshape([5, 4, 4, 1]);
+    check(
+        "matmul",
+        prod(w2(&device), cols(p_d)),
+        prod(w2(&flex), cols(p_f)),
+    );
+    let weight = uniform([5, 1, 5, 5], 10, &flex);
+    let options = ConvOptions::new([2, 1], [2, 2], [1, 1], 1);
+    let expected = gpu_conv::conv2d(x.clone(), weight.clone(), &options);
+    let got = gpu_conv::conv2d(on(&x), on(&weight), &options);
+    check("conv", got, expected.clone());
+    let ad = device.clone().autodiff();
+    let got = gpu_conv::conv2d(
+        Tensor::<4>::from_data(x.to_data(), &ad).require_grad(),
+        Tensor::<4>::from_data(weight.to_data(), &ad).require_grad(),
+        &options,
+    );
+    check("conv on autodiff", got.inner(), expected.clone());
+    let b = uniform([5], 11, &flex);
+    let with_bias =
+        |y: Tensor<4>, d: &Device| y + Tensor::<1>::from_data(b.to_data(), d).reshape([1, 5, 1, 1]);
+    let got = gpu_conv::conv2d(on(&x), on(&weight), &options);
+    check(
+        "conv + bias",
+        with_bias(got, &device),
+        with_bias(expected.clone(), &flex),
+    );
+    // The random-shape test's sequence: a second shape on the same device after the first.
+    let x2 = uniform([3, 2, 6, 5], 12, &flex);
+    let w2 = uniform([4, 2, 3, 3], 13, &flex);
+    let o2 = ConvOptions::new([1, 2], [1, 0], [2, 1], 1);
+    check(
+        "second shape",
+        gpu_conv::conv2d(on(&x2), on(&w2), &o2),
+        gpu_conv::conv2d(x2, w2, &o2),
+    );
+    let got = gpu_conv::conv2d(on(&x), on(&weight), &options);
+    check("first shape again", got, expected);
 }
 
 #[test]
