@@ -12,7 +12,7 @@ use swshare::compress::CompressConfig;
 use swshare::retrain_stop::RetrainStop;
 
 use crate::data::OodSearch;
-use crate::experiment::Setup;
+use crate::setup::Setup;
 
 /// The architecture the paper's table uses for a data set (our full run), and the quick one.
 pub fn default_arch(dataset: DatasetId, quick: bool) -> Arch {
