@@ -175,7 +175,7 @@ pub const REFERENCE_RHO: f64 = -6.0;
 pub fn patch(setup: &Setup, path: &Path) -> Result<Setup, crate::Error> {
     let patch = read_patch(path)?;
     let mut value = serde_json::to_value(setup).map_err(crate::Error::json)?;
-    merge(&mut value, patch);
+    swshare::config::merge_json(&mut value, patch);
     serde_json::from_value(value).map_err(|e| crate::Error::parse(path, e))
 }
 
@@ -188,27 +188,6 @@ pub fn patch_sets(path: &Path, key: &str) -> Result<bool, crate::Error> {
 fn read_patch(path: &Path) -> Result<serde_json::Value, crate::Error> {
     let text = std::fs::read_to_string(path).map_err(|e| crate::Error::io(path, e))?;
     serde_json::from_str(&text).map_err(|e| crate::Error::parse(path, e))
-}
-
-/// Objects merge field by field; an empty object changes nothing; an object that shares no key
-/// with the preset's replaces it (another variant of an enum, e.g. `{"sgd": {...}}` for
-/// `{"adam": {...}}`).
-fn merge(base: &mut serde_json::Value, patch: serde_json::Value) {
-    match (base, patch) {
-        (serde_json::Value::Object(b), serde_json::Value::Object(p))
-            if p.is_empty() || p.keys().any(|k| b.contains_key(k)) =>
-        {
-            for (k, v) in p {
-                match b.get_mut(&k) {
-                    Some(slot) => merge(slot, v),
-                    None => {
-                        b.insert(k, v);
-                    }
-                }
-            }
-        }
-        (slot, v) => *slot = v,
-    }
 }
 
 #[cfg(test)]
