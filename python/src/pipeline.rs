@@ -17,16 +17,12 @@ use swbnn::data::{
 };
 use swbnn::store::ModelDir;
 use swshare::compress::{CompressConfig, compress as run_compress};
-use swshare::retrain_stop::RetrainStop;
 
 use crate::errors::pipeline_error;
 use crate::model::{EVAL_BATCH, cpu, load_any};
 
 /// Loader threads, as the command line uses.
 const WORKERS: usize = 2;
-
-/// Stage-3 epochs of `compress` without a config (the command line's default).
-const DEFAULT_RETRAIN_EPOCHS: usize = 2;
 
 /// Progress lines on stderr, only when asked for.
 struct Progress {
@@ -265,12 +261,7 @@ fn compress_impl(
     let (bayes, bayes_config) = ModelDir::new(model_dir).load(&ad)?;
     let mut cfg = match config {
         Some(text) => CompressConfig::from_json(text)?,
-        None => {
-            let mut cfg = CompressConfig::default();
-            cfg.retrain.epochs = DEFAULT_RETRAIN_EPOCHS;
-            cfg.retrain_stop = RetrainStop::confidence_recovered();
-            cfg
-        }
+        None => swbnn::presets::command_line_compress(),
     };
     if let Some(k) = k {
         cfg.sharing.gmm.k = k;

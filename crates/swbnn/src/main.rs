@@ -21,10 +21,6 @@ fn keep_freed_memory() {
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-/// Stage-3 epochs of `swbnn compress` without a config file (the paper's 200 take days on a
-/// CPU; a config file or `--epochs` sets more).
-const DEFAULT_RETRAIN_EPOCHS: usize = 2;
-
 use anyhow::{Context, Result, bail};
 use bnn_data::{Dataset, DatasetId, Split};
 use bnn_layers::{Estimator, bayes_from_deterministic, device_by_name};
@@ -45,7 +41,6 @@ use swbnn::store::ModelDir;
 use swbnn::{args, checks};
 use swshare::burn_edges::from_swb;
 use swshare::compress::{CompressConfig, compress};
-use swshare::retrain_stop::RetrainStop;
 
 #[derive(Parser)]
 #[command(
@@ -496,12 +491,7 @@ fn run() -> Result<()> {
                         .with_context(|| format!("reading {}", p.display()))?,
                 )
                 .with_context(|| format!("in {}", p.display()))?,
-                None => {
-                    let mut cfg = CompressConfig::default();
-                    cfg.retrain.epochs = DEFAULT_RETRAIN_EPOCHS;
-                    cfg.retrain_stop = RetrainStop::confidence_recovered();
-                    cfg
-                }
+                None => swbnn::presets::command_line_compress(),
             };
             if let Some(k) = k {
                 cfg.sharing.gmm.k = k;

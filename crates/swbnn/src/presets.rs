@@ -25,6 +25,21 @@ pub fn default_arch(dataset: DatasetId, quick: bool) -> Arch {
     }
 }
 
+/// Stage-3 epochs of the quick preset, and of `swbnn compress` without a config file: a
+/// ceiling, as the confidence-recovered rule ends stage 3 earlier (the paper's 200 take days on
+/// a CPU; a config file or `--epochs` sets more).
+pub const QUICK_RETRAIN_EPOCHS: usize = 2;
+
+/// The compression settings of `swbnn compress` (and of the Python `compress`) without a
+/// config file: the method's defaults, with the quick preset's stage 3
+/// ([`QUICK_RETRAIN_EPOCHS`], ended once the model is as confident as the BNN it came from).
+pub fn command_line_compress() -> CompressConfig {
+    let mut cfg = CompressConfig::default();
+    cfg.retrain.epochs = QUICK_RETRAIN_EPOCHS;
+    cfg.retrain_stop = RetrainStop::confidence_recovered();
+    cfg
+}
+
 /// A preset for `dataset`; `quick` trains LeNet-5 on all training images for a few epochs
 /// (minutes on 2 CPU cores), the full run trains the data set's architecture to convergence
 /// (CIFAR, SVHN and ImageNet: the paper's appendix recipe, [`crate::paper_presets`]).
@@ -44,7 +59,11 @@ pub fn setup(
     }
     let arch = arch.unwrap_or_else(|| default_arch(dataset, quick));
     // The stage-3 epochs are a ceiling: the confidence-recovered rule (below) ends it earlier.
-    let (det_epochs, bbb_epochs, retrain_epochs) = if quick { (3, 3, 2) } else { (5, 5, 5) };
+    let (det_epochs, bbb_epochs, retrain_epochs) = if quick {
+        (3, 3, QUICK_RETRAIN_EPOCHS)
+    } else {
+        (5, 5, 5)
+    };
     let mut swshare = SwshareConfig::default();
     if quick || matches!(arch, Arch::Mlp | Arch::Lenet5 | Arch::VitTiny) {
         // A LeNet-5 has 61k weights: K = 2000 would leave ~30 weights per component, most of
@@ -202,6 +221,18 @@ mod tests {
             &OodSearch::from_env(Path::new(".")),
             PathBuf::from("out"),
         )
+    }
+
+    /// `swbnn compress` without a config file runs stage 3 as the quick preset does.
+    #[test]
+    fn the_command_lines_compression_is_the_quick_presets_stage_3() {
+        let quick = preset(true).compress;
+        let cli = command_line_compress();
+        assert_eq!(cli.retrain.epochs, QUICK_RETRAIN_EPOCHS);
+        assert_eq!(cli.retrain.epochs, quick.retrain.epochs);
+        assert_eq!(cli.retrain_stop, quick.retrain_stop);
+        assert_ne!(cli.retrain_stop, RetrainStop::Epochs);
+        assert_eq!(cli.sharing, CompressConfig::default().sharing);
     }
 
     #[test]
