@@ -369,8 +369,10 @@ impl StageDir {
         })
     }
 
-    /// The stage directory `dir` of a finished or interrupted run, to read: nothing is
-    /// created or locked, and the cached results are what it holds.
+    /// The stage directory `dir` of a finished or interrupted run, to read: opening it creates
+    /// and locks nothing, and the cached results are what it holds. Reading its checkpoint
+    /// ([`StageDir::history`], [`StageDir::trained_model`]) opens a checkpointer, which takes
+    /// the directory's lock while it reads (and clears what killed writers left).
     pub fn existing(dir: impl Into<PathBuf>) -> Self {
         Self {
             model: ModelDir::new(dir),
