@@ -8,7 +8,7 @@ use std::sync::Mutex;
 use bnn_layers::{count_params, set_sampling};
 use bnn_metrics::{McPredictive, Predictive, Probabilities};
 use bnn_models::{ModelConfig, Network};
-use bnn_train::{Predictions, evaluation_of, load_model, to_vec};
+use bnn_train::{Predictions, evaluation_of, to_vec};
 use burn::module::Module;
 use burn::prelude::*;
 use burn::tensor::TensorData;
@@ -62,16 +62,12 @@ pub fn load_any(
     device: &Device,
 ) -> Result<(Network, ModelConfig, Source), swbnn::Error> {
     if path.is_dir() {
-        let swb = path.join("model.swb");
+        let dir = swbnn::store::ModelDir::new(path);
+        let swb = dir.swb_path();
         if swb.is_file() {
             return load_file(&swb, device);
         }
-        let config_path = path.join("config.json");
-        let text =
-            std::fs::read_to_string(&config_path).map_err(|e| swbnn::Error::io(&config_path, e))?;
-        let config: ModelConfig =
-            serde_json::from_str(&text).map_err(|e| swbnn::Error::parse(&config_path, e))?;
-        let net = load_model(&path.join("model.bpk"), config.init(device)?)?;
+        let (net, config) = dir.load(device)?;
         return Ok((net, config, Source::Directory));
     }
     load_file(path, device)

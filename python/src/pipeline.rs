@@ -15,17 +15,14 @@ use swbnn::Error;
 use swbnn::data::{
     check_input, eval_loader, open_ood, open_split, subset, subset_at_most, train_loader,
 };
+use swbnn::store::ModelDir;
 use swshare::compress::{CompressConfig, compress as run_compress};
-use swshare::retrain_stop::RetrainStop;
 
 use crate::errors::pipeline_error;
 use crate::model::{EVAL_BATCH, cpu, load_any};
 
 /// Loader threads, as the command line uses.
 const WORKERS: usize = 2;
-
-/// Stage-3 epochs of `compress` without a config (the command line's default).
-const DEFAULT_RETRAIN_EPOCHS: usize = 2;
 
 /// Progress lines on stderr, only when asked for.
 struct Progress {
@@ -68,12 +65,6 @@ fn usage(msg: String) -> Error {
 
 fn dataset_id(name: &str) -> Result<DatasetId, Error> {
     Ok(name.parse::<DatasetId>()?)
-}
-
-fn read_config(dir: &Path) -> Result<ModelConfig, Error> {
-    let path = dir.join("config.json");
-    let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
-    serde_json::from_str(&text).map_err(|e| Error::parse(&path, e))
 }
 
 /// Trains a deterministic or Bayes-by-Backprop model into `out` (`model.bpk`, `config.json`,
@@ -194,18 +185,12 @@ fn train_impl(
             out.display()
         )));
     }
-    let config_path = out.join("config.json");
-    if resume && config_path.exists() {
-        let old = read_config(out)?;
-        if old != config {
-            return Err(usage(format!(
-                "cannot resume {}: its config.json is for another model; nothing was changed",
-                out.display()
-            )));
-        }
-    } else {
-        let text = serde_json::to_string_pretty(&config).map_err(Error::json)?;
-        bnn_train::write_atomic(&config_path, text.as_bytes())?;
+    let model_dir = ModelDir::new(out);
+    if resume {
+        model_dir.check_resume(&config)?;
+    }
+    if !(resume && model_dir.config_path().exists()) {
+        model_dir.write_config(&config)?;
     }
     let (_, history) = bnn_train::train(
         model,
@@ -273,16 +258,10 @@ fn compress_impl(
     check_output(out, model_dir, force)?;
     let device = cpu().map_err(|e| usage(e.to_string()))?;
     let ad = device.autodiff();
-    let bayes_config = read_config(model_dir)?;
-    let bayes = bnn_train::load_model(&model_dir.join("model.bpk"), bayes_config.init(&ad)?)?;
+    let (bayes, bayes_config) = ModelDir::new(model_dir).load(&ad)?;
     let mut cfg = match config {
         Some(text) => CompressConfig::from_json(text)?,
-        None => {
-            let mut cfg = CompressConfig::default();
-            cfg.retrain.epochs = DEFAULT_RETRAIN_EPOCHS;
-            cfg.retrain_stop = RetrainStop::confidence_recovered();
-            cfg
-        }
+        None => swbnn::presets::command_line_compress(),
     };
     if let Some(k) = k {
         cfg.sharing.gmm.k = k;

@@ -29,7 +29,9 @@ use bnn_data::DatasetId;
 use bnn_models::Arch;
 use bnn_train::{EpochStats, Observer, StepInfo};
 use clap::{Parser, Subcommand};
-use swbnn::experiment::{self, Progress, Row};
+use swbnn::Reproduction;
+use swbnn::experiment::Progress;
+use swbnn::results::{self, Row};
 use swbnn::tables::{self, ReportContext, TableId, TablesConfig, plan::plan};
 
 #[derive(Parser)]
@@ -367,50 +369,48 @@ fn main() -> Result<()> {
                 },
                 setup.ood.as_ref().map(|(id, _)| id.name())
             );
-            std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
-            let setup_json = serde_json::to_string_pretty(&setup)?;
-            bnn_train::write_atomic(&out.join(swbnn::checks::SETUP_FILE), setup_json.as_bytes())?;
-            if !tables.is_empty() {
-                let context = ReportContext {
-                    command: std::iter::once("cargo xtask".to_string())
-                        .chain(std::env::args().skip(1))
-                        .collect::<Vec<_>>()
-                        .join(" "),
-                    backend: backend.clone(),
-                };
-                tables::run_seeds(
-                    &setup,
-                    &tables_config,
-                    &tables,
-                    seeds,
-                    &device,
-                    &context,
-                    &mut Log,
-                )
-                .context("the tables run failed")?;
-                println!("{}", std::fs::read_to_string(out.join("tables.md"))?);
-                eprintln!("wrote {}/tables.md and tables.json", out.display());
-                return Ok(());
-            }
-            if seeds == 1 {
-                let outcome =
-                    experiment::run(&setup, &device, &mut Log).context("the experiment failed")?;
-                experiment::write_tables(&out, &outcome)?;
-                println!("{}", experiment::markdown(&outcome.rows));
-                if !outcome.corruptions.is_empty() {
-                    println!("{}", experiment::markdown_corruptions(&outcome.corruptions));
+            let context = ReportContext {
+                command: std::iter::once("cargo xtask".to_string())
+                    .chain(std::env::args().skip(1))
+                    .collect::<Vec<_>>()
+                    .join(" "),
+                backend: backend.clone(),
+            };
+            let done = swbnn::reproduce(
+                &setup,
+                &tables,
+                &tables_config,
+                seeds,
+                &device,
+                &context,
+                &mut Log,
+            )
+            .context(match tables.is_empty() {
+                true => "the experiment failed",
+                false => "the tables run failed",
+            })?;
+            match done {
+                Reproduction::Tables(_) => {
+                    let md = out.join(swbnn::store::TABLES_MD);
+                    println!("{}", std::fs::read_to_string(&md)?);
+                    eprintln!("wrote {}/tables.md and tables.json", out.display());
                 }
-            } else {
-                let (summaries, _) = experiment::run_seeds(&setup, seeds, &device, &mut Log)
-                    .context("the experiment failed")?;
-                println!("{}", experiment::markdown_seeds(&summaries));
+                Reproduction::Main { outcome, report } => {
+                    println!("{}", results::markdown(&outcome.rows));
+                    if !outcome.corruptions.is_empty() {
+                        println!("{}", results::markdown_corruptions(&outcome.corruptions));
+                    }
+                    eprintln!("wrote {}/table.md and table.json", out.display());
+                    eprintln!("wrote {}", report.display());
+                }
+                Reproduction::Seeds {
+                    summaries, report, ..
+                } => {
+                    println!("{}", results::markdown_seeds(&summaries));
+                    eprintln!("wrote {}/table.md and table.json", out.display());
+                    eprintln!("wrote {}", report.display());
+                }
             }
-            eprintln!(
-                "wrote {}/table.md and table.json; drawing the figures",
-                out.display()
-            );
-            let report = swbnn::report::write_report(&out, &device)?;
-            eprintln!("wrote {}", report.display());
         }
         Command::Fuzz {
             target,

@@ -7,6 +7,7 @@ use std::path::Path;
 use bnn_train::Checkpointer;
 
 use crate::Error;
+use crate::store::SETUP_FILE;
 
 /// The directory a command writes `path` into (`.` for a bare file name).
 fn parent(path: &Path) -> &Path {
@@ -95,10 +96,6 @@ pub fn resumable_checkpoint(dir: &Path) -> Result<(), Error> {
     }
     Ok(())
 }
-
-/// The file that marks a directory as a reproduction run (`cargo xtask reproduce` writes it
-/// before any stage).
-pub const SETUP_FILE: &str = "setup.json";
 
 /// `reproduce --resume` of a run directory: the run must have been started (its
 /// [`SETUP_FILE`] is there). Within it, a stage the interrupted run never reached starts

@@ -112,7 +112,7 @@ pub struct ExperimentData {
 
 impl ExperimentData {
     /// Opens the data of `setup`.
-    pub fn open(setup: &crate::experiment::Setup) -> Result<Self, Error> {
+    pub fn open(setup: &crate::setup::Setup) -> Result<Self, Error> {
         let train = subset(
             open_split(setup.dataset, Split::Train, setup.data_dir.as_deref())?,
             setup.train_subset,

@@ -13,7 +13,7 @@ use swshare::format::SharedModelData;
 use swshare::{SharingPlan, WeightFate, WeightTable};
 
 use crate::Error;
-use crate::experiment::CorruptionRow;
+use crate::results::CorruptionRow;
 
 /// Size of one reliability column; the figure is as wide as its columns.
 pub const RELIABILITY_COLUMN: Size = Size::new(450, 620);
@@ -439,12 +439,9 @@ pub fn dataset_label(dataset: bnn_data::DatasetId) -> &'static str {
 /// How a method is called in titles: `deterministic` -> `Deterministic`, `bbb` -> `BBB`,
 /// `2dgbnn` -> `2DGBNN`.
 pub fn method_label(method: &str) -> String {
-    match method {
-        "deterministic" => "Deterministic".into(),
-        "bbb" => "BBB".into(),
-        "2dgbnn" => "2DGBNN".into(),
-        other => other.to_string(),
-    }
+    method
+        .parse::<crate::method::Method>()
+        .map_or_else(|_| method.to_string(), |m| m.label().to_string())
 }
 
 #[cfg(test)]

@@ -1,9 +1,10 @@
 //! The `swbnn` command line's library: data loading with the paper's transforms, the
-//! three-method experiment of the paper's tables ([`experiment::run`]) and its presets
-//! ([`presets`], [`paper_presets`]), the baselines ([`baselines`]) and the paper's other
-//! tables ([`tables`]), the figures of `swbnn plot` ([`figures`], [`plot`], [`run_dir`]) and
-//! the reproduction's report ([`report`]), shared by the `swbnn` binary and
-//! `cargo xtask reproduce`.
+//! three-method experiment of the paper's tables ([`experiment::run`], over the methods of
+//! [`method::Method`]) with its [`setup::Setup`] and presets ([`presets`], [`paper_presets`]),
+//! its results ([`results`]), the run directory ([`store`]), the baselines ([`baselines`]) and
+//! the paper's other tables ([`tables`]), the figures of `swbnn plot` ([`figures`], [`plot`],
+//! [`run_dir`]) and the reproduction's report ([`report`]), shared by the `swbnn` binary and
+//! `cargo xtask reproduce`, whose one entry point is [`reproduce`].
 #![warn(missing_docs)]
 
 pub mod args;
@@ -13,14 +14,21 @@ pub mod data;
 pub mod experiment;
 pub mod figures;
 pub mod interop;
+pub mod method;
 pub mod paper_presets;
 pub mod plot;
 pub mod presets;
 pub mod report;
+mod reproduce;
+pub mod results;
 pub mod run_dir;
+pub mod setup;
+pub mod store;
 pub mod tables;
 
 use std::path::Path;
+
+pub use reproduce::{Reproduction, reproduce};
 
 /// Errors of the pipeline.
 #[derive(Debug, thiserror::Error)]

@@ -21,16 +21,12 @@ fn keep_freed_memory() {
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-/// Stage-3 epochs of `swbnn compress` without a config file (the paper's 200 take days on a
-/// CPU; a config file or `--epochs` sets more).
-const DEFAULT_RETRAIN_EPOCHS: usize = 2;
-
 use anyhow::{Context, Result, bail};
 use bnn_data::{Dataset, DatasetId, Split};
 use bnn_layers::{Estimator, bayes_from_deterministic, device_by_name};
 use bnn_models::{Arch, Kind, ModelConfig, Network};
 use bnn_train::{
-    Checkpointer, DataParallel, EpochStats, Observer, StepInfo, TrainConfig, evaluate, load_model,
+    Checkpointer, DataParallel, EpochStats, Observer, StepInfo, TrainConfig, evaluate,
     train_data_parallel,
 };
 use burn::prelude::*;
@@ -39,11 +35,12 @@ use indicatif::{ProgressBar, ProgressStyle};
 use swbnn::data::{
     check_input, eval_loader, open_ood, open_split, subset, subset_at_most, train_loader,
 };
-use swbnn::experiment::{Progress, Row};
+use swbnn::experiment::Progress;
+use swbnn::results::Row;
+use swbnn::store::ModelDir;
 use swbnn::{args, checks};
 use swshare::burn_edges::from_swb;
 use swshare::compress::{CompressConfig, compress};
-use swshare::retrain_stop::RetrainStop;
 
 #[derive(Parser)]
 #[command(
@@ -258,23 +255,18 @@ impl Progress for Bars {
 }
 
 fn read_config(dir: &Path) -> Result<ModelConfig> {
-    let path = dir.join("config.json");
-    let text =
-        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
-    serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))
+    Ok(ModelDir::new(dir).read_config()?)
 }
 
 fn load_dir_model(dir: &Path, device: &Device) -> Result<(Network, ModelConfig)> {
-    let config = read_config(dir)?;
-    let model = load_model(&dir.join("model.bpk"), config.init(device)?)?;
-    Ok((model, config))
+    Ok(ModelDir::new(dir).load(device)?)
 }
 
 /// A `.swb` file, a directory holding `model.swb` (a reproduction's 2DGBNN stage), or a
 /// directory with `model.bpk` and `config.json` (`swbnn train`, a reproduction's other stages).
 fn load_any_model(path: &Path, device: &Device) -> Result<(Network, ModelConfig)> {
     let swb = if path.is_dir() {
-        Some(path.join("model.swb")).filter(|p| p.exists())
+        Some(ModelDir::new(path).swb_path()).filter(|p| p.exists())
     } else {
         Some(path.to_path_buf())
     };
@@ -284,7 +276,7 @@ fn load_any_model(path: &Path, device: &Device) -> Result<(Network, ModelConfig)
             let (data, _) = swshare::burn_edges::load_swb(&file, device).map_err(|e| {
                 let in_model_dir = file
                     .parent()
-                    .is_some_and(|d| d.join("config.json").is_file());
+                    .is_some_and(|d| ModelDir::new(d).config_path().is_file());
                 let format_error = match &e {
                     swshare::burn_edges::EdgeError::Format(f) => f.format_error(),
                     _ => None,
@@ -458,24 +450,12 @@ fn run() -> Result<()> {
                     out.display()
                 );
             }
-            let config_path = out.join("config.json");
-            let config_json = serde_json::to_string_pretty(&config)?;
-            if resume && config_path.exists() {
-                let old = read_config(&out)?;
-                if old != config {
-                    bail!(
-                        "cannot resume {}: its config.json is for another model ({} {:?}, estimator {:?}), this run asks for {} {:?}, estimator {:?}; nothing was changed",
-                        out.display(),
-                        old.arch,
-                        old.kind,
-                        old.bayes.estimator,
-                        config.arch,
-                        config.kind,
-                        config.bayes.estimator
-                    );
-                }
-            } else {
-                bnn_train::write_atomic(&config_path, config_json.as_bytes())?;
+            let model_dir = ModelDir::new(&out);
+            if resume {
+                model_dir.check_resume(&config)?;
+            }
+            if !(resume && model_dir.config_path().exists()) {
+                model_dir.write_config(&config)?;
             }
             if let Some(s) = &state
                 && !s.is_exact()
@@ -511,12 +491,7 @@ fn run() -> Result<()> {
                         .with_context(|| format!("reading {}", p.display()))?,
                 )
                 .with_context(|| format!("in {}", p.display()))?,
-                None => {
-                    let mut cfg = CompressConfig::default();
-                    cfg.retrain.epochs = DEFAULT_RETRAIN_EPOCHS;
-                    cfg.retrain_stop = RetrainStop::confidence_recovered();
-                    cfg
-                }
+                None => swbnn::presets::command_line_compress(),
             };
             if let Some(k) = k {
                 cfg.sharing.gmm.k = k;
@@ -626,7 +601,7 @@ fn run() -> Result<()> {
                     );
                 }
                 if !shifted.is_empty() {
-                    print!("{}", swbnn::experiment::markdown_corruptions(&shifted));
+                    print!("{}", swbnn::results::markdown_corruptions(&shifted));
                 }
             }
         }

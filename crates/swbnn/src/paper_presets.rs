@@ -26,7 +26,7 @@ use swshare::compress::{CompressConfig, PAPER_RETRAIN_EPOCHS};
 use swshare::retrain_stop::RetrainStop;
 
 use crate::data::OodSearch;
-use crate::experiment::Setup;
+use crate::setup::Setup;
 
 /// Deterministic epochs: appendix table "Summary of hyperparameters in the neural network
 /// training configuration", `-EPOCH 250`.

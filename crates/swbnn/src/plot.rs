@@ -4,9 +4,9 @@
 use std::path::{Path, PathBuf};
 
 use bnn_data::{Corruption, DatasetId};
-use bnn_models::{Kind, ModelConfig, Network};
+use bnn_models::{Kind, Network};
 use bnn_plot::{SigmaAxis, Size, WeightsOptions};
-use bnn_train::{evaluate, load_model};
+use bnn_train::evaluate;
 use burn::prelude::*;
 use clap::{Args, ValueEnum};
 use swshare::burn_edges::from_swb;
@@ -14,7 +14,9 @@ use swshare::burn_edges::from_swb;
 use crate::Error;
 use crate::experiment::evaluate_corruptions;
 use crate::figures::{self, CleanMetrics, ModelPredictions};
-use crate::run_dir::{FIGURE_SEED, Loaders, METHODS, RunDir, run_predictions};
+use crate::method::Method;
+use crate::run_dir::{FIGURE_SEED, Loaders, RunDir, run_predictions};
+use crate::store::ModelDir;
 
 /// Which figure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -128,7 +130,7 @@ impl PlotArgs {
 
 /// What `MODEL_OR_RUN` names.
 enum Source {
-    Run(RunDir),
+    Run(Box<RunDir>),
     Model {
         model: Box<Network>,
         label: String,
@@ -140,7 +142,7 @@ enum Source {
 fn open_source(args: &PlotArgs, device: &Device) -> Result<Source, Error> {
     let path = &args.model;
     if RunDir::is_run(path) {
-        return Ok(Source::Run(RunDir::open(path, args.seed)?));
+        return Ok(Source::Run(Box::new(RunDir::open(path, args.seed)?)));
     }
     if args.seed.is_some() {
         return Err(Error::Usage(format!(
@@ -149,7 +151,7 @@ fn open_source(args: &PlotArgs, device: &Device) -> Result<Source, Error> {
         )));
     }
     let swb = if path.is_dir() {
-        Some(path.join("model.swb")).filter(|p| p.is_file())
+        Some(ModelDir::new(path).swb_path()).filter(|p| p.is_file())
     } else {
         Some(path.clone()).filter(|p| p.extension().is_some_and(|e| e == "swb"))
     };
@@ -157,20 +159,17 @@ fn open_source(args: &PlotArgs, device: &Device) -> Result<Source, Error> {
         let data = swshare::format::load(&swb)?;
         return Ok(Source::Model {
             model: Box::new(from_swb(&data, device)?.0),
-            label: "2DGBNN".into(),
+            label: Method::Gbnn2d.label().into(),
             swb: Some(swb),
         });
     }
-    let config_path = path.join("config.json");
-    if path.join("model.bpk").is_file() && config_path.is_file() {
-        let text = std::fs::read_to_string(&config_path).map_err(|e| Error::io(&config_path, e))?;
-        let config: ModelConfig =
-            serde_json::from_str(&text).map_err(|e| Error::parse(&config_path, e))?;
-        let model = load_model(&path.join("model.bpk"), config.init(device)?)?;
+    let dir = ModelDir::new(path);
+    if dir.has_weights() {
+        let (model, config) = dir.load(device)?;
         let label = match config.kind {
-            Kind::Deterministic => "Deterministic",
-            Kind::Bayesian => "BBB",
-            Kind::Shared => "2DGBNN",
+            Kind::Deterministic => Method::Deterministic.label(),
+            Kind::Bayesian => Method::Bbb.label(),
+            Kind::Shared => Method::Gbnn2d.label(),
         };
         return Ok(Source::Model {
             model: Box::new(model),
@@ -200,24 +199,28 @@ fn model_loaders(args: &PlotArgs, need_ood: bool) -> Result<Loaders, Error> {
 }
 
 fn run_loaders(args: &PlotArgs, run: &RunDir) -> Result<Loaders, Error> {
-    let ood = run.ood.as_ref().map(|(id, d)| (*id, Some(d.as_path())));
+    let setup = &run.setup;
+    let ood = setup.ood.as_ref().map(|(id, d)| (*id, Some(d.as_path())));
     Loaders::new(
-        run.dataset,
-        args.data.as_deref().or(run.data_dir.as_deref()),
+        setup.dataset,
+        args.data.as_deref().or(setup.data_dir.as_deref()),
         ood,
-        args.subset.or(run.test_subset),
+        args.subset.or(setup.test_subset),
         2,
     )
 }
 
-fn methods(args: &PlotArgs, all: bool) -> Result<Vec<&str>, Error> {
+fn methods(args: &PlotArgs, all: bool) -> Result<Vec<Method>, Error> {
     match args.method.as_deref() {
-        Some(m) if METHODS.contains(&m) => Ok(vec![m]),
-        Some(m) => Err(Error::Usage(format!(
-            "--method {m}: one of deterministic, bbb, 2dgbnn"
-        ))),
-        None if all => Ok(METHODS.to_vec()),
-        None => Ok(vec!["2dgbnn"]),
+        Some(m) => Method::MAIN
+            .into_iter()
+            .find(|k| k.name() == m)
+            .map(|k| vec![k])
+            .ok_or_else(|| {
+                Error::Usage(format!("--method {m}: one of deterministic, bbb, 2dgbnn"))
+            }),
+        None if all => Ok(Method::MAIN.to_vec()),
+        None => Ok(vec![Method::Gbnn2d]),
     }
 }
 
@@ -244,13 +247,13 @@ pub fn run(args: &PlotArgs, device: &Device) -> Result<PathBuf, Error> {
                 })?;
                 let rows: Vec<_> = rows
                     .into_iter()
-                    .filter(|r| ms.contains(&r.method.as_str()))
+                    .filter(|r| ms.iter().any(|m| *m == r.method.as_str()))
                     .collect();
                 let series = figures::corruption_series(&run.clean_metrics()?, &rows)?;
                 figures::corruptions(&series, args.size(figures::CORRUPTIONS_SIZE), out)?;
             } else {
                 let loaders = run_loaders(args, &run)?;
-                let n = samples(Some(run.samples));
+                let n = samples(Some(run.setup.samples));
                 let preds = run_predictions(&run, &loaders, &ms, device, n)?;
                 draw_predictions(args, what, &preds, &loaders, out)?;
             }
@@ -343,12 +346,15 @@ fn weights(args: &PlotArgs, source: Source, device: &Device, out: &Path) -> Resu
         Source::Run(run) if !args.after_retraining => {
             let table = run.bbb_table(device)?;
             let plan = run.plan()?;
-            let title = format!("{}, {scope}: BBB posterior, fates and Gaussians", run.arch);
+            let title = format!(
+                "{}, {scope}: BBB posterior, fates and Gaussians",
+                run.setup.arch
+            );
             figures::weights_from_plan(&table, &plan, layer, &title, &options, size, out)
         }
         Source::Run(run) => {
             let data = swshare::format::load(run.swb_path())?;
-            let title = format!("{}, {scope}: 2DGBNN after retraining", run.arch);
+            let title = format!("{}, {scope}: 2DGBNN after retraining", run.setup.arch);
             figures::weights_from_swb(&data, layer, &title, &options, size, out)
         }
         Source::Model { swb: Some(swb), .. } => {

@@ -12,7 +12,7 @@ use swshare::compress::CompressConfig;
 use swshare::retrain_stop::RetrainStop;
 
 use crate::data::OodSearch;
-use crate::experiment::Setup;
+use crate::setup::Setup;
 
 /// The architecture the paper's table uses for a data set (our full run), and the quick one.
 pub fn default_arch(dataset: DatasetId, quick: bool) -> Arch {
@@ -23,6 +23,21 @@ pub fn default_arch(dataset: DatasetId, quick: bool) -> Arch {
         (DatasetId::Cifar100, false) => Arch::Resnet18,
         (DatasetId::ImageNet, false) => Arch::Resnet50,
     }
+}
+
+/// Stage-3 epochs of the quick preset, and of `swbnn compress` without a config file: a
+/// ceiling, as the confidence-recovered rule ends stage 3 earlier (the paper's 200 take days on
+/// a CPU; a config file or `--epochs` sets more).
+pub const QUICK_RETRAIN_EPOCHS: usize = 2;
+
+/// The compression settings of `swbnn compress` (and of the Python `compress`) without a
+/// config file: the method's defaults, with the quick preset's stage 3
+/// ([`QUICK_RETRAIN_EPOCHS`], ended once the model is as confident as the BNN it came from).
+pub fn command_line_compress() -> CompressConfig {
+    let mut cfg = CompressConfig::default();
+    cfg.retrain.epochs = QUICK_RETRAIN_EPOCHS;
+    cfg.retrain_stop = RetrainStop::confidence_recovered();
+    cfg
 }
 
 /// A preset for `dataset`; `quick` trains LeNet-5 on all training images for a few epochs
@@ -44,7 +59,11 @@ pub fn setup(
     }
     let arch = arch.unwrap_or_else(|| default_arch(dataset, quick));
     // The stage-3 epochs are a ceiling: the confidence-recovered rule (below) ends it earlier.
-    let (det_epochs, bbb_epochs, retrain_epochs) = if quick { (3, 3, 2) } else { (5, 5, 5) };
+    let (det_epochs, bbb_epochs, retrain_epochs) = if quick {
+        (3, 3, QUICK_RETRAIN_EPOCHS)
+    } else {
+        (5, 5, 5)
+    };
     let mut swshare = SwshareConfig::default();
     if quick || matches!(arch, Arch::Mlp | Arch::Lenet5 | Arch::VitTiny) {
         // A LeNet-5 has 61k weights: K = 2000 would leave ~30 weights per component, most of
@@ -175,7 +194,7 @@ pub const REFERENCE_RHO: f64 = -6.0;
 pub fn patch(setup: &Setup, path: &Path) -> Result<Setup, crate::Error> {
     let patch = read_patch(path)?;
     let mut value = serde_json::to_value(setup).map_err(crate::Error::json)?;
-    merge(&mut value, patch);
+    swshare::config::merge_json(&mut value, patch);
     serde_json::from_value(value).map_err(|e| crate::Error::parse(path, e))
 }
 
@@ -190,27 +209,6 @@ fn read_patch(path: &Path) -> Result<serde_json::Value, crate::Error> {
     serde_json::from_str(&text).map_err(|e| crate::Error::parse(path, e))
 }
 
-/// Objects merge field by field; an empty object changes nothing; an object that shares no key
-/// with the preset's replaces it (another variant of an enum, e.g. `{"sgd": {...}}` for
-/// `{"adam": {...}}`).
-fn merge(base: &mut serde_json::Value, patch: serde_json::Value) {
-    match (base, patch) {
-        (serde_json::Value::Object(b), serde_json::Value::Object(p))
-            if p.is_empty() || p.keys().any(|k| b.contains_key(k)) =>
-        {
-            for (k, v) in p {
-                match b.get_mut(&k) {
-                    Some(slot) => merge(slot, v),
-                    None => {
-                        b.insert(k, v);
-                    }
-                }
-            }
-        }
-        (slot, v) => *slot = v,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -223,6 +221,18 @@ mod tests {
             &OodSearch::from_env(Path::new(".")),
             PathBuf::from("out"),
         )
+    }
+
+    /// `swbnn compress` without a config file runs stage 3 as the quick preset does.
+    #[test]
+    fn the_command_lines_compression_is_the_quick_presets_stage_3() {
+        let quick = preset(true).compress;
+        let cli = command_line_compress();
+        assert_eq!(cli.retrain.epochs, QUICK_RETRAIN_EPOCHS);
+        assert_eq!(cli.retrain.epochs, quick.retrain.epochs);
+        assert_eq!(cli.retrain_stop, quick.retrain_stop);
+        assert_ne!(cli.retrain_stop, RetrainStop::Epochs);
+        assert_eq!(cli.sharing, CompressConfig::default().sharing);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! `figures/`, linked relatively).
 //!
 //! The figures show the predictions the table's evaluation kept in each stage's directory
-//! ([`crate::run_dir::PREDICTIONS_FILE`]), so their ECE and AUROC are the table's. A stage
+//! ([`crate::store::PREDICTIONS_FILE`]), so their ECE and AUROC are the table's. A stage
 //! without them (a run directory of an older version, or another number of samples) is
 //! predicted again by a second Monte Carlo pass over its saved model, seeded with
 //! [`FIGURE_SEED`]. A multi-seed run's figures show seed 0's models; its corruptions figure
@@ -18,7 +18,9 @@ use swshare::CompressionReport;
 
 use crate::Error;
 use crate::figures::{self, CORRUPTIONS_SIZE, OOD_SIZE, PER_CLASS_SIZE, WEIGHTS_SIZE};
-use crate::run_dir::{FIGURE_SEED, METHODS, PREDICTIONS_FILE, RunDir, run_predictions};
+use crate::method::Method;
+use crate::run_dir::{FIGURE_SEED, RunDir, run_predictions};
+use crate::store::{self, PREDICTIONS_FILE};
 
 /// Folder of the figures inside the run directory.
 pub const FIGURE_DIR: &str = "figures";
@@ -31,9 +33,9 @@ pub fn write_report(dir: &Path, device: &Device) -> Result<PathBuf, Error> {
     let fig_dir = dir.join(FIGURE_DIR);
     std::fs::create_dir_all(&fig_dir).map_err(|e| Error::io(&fig_dir, e))?;
     let loaders = run.loaders()?;
-    let preds = run_predictions(&run, &loaders, &METHODS, device, run.samples)?;
-    let dataset = figures::dataset_label(run.dataset);
-    let arch = run.arch.name();
+    let preds = run_predictions(&run, &loaders, &Method::MAIN, device, run.setup.samples)?;
+    let dataset = figures::dataset_label(run.setup.dataset);
+    let arch = run.setup.arch.name();
     let multi_seed = run.models != run.dir;
 
     let mut md = String::new();
@@ -44,10 +46,10 @@ pub fn write_report(dir: &Path, device: &Device) -> Result<PathBuf, Error> {
          rows in [`table.json`](table.json).\n"
     );
     let _ = writeln!(md, "## Results\n");
-    let table_path = dir.join("table.md");
+    let table_path = dir.join(store::TABLE_MD);
     let table = std::fs::read_to_string(&table_path).map_err(|e| Error::io(&table_path, e))?;
     let _ = writeln!(md, "{}", table.trim_end());
-    if let Ok(text) = std::fs::read_to_string(run.models.join("report.json"))
+    if let Ok(text) = std::fs::read_to_string(run.models.join(store::REPORT_JSON))
         && let Ok(report) = serde_json::from_str::<CompressionReport>(&text)
     {
         let whose = if multi_seed { " (seed 0)" } else { "" };
@@ -63,7 +65,7 @@ pub fn write_report(dir: &Path, device: &Device) -> Result<PathBuf, Error> {
         let _ = writeln!(
             md,
             "\n### Corruptions{mean}\n\n{}",
-            crate::experiment::markdown_corruptions(rows).trim_end()
+            crate::results::markdown_corruptions(rows).trim_end()
         );
     }
     let models = if multi_seed {
@@ -77,7 +79,7 @@ pub fn write_report(dir: &Path, device: &Device) -> Result<PathBuf, Error> {
          samples), kept in each stage's `{PREDICTIONS_FILE}`; a stage without them is predicted \
          again (seed {FIGURE_SEED}). `swbnn plot <what> RUN_DIR --out FILE.svg`, with this \
          directory as `RUN_DIR`, draws any of them again as SVG or PNG (`swbnn plot --help`).\n",
-        run.samples,
+        run.setup.samples,
     );
     figures::reliability(
         &preds,
@@ -91,7 +93,7 @@ pub fn write_report(dir: &Path, device: &Device) -> Result<PathBuf, Error> {
          diagonal are over-confident.\n\n![Reliability diagrams](figures/reliability.png)\n"
     );
 
-    if let Some((ood_id, _)) = &run.ood {
+    if let Some((ood_id, _)) = &run.setup.ood {
         let _ = writeln!(
             md,
             "### Out-of-distribution detection: {dataset} vs {}\n\nMaximum probability, \
@@ -99,11 +101,11 @@ pub fn write_report(dir: &Path, device: &Device) -> Result<PathBuf, Error> {
              and each one's ROC curve as an OOD detector (in-distribution positive).\n",
             figures::dataset_label(*ood_id)
         );
-        for (m, p) in METHODS.iter().zip(&preds) {
+        for (m, p) in Method::MAIN.iter().zip(&preds) {
             let name = format!("ood-{m}.png");
             figures::ood(
                 p,
-                figures::dataset_label(run.dataset),
+                figures::dataset_label(run.setup.dataset),
                 figures::dataset_label(*ood_id),
                 OOD_SIZE,
                 &fig_dir.join(&name),
@@ -112,13 +114,13 @@ pub fn write_report(dir: &Path, device: &Device) -> Result<PathBuf, Error> {
         }
     }
 
-    let names = figures::class_names(run.dataset);
+    let names = figures::class_names(run.setup.dataset);
     let _ = writeln!(
         md,
         "### Confidence per class\n\nThe test set's confidence (maximum probability) grouped \
          by true class; the number above each box is the class's mean confidence.\n"
     );
-    for (m, p) in METHODS.iter().zip(&preds) {
+    for (m, p) in Method::MAIN.iter().zip(&preds) {
         let name = format!("per-class-{m}.png");
         figures::per_class(p, &names, PER_CLASS_SIZE, &fig_dir.join(&name))?;
         let _ = writeln!(md, "![Confidence per class, {}](figures/{name})\n", p.label);

@@ -39,7 +39,7 @@ fn three_methods_on_a_fashion_mnist_subset() {
     setup.compress.sharing.refine.n_min = 10;
     let device = bnn_layers::test_device();
     let outcome = experiment::run(&setup, &device, &mut Quiet).unwrap();
-    let methods: Vec<_> = outcome.rows.iter().map(|r| r.method.as_str()).collect();
+    let methods: Vec<_> = outcome.rows.iter().map(|r| r.method.name()).collect();
     assert_eq!(methods, ["deterministic", "bbb", "2dgbnn"]);
     for r in &outcome.rows {
         // Chance is 0.1. The 2DGBNN row shares the MLP's 318k weights among K = 32 Gaussians
@@ -67,7 +67,7 @@ fn three_methods_on_a_fashion_mnist_subset() {
         g.model_bytes < outcome.rows[1].model_bytes / 4,
         "the .swb file is far smaller than the BNN's"
     );
-    experiment::write_tables(out.path(), &outcome).unwrap();
+    swbnn::store::write_tables(out.path(), &outcome).unwrap();
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.path().join("table.json")).unwrap())
             .unwrap();

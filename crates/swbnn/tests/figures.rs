@@ -6,9 +6,10 @@ use std::path::{Path, PathBuf};
 
 use bnn_data::{Corruption, CorruptionKind, DatasetId};
 use bnn_models::Arch;
-use swbnn::experiment::{self, Progress, Setup};
+use swbnn::experiment::{self, Progress};
 use swbnn::plot::{Figure, PlotArgs, SigmaScale};
 use swbnn::report::write_report;
+use swbnn::setup::Setup;
 
 struct Quiet;
 impl bnn_train::Observer for Quiet {}
@@ -109,11 +110,11 @@ fn every_figure_of_a_tiny_run() {
     let setup = tiny_setup(dir);
     let device = bnn_layers::test_device();
     let outcome = experiment::run(&setup, &device, &mut Quiet).unwrap();
-    experiment::write_tables(dir, &outcome).unwrap();
+    swbnn::store::write_tables(dir, &outcome).unwrap();
     write_setup(&setup);
     assert!(
         dir.join("stages/2dgbnn")
-            .join(swbnn::run_dir::PLAN_FILE)
+            .join(swbnn::store::PLAN_FILE)
             .is_file()
     );
 
@@ -121,9 +122,10 @@ fn every_figure_of_a_tiny_run() {
     // metrics are the table's to the last digit (a second Monte Carlo pass drew other samples).
     let run = swbnn::run_dir::RunDir::open(dir, None).unwrap();
     let loaders = run.loaders().unwrap();
-    let methods = swbnn::run_dir::METHODS;
+    let methods = swbnn::method::Method::MAIN;
     let preds =
-        swbnn::run_dir::run_predictions(&run, &loaders, &methods, &device, run.samples).unwrap();
+        swbnn::run_dir::run_predictions(&run, &loaders, &methods, &device, run.setup.samples)
+            .unwrap();
     for (p, r) in preds.iter().zip(&outcome.rows) {
         let summary =
             bnn_metrics::EvalSummary::compute(p.test.predictive.probabilities(), &p.test.labels)
@@ -194,9 +196,7 @@ fn every_figure_of_a_tiny_run() {
     let e = swbnn::plot::run(&a, &device).unwrap_err().to_string();
     assert!(e.contains("no seed 1"), "{e}");
     // A damaged predictions file is an error naming it, not a silent second pass.
-    let kept = dir
-        .join("stages/bbb")
-        .join(swbnn::run_dir::PREDICTIONS_FILE);
+    let kept = dir.join("stages/bbb").join(swbnn::store::PREDICTIONS_FILE);
     let bytes = std::fs::read(&kept).unwrap();
     std::fs::write(&kept, &bytes[..bytes.len() / 2]).unwrap();
     let e = write_report(dir, &device).unwrap_err().to_string();

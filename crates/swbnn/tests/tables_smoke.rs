@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 
 use bnn_data::DatasetId;
 use bnn_models::Arch;
-use swbnn::experiment::{Progress, Setup};
+use swbnn::experiment::Progress;
+use swbnn::setup::Setup;
 use swbnn::tables::{self, ReportContext, TableId, TablesConfig, TimingConfig};
 
 struct Quiet;

@@ -22,6 +22,7 @@ use burn::module::Module;
 use serde::{Deserialize, Serialize};
 
 use crate::burn_edges::{EdgeError, build_shared_model, from_swb, table_from_tensors, to_swb};
+use crate::config::merge_json;
 use crate::format::{self, FileSizes, SaveOptions, SharedModelData, SwbError};
 use crate::retrain_stop::{RetrainStop, StopRule};
 use crate::{CompressionReport, SharingPlan, SwshareConfig, SwshareError, build_plan};
@@ -71,36 +72,18 @@ impl CompressConfig {
         Ok(())
     }
 
-    /// Parses a JSON configuration and validates it. Missing sections and missing fields of a
-    /// section take their defaults (`{"retrain": {"lr": 1e-3}}` changes the stage-3 rate
-    /// alone); a field given is taken whole (an `optimizer` replaces the default optimizer);
-    /// unknown fields are errors.
+    /// Parses a JSON configuration and validates it. The file is merged into the defaults by
+    /// [`crate::config::merge_json`]: missing sections and fields take their defaults
+    /// (`{"retrain": {"lr": 1e-3}}` changes the stage-3 rate alone), an optimizer of another
+    /// kind replaces the default one; unknown fields are errors.
     pub fn from_json(s: &str) -> Result<Self, CompressError> {
         let bad = |e| SwshareError::config("<json>", e, "not a valid compression config");
         let patch: serde_json::Value = serde_json::from_str(s).map_err(bad)?;
         let mut merged = serde_json::to_value(Self::default()).map_err(bad)?;
-        merge_fields(&mut merged, patch, 2);
+        merge_json(&mut merged, patch);
         let cfg: Self = serde_json::from_value(merged).map_err(bad)?;
         cfg.validate()?;
         Ok(cfg)
-    }
-}
-
-/// Replaces `base`'s fields by `patch`'s, merging objects present in both down to `depth`
-/// levels (below, and for anything not an object, the patch's value replaces the base's).
-fn merge_fields(base: &mut serde_json::Value, patch: serde_json::Value, depth: usize) {
-    match (base, patch) {
-        (serde_json::Value::Object(b), serde_json::Value::Object(p)) if depth > 0 => {
-            for (k, v) in p {
-                match b.get_mut(&k) {
-                    Some(slot) => merge_fields(slot, v, depth - 1),
-                    None => {
-                        b.insert(k, v);
-                    }
-                }
-            }
-        }
-        (slot, v) => *slot = v,
     }
 }
 

@@ -81,6 +81,29 @@ impl SwshareConfig {
     }
 }
 
+/// Merges the JSON `patch` into `base`: the one rule of every partial configuration file
+/// (`CompressConfig::from_json`, which `swbnn compress --config` reads, and the `--setup` file
+/// of `cargo xtask reproduce`). Objects merge field by field; an empty object changes nothing;
+/// an object that shares no key with the base's replaces it (another variant of an enum, e.g.
+/// `{"sgd": {...}}` for `{"adam": {...}}`); any other value replaces the base's.
+pub fn merge_json(base: &mut serde_json::Value, patch: serde_json::Value) {
+    match (base, patch) {
+        (serde_json::Value::Object(b), serde_json::Value::Object(p))
+            if p.is_empty() || p.keys().any(|k| b.contains_key(k)) =>
+        {
+            for (k, v) in p {
+                match b.get_mut(&k) {
+                    Some(slot) => merge_json(slot, v),
+                    None => {
+                        b.insert(k, v);
+                    }
+                }
+            }
+        }
+        (slot, v) => *slot = v,
+    }
+}
+
 /// Stage 1: which weights keep their own distribution (paper section 3.1, "Outliers vs.
 /// Inliers Classification").
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -360,6 +383,40 @@ mod tests {
         assert_eq!(c.refine.n_min, 20);
         assert_eq!(c.outliers.tau_w, 0.2);
         assert!(SwshareConfig::from_json(r#"{"refine": {"nmin": 20}}"#).is_err());
+    }
+
+    /// Fields merge at any depth, another enum variant replaces the base's, `{}` keeps it.
+    #[test]
+    fn json_patches_merge_field_by_field_and_replace_variants() {
+        let mut base = serde_json::json!({
+            "a": {"b": {"c": 1, "d": 2}, "e": 3},
+            "opt": {"adam": {"lr": 1, "beta": 2}},
+            "keep": {"x": 1},
+        });
+        merge_json(
+            &mut base,
+            serde_json::json!({
+                "a": {"b": {"c": 10}},
+                "opt": {"sgd": {"momentum": 0.9}},
+                "keep": {},
+                "new": 5,
+            }),
+        );
+        assert_eq!(
+            base,
+            serde_json::json!({
+                "a": {"b": {"c": 10, "d": 2}, "e": 3},
+                "opt": {"sgd": {"momentum": 0.9}},
+                "keep": {"x": 1},
+                "new": 5,
+            })
+        );
+        let mut same_variant = serde_json::json!({"adam": {"lr": 1, "beta": 2}});
+        merge_json(&mut same_variant, serde_json::json!({"adam": {"lr": 5}}));
+        assert_eq!(
+            same_variant,
+            serde_json::json!({"adam": {"lr": 5, "beta": 2}})
+        );
     }
 
     #[test]

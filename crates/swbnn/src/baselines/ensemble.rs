@@ -14,7 +14,11 @@ use burn::prelude::*;
 
 use crate::Error;
 use crate::data::{ExperimentData, train_loader};
-use crate::experiment::{Progress, Row, Setup, Stage, record_bytes, row};
+use crate::experiment::{Progress, record_bytes, train_stage};
+use crate::method::Method;
+use crate::results::Row;
+use crate::setup::Setup;
+use crate::store::{self, StageDir};
 
 /// Members of the ensemble by default (the usual deep-ensemble size, and the 5x model the
 /// issue asks to place).
@@ -39,7 +43,7 @@ pub(crate) fn run(
     device: &Device,
     progress: &mut dyn Progress,
 ) -> Result<Row, Error> {
-    let stage = Stage::new(setup, "ensemble")?;
+    let stage = StageDir::open(setup, Method::Ensemble.name())?;
     if let Some(r) = stage.cached_row()? {
         return Ok(r);
     }
@@ -57,9 +61,9 @@ pub(crate) fn run(
         bytes += record_bytes(net)?;
         seconds += s;
     }
-    let r = row(
+    let r = Row::new(
         setup.arch,
-        "ensemble",
+        Method::Ensemble,
         ev,
         parameters,
         bytes,
@@ -83,7 +87,11 @@ pub(crate) fn train_members(
         return Err(Error::Usage("an ensemble needs at least one member".into()));
     }
     let ad = device.clone().autodiff();
-    let main = crate::tables::load_stage_model(setup, "deterministic", &ad)?;
+    let main = StageDir::existing(store::stage_path(
+        &setup.out_dir,
+        Method::Deterministic.name(),
+    ))
+    .trained_model(&ad)?;
     let (c, h, _) = data.test.shape();
     let mut config =
         ModelConfig::for_input(setup.arch, Kind::Deterministic, data.test.classes(), c, h);
@@ -93,7 +101,7 @@ pub(crate) fn train_members(
         let name = format!("ensemble-{i}");
         progress.stage(&name);
         let tc = member_config(&setup.deterministic, i);
-        let stage = Stage::new(setup, &name)?;
+        let stage = StageDir::open(setup, &name)?;
         let loader = train_loader(
             setup.dataset,
             data.train.clone(),
@@ -102,7 +110,14 @@ pub(crate) fn train_members(
             setup.workers,
         )?;
         ad.seed(tc.seed);
-        out.push(stage.train(config.init(&ad)?, &config, &loader, &tc, progress)?);
+        out.push(train_stage(
+            &stage,
+            config.init(&ad)?,
+            &config,
+            &loader,
+            &tc,
+            progress,
+        )?);
     }
     Ok(out)
 }

@@ -8,12 +8,12 @@ use bnn_layers::{NamedTensor, import_params, inverse_softplus, softplus};
 use bnn_models::torch_names::{Convention, Transform, extra_key, torch_key};
 use bnn_models::{Kind, ModelConfig, Network};
 use bnn_train::write_atomic;
-use burn::module::Module;
 use burn::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use super::InteropError;
 use super::state_dict::{HostTensor, StateDict};
+use crate::store::ModelDir;
 
 /// The prior of bayesian-torch's layers and models when none is given: `N(0, 1)` (its
 /// `prior_mean = 0`, `prior_variance = 1`, used as the standard deviation). bayesian-torch does
@@ -182,29 +182,19 @@ pub fn write_model_dir(
     record: &ImportRecord,
     force: bool,
 ) -> Result<(), InteropError> {
-    let io = |e: std::io::Error| InteropError::Write(format!("{}: {e}", dir.display()));
-    if dir.join("model.bpk").exists() && !force {
+    let model_dir = ModelDir::new(dir);
+    if model_dir.weights_path().exists() && !force {
         return Err(InteropError::Write(format!(
             "{} already holds a model; pass --force to replace it",
             dir.display()
         )));
     }
-    std::fs::create_dir_all(dir).map_err(io)?;
-    let bytes = model
-        .clone()
-        .into_record()
-        .into_bytes()
-        .map_err(|e| InteropError::Write(format!("encoding the model: {e:?}")))?;
-    let json = |v: serde_json::Result<String>| v.map_err(|e| InteropError::Write(e.to_string()));
-    write_atomic(
-        &dir.join("config.json"),
-        json(serde_json::to_string_pretty(config))?.as_bytes(),
-    )?;
-    write_atomic(
-        &dir.join("import.json"),
-        json(serde_json::to_string_pretty(record))?.as_bytes(),
-    )?;
-    write_atomic(&dir.join("model.bpk"), &bytes)?;
+    let write = |e: crate::Error| InteropError::Write(e.to_string());
+    std::fs::create_dir_all(dir).map_err(|e| write(crate::Error::io(dir, e)))?;
+    let record =
+        serde_json::to_string_pretty(record).map_err(|e| InteropError::Write(e.to_string()))?;
+    write_atomic(&dir.join("import.json"), record.as_bytes())?;
+    model_dir.save(model, config).map_err(write)?;
     Ok(())
 }
 

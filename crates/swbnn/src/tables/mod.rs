@@ -25,16 +25,13 @@ mod report;
 mod timing;
 mod variants;
 
-use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use bnn_layers::count_params;
 use bnn_models::{ModelConfig, Network};
-use bnn_train::{Checkpointer, evaluate, load_model, write_atomic};
+use bnn_train::evaluate;
 use burn::prelude::*;
 use serde::{Deserialize, Serialize};
-use swshare::compress::{CompressConfig, compress};
-use swshare::retrain_stop::RetrainStop;
+use swshare::compress::CompressConfig;
 
 pub use report::{TableSummary, markdown, summarise};
 pub use timing::{TimingConfig, TimingRow};
@@ -42,10 +39,14 @@ pub use variants::{Variant, variants};
 
 use crate::Error;
 use crate::baselines::{ensemble, qbnn};
-use crate::data::{ExperimentData, train_loader};
+use crate::data::ExperimentData;
 use crate::experiment::{
-    self, Outcome, Progress, Row, Setup, Stage, row, stages_dir, weight_stats,
+    self, Progress, evaluation_seed, gbnn_stage, open_gbnn_stage, weight_stats,
 };
+use crate::method::Method;
+use crate::results::{Outcome, Row};
+use crate::setup::Setup;
+use crate::store::{self, StageDir};
 
 /// One table of the report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -258,25 +259,7 @@ pub fn load_stage_model(
     name: &str,
     device: &Device,
 ) -> Result<(Network, ModelConfig), Error> {
-    let dir = stages_dir(&setup.out_dir).join(name);
-    let path = dir.join("config.json");
-    let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
-    let config: ModelConfig = serde_json::from_str(&text).map_err(|e| Error::parse(&path, e))?;
-    let checkpointer = Checkpointer::new(&dir)?;
-    let model_path = checkpointer.model_path();
-    if checkpointer.state()?.is_none() || !model_path.is_file() {
-        return Err(Error::MissingStage {
-            dir: dir.display().to_string(),
-            stage: name.to_string(),
-        });
-    }
-    let model = load_model(&model_path, config.init(device)?)?;
-    Ok((model, config))
-}
-
-/// The file that pins a run directory's setup, so `--resume` cannot mix two setups' stages.
-fn fingerprint_path(out_dir: &Path) -> PathBuf {
-    out_dir.join("tables-setup.json")
+    StageDir::existing(store::stage_path(&setup.out_dir, name)).trained_model(device)
 }
 
 fn fingerprint(setup: &Setup, cfg: &TablesConfig) -> Result<serde_json::Value, Error> {
@@ -290,13 +273,13 @@ fn fingerprint(setup: &Setup, cfg: &TablesConfig) -> Result<serde_json::Value, E
     }))
 }
 
+/// Pins the run directory's setup ([`store::TABLES_SETUP_FILE`]): a resumed run with another
+/// setup is refused.
 fn check_fingerprint(setup: &Setup, cfg: &TablesConfig) -> Result<(), Error> {
-    let path = fingerprint_path(&setup.out_dir);
+    let path = setup.out_dir.join(store::TABLES_SETUP_FILE);
     let now = fingerprint(setup, cfg)?;
     if setup.resume && path.exists() {
-        let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
-        let before: serde_json::Value =
-            serde_json::from_str(&text).map_err(|e| Error::parse(&path, e))?;
+        let before: serde_json::Value = store::read_json(&path)?;
         if before != now {
             return Err(Error::Usage(format!(
                 "{}: this directory was made with another setup; --resume would mix the two \
@@ -306,12 +289,12 @@ fn check_fingerprint(setup: &Setup, cfg: &TablesConfig) -> Result<(), Error> {
         }
     }
     std::fs::create_dir_all(&setup.out_dir).map_err(|e| Error::io(&setup.out_dir, e))?;
-    let json = serde_json::to_vec_pretty(&now).map_err(Error::json)?;
-    Ok(write_atomic(&path, &json)?)
+    store::write_json(&path, &now)
 }
 
 /// The 2DGBNN row of a variant configuration, trained in its own stage from the BBB model
-/// (cached and resumable like every stage).
+/// ([`gbnn_stage`], as the main table's row; cached and resumable like every stage).
+#[allow(clippy::too_many_arguments)]
 fn variant_row(
     setup: &Setup,
     stage_name: &str,
@@ -319,63 +302,28 @@ fn variant_row(
     bayes: &Network,
     bayes_config: &ModelConfig,
     data: &ExperimentData,
+    device: &Device,
     progress: &mut dyn Progress,
 ) -> Result<Row, Error> {
-    let stage = Stage::new(setup, stage_name)?
-        .training(cfg.retrain.epochs, cfg.retrain_stop != RetrainStop::Epochs)?;
+    let stage = open_gbnn_stage(setup, stage_name, cfg)?;
+    // Unlike the main table, nothing here needs the model once its row is known.
     if let Some(r) = stage.cached_row()? {
         return Ok(r);
     }
     progress.stage(stage_name);
-    let json = serde_json::to_vec_pretty(cfg).map_err(Error::json)?;
-    write_atomic(&stage.dir.join("compress.json"), &json)?;
-    let resumed = stage.resumed_seconds()?;
-    let loader = train_loader(
-        setup.dataset,
-        data.train.clone(),
-        cfg.retrain.batch_size,
-        cfg.retrain.seed,
-        setup.workers,
-    )?;
-    let started = Instant::now();
-    let compressed = compress(
+    store::write_json(&stage.path().join(store::COMPRESS_CONFIG_FILE), cfg)?;
+    let g = gbnn_stage(
+        setup,
+        stage,
+        cfg,
         bayes,
         bayes_config,
-        &loader,
-        cfg,
-        Some(&stage.checkpointer),
+        data,
+        device,
         progress,
     )?;
-    let seconds = resumed + started.elapsed().as_secs_f64();
-    // Evaluated as decoded from its file, as the main table's row (`int8_outliers` is lossy).
-    let device = compressed
-        .model
-        .devices()
-        .first()
-        .cloned()
-        .unwrap_or_default();
-    let (sizes, shared) = compressed.save_and_reload(stage.dir.join("model.swb"), &device)?;
-    let report = &compressed.report;
-    let params = count_params(&shared).trainable;
-    let ev = evaluate(
-        &shared,
-        &data.test_loader,
-        data.ood_loader.as_ref(),
-        setup.samples,
-    )?;
-    let r = row(
-        setup.arch,
-        "2dgbnn",
-        ev,
-        params,
-        sizes.total,
-        seconds,
-        weight_stats(&shared)?,
-    )
-    .with_plan(report);
-    stage.save_row(&r)?;
-    progress.row(&r);
-    Ok(r)
+    progress.row(&g.row);
+    Ok(g.row)
 }
 
 /// The quantised-BNN row at `bits`: quantise, write the `.qbnn` file, rebuild the model from
@@ -389,23 +337,25 @@ fn qbnn_row(
     device: &Device,
     bbb_params: usize,
 ) -> Result<Row, Error> {
-    let stage = Stage::new(setup, &format!("qbnn-sigma{bits}"))?;
+    let stage = StageDir::open(setup, &format!("qbnn-sigma{bits}"))?;
     stage.row(|| {
         let started = Instant::now();
         let file = qbnn::quantize(bayes, bayes_config, bits)?;
-        let path = stage.dir.join("model.qbnn");
+        let path = stage.path().join(store::QBNN_FILE);
         let bytes = swshare::format::qbnn::save(&path, &file)?;
         let seconds = started.elapsed().as_secs_f64();
         let (model, _) = qbnn::from_qbnn(&swshare::format::qbnn::load(&path)?, device)?;
+        // Seeded, as every stage's evaluation: a resumed run gives the same row.
+        device.seed(evaluation_seed(setup, Method::Qbnn));
         let ev = evaluate(
             &model,
             &data.test_loader,
             data.ood_loader.as_ref(),
             setup.samples,
         )?;
-        let mut r = row(
+        let mut r = Row::new(
             setup.arch,
-            "qbnn",
+            Method::Qbnn,
             ev,
             bbb_params,
             bytes,
@@ -418,7 +368,7 @@ fn qbnn_row(
 }
 
 /// The main experiment's row of `method`.
-pub(crate) fn main_row<'a>(main: &'a Outcome, method: &str) -> Result<&'a Row, Error> {
+pub(crate) fn main_row(main: &Outcome, method: Method) -> Result<&Row, Error> {
     main.rows
         .iter()
         .find(|r| r.method == method)
@@ -440,9 +390,8 @@ pub fn run(
     cfg.validate()?;
     check_fingerprint(setup, cfg)?;
     let main = experiment::run(setup, device, progress)?;
-    experiment::write_tables(&setup.out_dir, &main)?;
-    let [det_row, bbb_row, gbnn_row] =
-        ["deterministic", "bbb", "2dgbnn"].map(|method| main_row(&main, method));
+    store::write_tables(&setup.out_dir, &main)?;
+    let [det_row, bbb_row, gbnn_row] = Method::MAIN.map(|method| main_row(&main, method));
     let (det_row, bbb_row, gbnn_row) = (det_row?, bbb_row?, gbnn_row?);
     let labelled = |table, label: &str, row: &Row| TableRow {
         table,
@@ -463,7 +412,7 @@ pub fn run(
         )
     });
     let bbb = match needs_bbb {
-        true => Some(load_stage_model(setup, "bbb", &ad)?),
+        true => Some(load_stage_model(setup, Method::Bbb.name(), &ad)?),
         false => None,
     };
     let bbb_params = bbb_row.parameters;
@@ -475,7 +424,7 @@ pub fn run(
         match table {
             TableId::Main => {
                 for r in [det_row, bbb_row, gbnn_row] {
-                    rows.push(labelled(table, &r.method, r));
+                    rows.push(labelled(table, r.method.name(), r));
                 }
             }
             TableId::Quant => {
@@ -492,22 +441,22 @@ pub fn run(
                         &r,
                     ));
                 }
-                rows.push(labelled(table, "2dgbnn", gbnn_row));
+                rows.push(labelled(table, Method::Gbnn2d.name(), gbnn_row));
             }
             TableId::Ensemble => {
-                progress.stage("ensemble");
+                progress.stage(Method::Ensemble.name());
                 let data = data.as_ref().expect("opened");
                 let r =
                     ensemble::run(setup, data, det_row, cfg.ensemble_members, device, progress)?;
                 progress.row(&r);
-                rows.push(labelled(table, "deterministic", det_row));
+                rows.push(labelled(table, Method::Deterministic.name(), det_row));
                 rows.push(labelled(
                     table,
                     &format!("ensemble of {}", cfg.ensemble_members),
                     &r,
                 ));
-                rows.push(labelled(table, "bbb", bbb_row));
-                rows.push(labelled(table, "2dgbnn", gbnn_row));
+                rows.push(labelled(table, Method::Bbb.name(), bbb_row));
+                rows.push(labelled(table, Method::Gbnn2d.name(), gbnn_row));
                 ensemble_row = Some(r);
             }
             TableId::Ablation | TableId::GmmK | TableId::TauW | TableId::Merge => {
@@ -528,6 +477,7 @@ pub fn run(
                                 bayes,
                                 bayes_config,
                                 data,
+                                &ad,
                                 progress,
                             )?;
                             computed.push((v.compress.clone(), r.clone()));
@@ -612,9 +562,8 @@ fn write_report(
         "seeds": outcomes,
     }))
     .map_err(Error::json)?;
-    write_atomic(&setup.out_dir.join("tables.md"), md.as_bytes())?;
-    write_atomic(&setup.out_dir.join("tables.json"), json.as_bytes())?;
-    Ok(())
+    store::write_text(&setup.out_dir.join(store::TABLES_MD), &md)?;
+    store::write_text(&setup.out_dir.join(store::TABLES_JSON), &json)
 }
 
 #[cfg(test)]

@@ -7,7 +7,8 @@ use swshare::retrain_stop::RetrainStop;
 
 use super::{TableId, TablesConfig, variants};
 use crate::baselines::ensemble::member_config;
-use crate::experiment::Setup;
+use crate::method::Method;
+use crate::setup::Setup;
 
 /// `(training, test)` examples of each data set as published: MNIST and Fashion-MNIST
 /// 60,000 / 10,000; CIFAR-10 and CIFAR-100 50,000 / 10,000; SVHN (cropped digits, without
@@ -116,19 +117,19 @@ pub fn plan(setup: &Setup, cfg: &TablesConfig, tables: &[TableId]) -> Plan {
     };
     let mut stages = vec![
         trained(
-            "deterministic",
+            Method::Deterministic.name(),
             "train, evaluate",
             &setup.deterministic,
             eval(1) + corrupt(1),
         ),
         trained(
-            "bbb",
+            Method::Bbb.name(),
             "train Bayes by Backprop, evaluate",
             &setup.bbb,
             eval(s) + corrupt(s),
         ),
         trained(
-            "2dgbnn",
+            Method::Gbnn2d.name(),
             match setup.compress.retrain_stop {
                 RetrainStop::Epochs => "stages 1-2, retrain, evaluate",
                 // The epochs and images are then a ceiling.
@@ -162,7 +163,7 @@ pub fn plan(setup: &Setup, cfg: &TablesConfig, tables: &[TableId]) -> Plan {
                     ));
                 }
                 stages.push(evaluated(
-                    "ensemble".into(),
+                    Method::Ensemble.name().into(),
                     format!("evaluate {} members", cfg.ensemble_members),
                     eval(cfg.ensemble_members),
                 ));

@@ -5,7 +5,9 @@
 use serde::{Deserialize, Serialize};
 
 use super::{ReportContext, TableId, TableRow, TablesConfig, TablesOutcome, TimingRow};
-use crate::experiment::{MeanSd, Setup};
+use crate::method::Method;
+use crate::results::MeanSd;
+use crate::setup::Setup;
 
 /// One row of one table over seeds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -14,8 +16,8 @@ pub struct TableSummary {
     pub table: TableId,
     /// The row's label.
     pub label: String,
-    /// The method (`deterministic`, `bbb`, `2dgbnn`, `qbnn`, `ensemble`).
-    pub method: String,
+    /// The method.
+    pub method: Method,
     /// Seeds aggregated.
     pub seeds: usize,
     /// Accuracy.
@@ -80,7 +82,7 @@ pub fn summarise(outcomes: &[TablesOutcome]) -> Vec<TableSummary> {
             TableSummary {
                 table: r0.table,
                 label: r0.label.clone(),
-                method: r0.row.method.clone(),
+                method: r0.row.method,
                 seeds: rows.len(),
                 accuracy: of(&|r| r.row.accuracy),
                 nll: of(&|r| r.row.nll),
@@ -219,14 +221,14 @@ pub fn markdown(
     let seeds = outcomes.len();
     let bbb_params = summaries
         .iter()
-        .find(|s| s.method == "bbb")
+        .find(|s| s.method == Method::Bbb)
         .map(|s| s.parameters)
         .or_else(|| {
             first
                 .main
                 .rows
                 .iter()
-                .find(|r| r.method == "bbb")
+                .find(|r| r.method == Method::Bbb)
                 .map(|r| r.parameters as f64)
         })
         .unwrap_or(1.0);
@@ -234,7 +236,7 @@ pub fn markdown(
         .main
         .rows
         .iter()
-        .find(|r| r.method == "bbb")
+        .find(|r| r.method == Method::Bbb)
         .map_or(1.0, |r| r.model_bytes as f64);
     let weights = first.main.report.total_weights.max(1) as f64;
     let rel_params = |s: &TableSummary| format!("{:.1}%", 100.0 * s.parameters / bbb_params);
@@ -399,7 +401,7 @@ pub fn markdown(
 
 /// Whether the paper's claim against the 4-bit QBNN holds in these rows.
 fn quant_reading(rows: &[&TableSummary]) -> String {
-    let gbnn = rows.iter().find(|s| s.method == "2dgbnn");
+    let gbnn = rows.iter().find(|s| s.method == Method::Gbnn2d);
     let q4 = rows.iter().find(|s| s.label.contains("sigma 4 bit"));
     match (gbnn, q4) {
         (Some(g), Some(q)) => {
@@ -452,7 +454,7 @@ fn timing_section(outcomes: &[TablesOutcome], backend: &str) -> String {
                 .collect();
             let m = |f: &dyn Fn(&TimingRow) -> f64| mean(all.iter().map(|r| f(r)));
             TimingRow {
-                method: r0.method.clone(),
+                method: r0.method,
                 epochs: r0.epochs,
                 seconds_per_epoch: m(&|r| r.seconds_per_epoch),
                 train_images_per_s: m(&|r| r.train_images_per_s),
@@ -473,7 +475,7 @@ fn timing_section(outcomes: &[TablesOutcome], backend: &str) -> String {
     };
     let bbb = rows
         .iter()
-        .find(|r| r.method == "bbb")
+        .find(|r| r.method == Method::Bbb)
         .map(|r| r.images_per_s);
     let mut s = format!(
         "## Timing ({backend} backend)\n\nTraining: mean seconds and images/s per epoch of each \
@@ -487,7 +489,7 @@ fn timing_section(outcomes: &[TablesOutcome], backend: &str) -> String {
         .iter()
         .map(|r| {
             vec![
-                r.method.clone(),
+                r.method.to_string(),
                 r.epochs.to_string(),
                 format!("{:.1}", r.seconds_per_epoch),
                 int(r.train_images_per_s),
@@ -519,8 +521,8 @@ fn timing_section(outcomes: &[TablesOutcome], backend: &str) -> String {
         &cells,
     ));
     let (b, g) = (
-        rows.iter().find(|r| r.method == "bbb"),
-        rows.iter().find(|r| r.method == "2dgbnn"),
+        rows.iter().find(|r| r.method == Method::Bbb),
+        rows.iter().find(|r| r.method == Method::Gbnn2d),
     );
     if let (Some(b), Some(g)) = (b, g) {
         let verdict = if g.images_per_s_min > b.images_per_s_max {

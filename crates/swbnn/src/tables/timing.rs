@@ -5,15 +5,17 @@
 use std::time::Instant;
 
 use bnn_models::Network;
-use bnn_train::{Checkpointer, EpochStats, predict, predict_ensemble};
+use bnn_train::{EpochStats, predict, predict_ensemble};
 use burn::prelude::*;
 use serde::{Deserialize, Serialize};
-use swshare::burn_edges::from_swb;
 
 use super::{TablesConfig, load_stage_model};
 use crate::Error;
 use crate::data::{ExperimentData, eval_loader, subset_at_most};
-use crate::experiment::{Outcome, Setup, stages_dir};
+use crate::method::Method;
+use crate::results::Outcome;
+use crate::setup::Setup;
+use crate::store::{self, StageDir};
 
 /// How inference speed is measured.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -54,8 +56,8 @@ impl TimingConfig {
 /// One method's timings.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TimingRow {
-    /// `deterministic`, `ensemble`, `bbb` or `2dgbnn`.
-    pub method: String,
+    /// Deterministic, the ensemble, BBB or 2DGBNN.
+    pub method: Method,
     /// Training epochs recorded (for the ensemble, every member's).
     pub epochs: usize,
     /// Mean seconds per training epoch.
@@ -77,18 +79,10 @@ pub struct TimingRow {
     pub images_per_s_max: f64,
 }
 
-fn history(setup: &Setup, stage: &str) -> Result<Vec<EpochStats>, Error> {
-    let dir = stages_dir(&setup.out_dir).join(stage);
-    Ok(Checkpointer::new(dir)?
-        .state()?
-        // Per-epoch times are of whole epochs: a stopping rule's last one may be partial.
-        .map(|s| {
-            s.history
-                .into_iter()
-                .filter(|e| e.partial_steps.is_none())
-                .collect()
-        })
-        .unwrap_or_default())
+/// The whole epochs of stage `name` (per-epoch times are of whole epochs: a stopping rule's
+/// last one may be partial).
+fn history(setup: &Setup, name: &str) -> Result<Vec<EpochStats>, Error> {
+    StageDir::existing(store::stage_path(&setup.out_dir, name)).history()
 }
 
 fn epoch_stats(epochs: &[EpochStats]) -> (usize, f64, f64) {
@@ -133,13 +127,14 @@ pub(crate) fn measure(
     let images = subset_at_most(data.test.clone(), Some(t.images), 5)?;
     let n = images.len();
     let loader = eval_loader(data.stats, images, t.batch_size, setup.workers)?;
-    let det = load_stage_model(setup, "deterministic", device)?.0;
-    let bbb = load_stage_model(setup, "bbb", device)?.0;
-    let swb = stages_dir(&setup.out_dir).join("2dgbnn").join("model.swb");
-    let gbnn = from_swb(&swshare::format::load(&swb)?, device)?.0;
+    let det = load_stage_model(setup, Method::Deterministic.name(), device)?.0;
+    let bbb = load_stage_model(setup, Method::Bbb.name(), device)?.0;
+    let gbnn = store::ModelDir::new(store::stage_path(&setup.out_dir, Method::Gbnn2d.name()))
+        .load_swb(device)?
+        .0;
     let samples = setup.samples;
     let mut rows = Vec::new();
-    let mut single = |method: &str,
+    let mut single = |method: Method,
                       model: &Network,
                       passes: usize,
                       epochs: Vec<EpochStats>,
@@ -151,7 +146,7 @@ pub(crate) fn measure(
         })?;
         let (e, s, ips) = epoch_stats(&epochs);
         rows.push(TimingRow {
-            method: method.into(),
+            method,
             epochs: e,
             seconds_per_epoch: s,
             train_images_per_s: ips,
@@ -164,26 +159,23 @@ pub(crate) fn measure(
         });
         Ok(())
     };
+    let det_history = history(setup, Method::Deterministic.name())?;
+    single(Method::Deterministic, &det, 1, det_history.clone(), 0.0)?;
+    let bbb_history = history(setup, Method::Bbb.name())?;
+    single(Method::Bbb, &bbb, samples, bbb_history, 0.0)?;
+    let gbnn_history = history(setup, Method::Gbnn2d.name())?;
+    let gbnn_train: f64 = gbnn_history.iter().map(|e| e.seconds).sum();
+    let gbnn_row = super::main_row(main, Method::Gbnn2d)?;
     single(
-        "deterministic",
-        &det,
-        1,
-        history(setup, "deterministic")?,
-        0.0,
-    )?;
-    single("bbb", &bbb, samples, history(setup, "bbb")?, 0.0)?;
-    let gbnn_train: f64 = history(setup, "2dgbnn")?.iter().map(|e| e.seconds).sum();
-    let gbnn_row = super::main_row(main, "2dgbnn")?;
-    single(
-        "2dgbnn",
+        Method::Gbnn2d,
         &gbnn,
         samples,
-        history(setup, "2dgbnn")?,
+        gbnn_history,
         (gbnn_row.train_seconds - gbnn_train).max(0.0),
     )?;
     if let Some(m) = members {
         let mut nets = vec![det];
-        let mut epochs = history(setup, "deterministic")?;
+        let mut epochs = det_history;
         for i in 1..m {
             let name = format!("ensemble-{i}");
             nets.push(load_stage_model(setup, &name, device)?.0);
@@ -197,7 +189,7 @@ pub(crate) fn measure(
         rows.insert(
             1,
             TimingRow {
-                method: "ensemble".into(),
+                method: Method::Ensemble,
                 epochs: e,
                 seconds_per_epoch: s,
                 train_images_per_s: ips,

@@ -4,7 +4,8 @@
 use swshare::compress::CompressConfig;
 
 use super::{TableId, TablesConfig};
-use crate::experiment::Setup;
+use crate::method::Method;
+use crate::setup::Setup;
 
 /// One 2DGBNN configuration of a table.
 #[derive(Debug, Clone, PartialEq)]
@@ -49,7 +50,7 @@ pub fn variants(setup: &Setup, cfg: &TablesConfig, table: TableId) -> Vec<Varian
         TableId::Ablation => vec![
             v(
                 "2dgbnn (outliers and ellipses)".into(),
-                "2dgbnn".into(),
+                Method::Gbnn2d.name().into(),
                 &|_| {},
             ),
             v(
@@ -99,10 +100,18 @@ pub fn variants(setup: &Setup, cfg: &TablesConfig, table: TableId) -> Vec<Varian
             let (before, after) = match on {
                 true => (
                     v("before merging (off)".into(), "merge-off".into(), &toggled),
-                    v("after merging (on)".into(), "2dgbnn".into(), &|_| {}),
+                    v(
+                        "after merging (on)".into(),
+                        Method::Gbnn2d.name().into(),
+                        &|_| {},
+                    ),
                 ),
                 false => (
-                    v("before merging (off)".into(), "2dgbnn".into(), &|_| {}),
+                    v(
+                        "before merging (off)".into(),
+                        Method::Gbnn2d.name().into(),
+                        &|_| {},
+                    ),
                     v("after merging (on)".into(), "merge-on".into(), &toggled),
                 ),
             };

@@ -1,0 +1,762 @@
+//! The run directory, read and written here alone.
+//!
+//! ```text
+//! <out>/
+//!   setup.json                 the run's Setup (written before any stage)
+//!   tables-setup.json          the setup a table run was made with (what --resume checks)
+//!   table.md, table.json       the main table (a multi-seed run: mean ± sd and every seed)
+//!   report.json                the 2DGBNN compression report
+//!   corruptions.{json,md}      every method on every corruption (when asked for)
+//!   tables.{md,json}           the other tables (cargo xtask reproduce --tables)
+//!   <arch>-2dgbnn.swb          a copy of the 2DGBNN model
+//!   stages/<stage>/            one directory per stage (`deterministic`, `bbb`, `2dgbnn`, and
+//!                              each table's own: `qbnn-sigma4`, `ensemble-1`, `gmm-k-50`, ...)
+//!     config.json, model.bpk   the model directory (ModelDir): architecture and weights
+//!     state.json, checkpoints/ its training checkpoint (bnn_train::Checkpointer)
+//!     model.swb                the 2DGBNN model as a user loads it
+//!     row.json                 the stage's evaluated row
+//!     corruptions.json         its rows on the corrupted test sets
+//!     predictions.bin, *.npy   its evaluation's predictions, for the figures and for NumPy
+//!     sharing-plan.bin         the 2DGBNN sharing plan (fates, Gaussians)
+//!     compress.json            a table variant's 2DGBNN configuration
+//!     model.qbnn               a quantised BNN
+//!   seed-<i>/                  a multi-seed run: one such tree per seed
+//! ```
+//!
+//! [`ModelDir`] is a directory holding one model; [`StageDir`] a stage's directory with its
+//! checkpoint and its cached results. Every file is written atomically (a temporary name, then
+//! a rename), so a run killed at any point leaves each file whole or absent.
+
+use std::path::{Path, PathBuf};
+
+use bnn_data::Corruption;
+use bnn_metrics::{MetricsError, Predictive, Probabilities};
+use bnn_models::{ModelConfig, Network};
+use bnn_train::{Checkpointer, EpochStats, Predictions, load_model, write_atomic};
+use burn::module::Module;
+use burn::prelude::*;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use swshare::SharingPlan;
+use swshare::burn_edges::from_swb;
+
+use crate::Error;
+use crate::results::{CorruptionRow, Outcome, Row, SeedSummary, markdown, markdown_corruptions};
+use crate::setup::Setup;
+
+/// The file that marks a directory as a reproduction run; `cargo xtask reproduce` writes it
+/// before any stage.
+pub const SETUP_FILE: &str = "setup.json";
+/// The file that pins the setup of a table run, so `--resume` cannot mix two setups' stages.
+pub const TABLES_SETUP_FILE: &str = "tables-setup.json";
+/// The directory of the stages in a run directory.
+pub const STAGES_DIR: &str = "stages";
+/// A model directory's architecture.
+pub const CONFIG_FILE: &str = "config.json";
+/// A model directory's weights (a burn record, published by the checkpointer).
+pub const WEIGHTS_FILE: &str = "model.bpk";
+/// The 2DGBNN model of a stage directory.
+pub const SWB_FILE: &str = "model.swb";
+/// A stage's evaluated row.
+pub const ROW_FILE: &str = "row.json";
+/// A stage's rows on the corrupted test sets (and, in a run directory, every method's).
+pub const CORRUPTIONS_FILE: &str = "corruptions.json";
+/// The corruption rows as Markdown.
+pub const CORRUPTIONS_MD: &str = "corruptions.md";
+/// A stage's evaluation predictions (test and OOD sets).
+pub const PREDICTIONS_FILE: &str = "predictions.bin";
+/// The 2DGBNN sharing plan of a stage directory.
+pub const PLAN_FILE: &str = "sharing-plan.bin";
+/// The main table as Markdown.
+pub const TABLE_MD: &str = "table.md";
+/// The main table's rows (a multi-seed run: summaries and every seed's rows).
+pub const TABLE_JSON: &str = "table.json";
+/// The 2DGBNN compression report.
+pub const REPORT_JSON: &str = "report.json";
+/// The other tables' report (`cargo xtask reproduce --tables`).
+pub const TABLES_MD: &str = "tables.md";
+/// The other tables' rows.
+pub const TABLES_JSON: &str = "tables.json";
+/// A table variant's 2DGBNN configuration, in its stage directory.
+pub const COMPRESS_CONFIG_FILE: &str = "compress.json";
+/// The quantised BNN of a `qbnn-sigma<bits>` stage directory.
+pub const QBNN_FILE: &str = "model.qbnn";
+/// The directory of a stage's predictions on the corrupted test sets.
+pub const CORRUPTIONS_DIR: &str = "corruptions";
+
+/// Largest predictions file read back: 1 GiB (ImageNet's 50,000 x 1,000 probabilities take
+/// 200 MB), so a damaged length field cannot ask for more.
+const PREDICTIONS_LIMIT: usize = 1 << 30;
+
+/// The stages of the run directory `out_dir`.
+pub fn stages_dir(out_dir: &Path) -> PathBuf {
+    out_dir.join(STAGES_DIR)
+}
+
+/// The directory of stage `name` in the run directory `out_dir`.
+pub fn stage_path(out_dir: &Path, name: &str) -> PathBuf {
+    stages_dir(out_dir).join(name)
+}
+
+/// The directory of seed `i` of a multi-seed run in `out_dir`.
+pub fn seed_dir(out_dir: &Path, i: u64) -> PathBuf {
+    out_dir.join(format!("seed-{i}"))
+}
+
+impl Setup {
+    /// The setup of seed number `i` of a multi-seed run: every stage's seed shifted by
+    /// `1000 * i` (the data subset stays the same), output in [`seed_dir`] (`out_dir/seed-<i>`).
+    pub fn for_seed(&self, i: u64) -> Setup {
+        let mut s = self.clone();
+        let shift = 1000 * i;
+        s.deterministic.seed += shift;
+        s.bbb.seed += shift;
+        s.compress.retrain.seed += shift;
+        s.compress.sharing.gmm.seed += shift;
+        s.out_dir = seed_dir(&self.out_dir, i);
+        s
+    }
+}
+
+/// Reads a JSON file, naming it in the error.
+pub(crate) fn read_json<T: DeserializeOwned>(path: &Path) -> Result<T, Error> {
+    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    serde_json::from_slice(&bytes).map_err(|e| Error::parse(path, e))
+}
+
+/// Writes `value` as pretty JSON, atomically.
+pub(crate) fn write_json<T: Serialize + ?Sized>(path: &Path, value: &T) -> Result<(), Error> {
+    let json = serde_json::to_vec_pretty(value).map_err(Error::json)?;
+    Ok(write_atomic(path, &json)?)
+}
+
+/// Writes a text file atomically.
+pub(crate) fn write_text(path: &Path, text: &str) -> Result<(), Error> {
+    Ok(write_atomic(path, text.as_bytes())?)
+}
+
+/// Writes the run's setup into `out_dir` ([`SETUP_FILE`]), creating the directory.
+pub fn write_setup(out_dir: &Path, setup: &Setup) -> Result<(), Error> {
+    std::fs::create_dir_all(out_dir).map_err(|e| Error::io(out_dir, e))?;
+    write_json(&out_dir.join(SETUP_FILE), setup)
+}
+
+/// The setup a run directory was made with ([`SETUP_FILE`]).
+pub fn read_setup(dir: &Path) -> Result<Setup, Error> {
+    read_json(&dir.join(SETUP_FILE))
+}
+
+/// Writes the main table of one run into `dir`: [`TABLE_MD`], [`TABLE_JSON`] and
+/// [`REPORT_JSON`], and the corruption rows when there are some.
+pub fn write_tables(dir: &Path, outcome: &Outcome) -> Result<(), Error> {
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    write_text(&dir.join(TABLE_MD), &markdown(&outcome.rows))?;
+    write_json(&dir.join(TABLE_JSON), &outcome.rows)?;
+    write_json(&dir.join(REPORT_JSON), &outcome.report)?;
+    if !outcome.corruptions.is_empty() {
+        write_json(&dir.join(CORRUPTIONS_FILE), &outcome.corruptions)?;
+        write_text(
+            &dir.join(CORRUPTIONS_MD),
+            &markdown_corruptions(&outcome.corruptions),
+        )?;
+    }
+    Ok(())
+}
+
+/// The main table of a multi-seed run, as [`TABLE_JSON`] holds it.
+#[derive(Serialize, Deserialize)]
+struct SeedTables<S, R> {
+    summaries: S,
+    seeds: R,
+}
+
+/// Writes the main table of a multi-seed run into `dir`: the summaries (`markdown`, and with
+/// every seed's rows as [`TABLE_JSON`]).
+pub fn write_seed_tables(
+    dir: &Path,
+    markdown: &str,
+    summaries: &[SeedSummary],
+    runs: &[Vec<Row>],
+) -> Result<(), Error> {
+    write_text(&dir.join(TABLE_MD), markdown)?;
+    write_json(
+        &dir.join(TABLE_JSON),
+        &SeedTables {
+            summaries,
+            seeds: runs,
+        },
+    )
+}
+
+/// Writes the corruption rows of a multi-seed run into `dir`: the means (also as Markdown)
+/// and every seed's rows.
+pub fn write_seed_corruptions(
+    dir: &Path,
+    means: &[CorruptionRow],
+    seeds: &[&Vec<CorruptionRow>],
+) -> Result<(), Error> {
+    write_json(
+        &dir.join(CORRUPTIONS_FILE),
+        &serde_json::json!({ "means": means, "seeds": seeds }),
+    )?;
+    write_text(&dir.join(CORRUPTIONS_MD), &markdown_corruptions(means))
+}
+
+/// The main table's rows in `dir` ([`TABLE_JSON`]): one run's rows, or a multi-seed run's
+/// summaries.
+pub enum StoredTable {
+    /// One run's rows.
+    Rows(Vec<Row>),
+    /// The summaries over seeds.
+    Seeds(Vec<SeedSummary>),
+}
+
+/// Reads the main table of `dir` ([`TABLE_JSON`]), as one run or a multi-seed run wrote it.
+pub fn read_table(dir: &Path) -> Result<StoredTable, Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Table {
+        Rows(Vec<Row>),
+        Seeds { summaries: Vec<SeedSummary> },
+    }
+    Ok(match read_json(&dir.join(TABLE_JSON))? {
+        Table::Rows(r) => StoredTable::Rows(r),
+        Table::Seeds { summaries } => StoredTable::Seeds(summaries),
+    })
+}
+
+/// The corruption rows of `dir` ([`CORRUPTIONS_FILE`]; a multi-seed run's means), `None`
+/// when the run evaluated no corruptions.
+pub fn read_corruptions(dir: &Path) -> Result<Option<Vec<CorruptionRow>>, Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Corruptions {
+        Rows(Vec<CorruptionRow>),
+        Seeds { means: Vec<CorruptionRow> },
+    }
+    let path = dir.join(CORRUPTIONS_FILE);
+    if !path.is_file() {
+        return Ok(None);
+    }
+    Ok(Some(match read_json(&path)? {
+        Corruptions::Rows(r) | Corruptions::Seeds { means: r } => r,
+    }))
+}
+
+/// A directory holding one model: its architecture ([`CONFIG_FILE`]) and weights
+/// ([`WEIGHTS_FILE`]), or a 2DGBNN model ([`SWB_FILE`]). `swbnn train` and `swbnn import`
+/// write one; every stage directory of a run is one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelDir {
+    dir: PathBuf,
+}
+
+impl ModelDir {
+    /// The model directory `dir` (nothing is read or created).
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        Self { dir: dir.into() }
+    }
+
+    /// The directory.
+    pub fn path(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The architecture's file.
+    pub fn config_path(&self) -> PathBuf {
+        self.dir.join(CONFIG_FILE)
+    }
+
+    /// The weights' file.
+    pub fn weights_path(&self) -> PathBuf {
+        self.dir.join(WEIGHTS_FILE)
+    }
+
+    /// The 2DGBNN model's file.
+    pub fn swb_path(&self) -> PathBuf {
+        self.dir.join(SWB_FILE)
+    }
+
+    /// Whether the directory holds an architecture and weights.
+    pub fn has_weights(&self) -> bool {
+        self.config_path().is_file() && self.weights_path().is_file()
+    }
+
+    /// The architecture.
+    pub fn read_config(&self) -> Result<ModelConfig, Error> {
+        read_json(&self.config_path())
+    }
+
+    /// Writes the architecture, creating the directory.
+    pub fn write_config(&self, config: &ModelConfig) -> Result<(), Error> {
+        std::fs::create_dir_all(&self.dir).map_err(|e| Error::io(&self.dir, e))?;
+        write_json(&self.config_path(), config)
+    }
+
+    /// The resume check of a model directory: the architecture a run resuming it trains must be
+    /// the one its [`CONFIG_FILE`] holds (none there: nothing to check). The error names the
+    /// directory and both models; nothing is written.
+    pub fn check_resume(&self, config: &ModelConfig) -> Result<(), Error> {
+        if !self.config_path().exists() {
+            return Ok(());
+        }
+        let old = self.read_config()?;
+        if old != *config {
+            return Err(Error::Usage(format!(
+                "cannot resume {}: its config.json is for another model ({} {:?}, estimator \
+                 {:?}), this run asks for {} {:?}, estimator {:?}; nothing was changed",
+                self.dir.display(),
+                old.arch,
+                old.kind,
+                old.bayes.estimator,
+                config.arch,
+                config.kind,
+                config.bayes.estimator
+            )));
+        }
+        Ok(())
+    }
+
+    /// Writes `model` and its architecture `config`, each atomically, creating the directory.
+    pub fn save(&self, model: &Network, config: &ModelConfig) -> Result<(), Error> {
+        let bytes = model.clone().into_record().into_bytes()?;
+        self.write_config(config)?;
+        Ok(write_atomic(&self.weights_path(), &bytes)?)
+    }
+
+    /// The model of the architecture and weights, on `device`.
+    pub fn load(&self, device: &Device) -> Result<(Network, ModelConfig), Error> {
+        let config = self.read_config()?;
+        let model = load_model(&self.weights_path(), config.init(device)?)?;
+        Ok((model, config))
+    }
+
+    /// The 2DGBNN model of [`SWB_FILE`], on `device`.
+    pub fn load_swb(&self, device: &Device) -> Result<(Network, ModelConfig), Error> {
+        Ok(from_swb(&swshare::format::load(self.swb_path())?, device)?)
+    }
+}
+
+/// A stage's directory in a run directory: the stage's model ([`ModelDir`]) and training
+/// checkpoint, and the results cached there ([`ROW_FILE`], [`CORRUPTIONS_FILE`],
+/// [`PREDICTIONS_FILE`], [`PLAN_FILE`]). A long run that stops (power, a crash, Ctrl-C)
+/// continues from there with [`Setup::resume`].
+pub struct StageDir {
+    model: ModelDir,
+    /// The checkpointer of a stage opened to run ([`StageDir::open`]); it holds the
+    /// directory's lock.
+    checkpointer: Option<Checkpointer>,
+    /// Cached results are used (a resumed run, or a reader).
+    resume: bool,
+    /// The cached results describe a shorter run than this one (see [`StageDir::training`]).
+    stale: bool,
+}
+
+impl StageDir {
+    /// Opens stage `name` of `setup`'s run directory to run it: creates the directory and its
+    /// checkpointer (locking the directory). Cached results are used when `setup.resume`.
+    pub fn open(setup: &Setup, name: &str) -> Result<Self, Error> {
+        let dir = stage_path(&setup.out_dir, name);
+        let checkpointer = Checkpointer::new(&dir)?.with_run(serde_json::json!({
+            "dataset": setup.dataset.name(),
+            "train_subset": setup.train_subset,
+        }));
+        Ok(Self {
+            model: ModelDir::new(dir),
+            checkpointer: Some(checkpointer),
+            resume: setup.resume,
+            stale: false,
+        })
+    }
+
+    /// The stage directory `dir` of a finished or interrupted run, to read: opening it creates
+    /// and locks nothing, and the cached results are what it holds. Reading its checkpoint
+    /// ([`StageDir::history`], [`StageDir::trained_model`]) opens a checkpointer, which takes
+    /// the directory's lock while it reads (and clears what killed writers left).
+    pub fn existing(dir: impl Into<PathBuf>) -> Self {
+        Self {
+            model: ModelDir::new(dir),
+            checkpointer: None,
+            resume: true,
+            stale: false,
+        }
+    }
+
+    /// The directory.
+    pub fn path(&self) -> &Path {
+        self.model.path()
+    }
+
+    /// The stage's model directory.
+    pub fn model(&self) -> &ModelDir {
+        &self.model
+    }
+
+    /// The checkpointer of a stage opened to run.
+    pub fn checkpointer(&self) -> Result<&Checkpointer, Error> {
+        self.checkpointer.as_ref().ok_or_else(|| {
+            Error::Usage(format!(
+                "{}: opened to read, not to train",
+                self.path().display()
+            ))
+        })
+    }
+
+    /// The stage trains for `epochs` in this run: a row or corruption rows cached by an earlier
+    /// run whose checkpoint has fewer epochs describe the shorter run's model, so they are
+    /// evaluated again once the stage has trained on. A checkpoint a stopping rule ended
+    /// ([`bnn_train::CheckpointState::stopped`]) is finished when this run has such a rule too
+    /// (`stops_early`): the rule stops it again at once. Call it before training.
+    pub fn training(mut self, epochs: usize, stops_early: bool) -> Result<Self, Error> {
+        self.stale = match self.checkpointer()?.state()? {
+            None => epochs > 0,
+            Some(s) => s.complete_epochs() < epochs && !(s.stopped && stops_early),
+        };
+        Ok(self)
+    }
+
+    /// Seconds an earlier run spent on this stage's checkpointed epochs (when resuming).
+    pub fn resumed_seconds(&self) -> Result<f64, Error> {
+        Ok(match self.checkpointer()?.state()? {
+            Some(s) if self.resume => s.history.iter().map(|e| e.seconds).sum(),
+            _ => 0.0,
+        })
+    }
+
+    /// The whole epochs the stage's checkpoint records (a stopping rule's last one may be
+    /// partial and is left out); empty without a checkpoint.
+    pub fn history(&self) -> Result<Vec<EpochStats>, Error> {
+        let state = match &self.checkpointer {
+            Some(ck) => ck.state()?,
+            None => Checkpointer::new(self.path())?.state()?,
+        };
+        Ok(state
+            .map(|s| {
+                s.history
+                    .into_iter()
+                    .filter(|e| e.partial_steps.is_none())
+                    .collect()
+            })
+            .unwrap_or_default())
+    }
+
+    /// The model the stage's committed checkpoint holds, on `device`; an error naming the
+    /// stage when it has none.
+    pub fn trained_model(&self, device: &Device) -> Result<(Network, ModelConfig), Error> {
+        let committed = match &self.checkpointer {
+            Some(ck) => ck.state()?.is_some(),
+            None => Checkpointer::new(self.path())?.state()?.is_some(),
+        };
+        if !committed || !self.model.weights_path().is_file() {
+            return Err(Error::MissingStage {
+                dir: self.path().display().to_string(),
+                stage: self
+                    .path()
+                    .file_name()
+                    .map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
+            });
+        }
+        self.model.load(device)
+    }
+
+    /// The row evaluated by an earlier run, when resuming (and it describes the model this run
+    /// ends with, see [`StageDir::training`]).
+    pub fn cached_row(&self) -> Result<Option<Row>, Error> {
+        let path = self.path().join(ROW_FILE);
+        if !self.resume || !path.exists() || self.stale {
+            return Ok(None);
+        }
+        read_json(&path).map(Some)
+    }
+
+    /// Keeps the stage's row.
+    pub fn save_row(&self, row: &Row) -> Result<(), Error> {
+        write_json(&self.path().join(ROW_FILE), row)
+    }
+
+    /// The cached row, or `eval()` (then cached).
+    pub fn row(&self, eval: impl FnOnce() -> Result<Row, Error>) -> Result<Row, Error> {
+        if let Some(row) = self.cached_row()? {
+            return Ok(row);
+        }
+        let row = eval()?;
+        self.save_row(&row)?;
+        Ok(row)
+    }
+
+    /// The stage's rows on the corruptions `wanted`: cached by an earlier run (when resuming,
+    /// the cache holds exactly `wanted` and describes this run's model), else `eval()` (then
+    /// cached). None asked for: none evaluated.
+    pub fn corruptions(
+        &self,
+        wanted: &[Corruption],
+        eval: impl FnOnce() -> Result<Vec<CorruptionRow>, Error>,
+    ) -> Result<Vec<CorruptionRow>, Error> {
+        if wanted.is_empty() {
+            return Ok(Vec::new());
+        }
+        let path = self.path().join(CORRUPTIONS_FILE);
+        if self.resume && path.exists() && !self.stale {
+            let rows: Vec<CorruptionRow> = read_json(&path)?;
+            if rows.iter().map(|r| r.corruption).eq(wanted.iter().copied()) {
+                return Ok(rows);
+            }
+        }
+        let rows = eval()?;
+        write_json(&path, &rows)?;
+        Ok(rows)
+    }
+
+    /// Where the stage's predictions on the corrupted test sets go ([`CORRUPTIONS_DIR`]).
+    pub fn corruption_predictions_dir(&self) -> PathBuf {
+        self.path().join(CORRUPTIONS_DIR)
+    }
+
+    /// Keeps the stage's evaluation predictions (`samples` Monte Carlo samples)
+    /// ([`PREDICTIONS_FILE`], bincode), so the report's figures show the table's own
+    /// predictions instead of drawing new ones; and as NumPy arrays ([`save_predictions_npy`],
+    /// prefixes `test` and `ood`).
+    pub fn save_predictions(
+        &self,
+        samples: usize,
+        test: &Predictions,
+        ood: Option<&Predictions>,
+    ) -> Result<(), Error> {
+        let dir = self.path();
+        let stored = StoredPredictions {
+            samples,
+            test: store(test),
+            ood: ood.map(store),
+        };
+        let bytes = bincode::serde::encode_to_vec(&stored, bincode::config::standard())
+            .map_err(Error::PredictionsEncode)?;
+        save_predictions_npy(dir, "test", test)?;
+        if let Some(ood) = ood {
+            save_predictions_npy(dir, "ood", ood)?;
+        }
+        Ok(write_atomic(&dir.join(PREDICTIONS_FILE), &bytes)?)
+    }
+
+    /// The predictions [`StageDir::save_predictions`] kept, if there are some for `samples`
+    /// samples: `Ok(None)` without a file or for another number of samples; an error naming
+    /// the file when it is damaged.
+    pub fn load_predictions(
+        &self,
+        samples: usize,
+    ) -> Result<Option<(Predictions, Option<Predictions>)>, Error> {
+        let path = self.path().join(PREDICTIONS_FILE);
+        let bytes = match std::fs::read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(Error::io(&path, e)),
+        };
+        let bad = |e: Box<dyn std::error::Error + Send + Sync>| Error::Predictions {
+            path: path.display().to_string(),
+            source: e,
+        };
+        let config = bincode::config::standard().with_limit::<PREDICTIONS_LIMIT>();
+        let (stored, used): (StoredPredictions, usize) =
+            bincode::serde::decode_from_slice(&bytes, config).map_err(|e| bad(Box::new(e)))?;
+        if used != bytes.len() {
+            return Err(bad(format!("{} trailing bytes", bytes.len() - used).into()));
+        }
+        if stored.samples != samples {
+            return Ok(None);
+        }
+        let test = restore(stored.test).map_err(|e| bad(Box::new(e)))?;
+        let ood = stored
+            .ood
+            .map(restore)
+            .transpose()
+            .map_err(|e| bad(Box::new(e)))?;
+        Ok(Some((test, ood)))
+    }
+
+    /// Keeps the sharing plan ([`PLAN_FILE`], bincode): it holds what the `.swb` file drops
+    /// (the Gaussians' covariances, the fates before retraining), which the weights figure
+    /// draws.
+    pub fn save_plan(&self, plan: &SharingPlan) -> Result<(), Error> {
+        let bytes = bincode::serde::encode_to_vec(plan, bincode::config::standard())
+            .map_err(Error::PlanEncode)?;
+        Ok(write_atomic(&self.path().join(PLAN_FILE), &bytes)?)
+    }
+
+    /// The plan [`StageDir::save_plan`] kept, validated.
+    pub fn load_plan(&self) -> Result<SharingPlan, Error> {
+        let path = self.path().join(PLAN_FILE);
+        let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
+        let (plan, _): (SharingPlan, usize) =
+            bincode::serde::decode_from_slice(&bytes, bincode::config::standard())
+                .map_err(|e| Error::plan(&path, e))?;
+        plan.validate().map_err(|e| Error::plan(&path, e))?;
+        Ok(plan)
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+struct StoredPredictive {
+    classes: usize,
+    probabilities: Vec<f32>,
+    entropy: Vec<f64>,
+    mutual_information: Option<Vec<f64>>,
+    n_samples: usize,
+}
+
+#[derive(Serialize, Deserialize)]
+struct StoredPredictions {
+    samples: usize,
+    test: (Vec<u32>, StoredPredictive),
+    ood: Option<(Vec<u32>, StoredPredictive)>,
+}
+
+fn store(p: &Predictions) -> (Vec<u32>, StoredPredictive) {
+    let q = &p.predictive;
+    (
+        p.labels.clone(),
+        StoredPredictive {
+            classes: q.probabilities().classes(),
+            probabilities: q.probabilities().as_slice().to_vec(),
+            entropy: q.entropy().to_vec(),
+            mutual_information: q.mutual_information().map(<[f64]>::to_vec),
+            n_samples: q.n_samples(),
+        },
+    )
+}
+
+fn restore((labels, s): (Vec<u32>, StoredPredictive)) -> Result<Predictions, MetricsError> {
+    let n = labels.len();
+    let probabilities = Probabilities::new(s.probabilities, n, s.classes)?;
+    let predictive =
+        Predictive::from_parts(probabilities, s.entropy, s.mutual_information, s.n_samples)?;
+    Ok(Predictions { predictive, labels })
+}
+
+/// Writes a prediction set as NumPy arrays `<dir>/<prefix>-<what>.npy`, each atomically, for
+/// tools outside Rust (NumPy, scikit-learn, Fortuna, MAPIE):
+/// `probabilities` (`float32`, `[n, classes]`, the Monte Carlo mean of the softmax), `labels`
+/// (`int64`, `[n]`), `entropy` (`float64`, `[n]`, of the mean, nats) and, when the set was
+/// sampled, `mutual-information` (`float64`, `[n]`, nats).
+pub fn save_predictions_npy(dir: &Path, prefix: &str, p: &Predictions) -> Result<(), Error> {
+    use gmm_minibatch::npy::write;
+    let q = &p.predictive;
+    let n = p.labels.len();
+    let file = |what: &str| dir.join(format!("{prefix}-{what}.npy"));
+    write(
+        file("probabilities"),
+        &[n, q.probabilities().classes()],
+        q.probabilities().as_slice(),
+    )?;
+    let labels: Vec<i64> = p.labels.iter().map(|&l| i64::from(l)).collect();
+    write(file("labels"), &[n], &labels)?;
+    write(file("entropy"), &[n], q.entropy())?;
+    if let Some(mi) = q.mutual_information() {
+        write(file("mutual-information"), &[n], mi)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bnn_metrics::McPredictive;
+
+    fn predictions(samples: usize) -> Predictions {
+        let mut mc = McPredictive::new(3, 2).unwrap();
+        for s in 0..samples {
+            let x = s as f32;
+            mc.push_logits(&[x, 1.0, 0.0, x, 2.0, -x]).unwrap();
+        }
+        Predictions {
+            predictive: mc.finish().unwrap(),
+            labels: vec![0, 1, 1],
+        }
+    }
+
+    #[test]
+    fn kept_predictions_round_trip_for_their_number_of_samples_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let stage = StageDir::existing(dir.path());
+        assert!(stage.load_predictions(4).unwrap().is_none(), "no file");
+        let (test, ood) = (predictions(4), predictions(4));
+        stage.save_predictions(4, &test, Some(&ood)).unwrap();
+        let (t, o) = stage.load_predictions(4).unwrap().unwrap();
+        assert_eq!((t.predictive, t.labels), (test.predictive, test.labels));
+        assert_eq!(o.unwrap().predictive, ood.predictive);
+        assert!(stage.load_predictions(30).unwrap().is_none());
+
+        let path = dir.path().join(PREDICTIONS_FILE);
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes.push(0);
+        std::fs::write(&path, &bytes).unwrap();
+        let e = stage.load_predictions(4).unwrap_err().to_string();
+        assert!(
+            e.contains("trailing") && e.contains(PREDICTIONS_FILE),
+            "{e}"
+        );
+    }
+
+    /// The kept predictions are also NumPy arrays: probabilities `<f4 [n, classes]`, labels
+    /// `<i8 [n]`, entropy and mutual information `<f8 [n]`, for the test and the OOD set.
+    #[test]
+    fn kept_predictions_are_also_npy_arrays() {
+        use gmm_minibatch::npy::read_f32;
+        let dir = tempfile::tempdir().unwrap();
+        let (test, ood) = (predictions(4), predictions(2));
+        StageDir::existing(dir.path())
+            .save_predictions(4, &test, Some(&ood))
+            .unwrap();
+        for (prefix, p) in [("test", &test), ("ood", &ood)] {
+            let file = |w: &str| dir.path().join(format!("{prefix}-{w}.npy"));
+            let probs = read_f32(file("probabilities")).unwrap();
+            assert_eq!(probs.shape, vec![3, 2]);
+            assert_eq!(probs.data, p.predictive.probabilities().as_slice());
+            let entropy = read_f32(file("entropy")).unwrap();
+            let want: Vec<f32> = p.predictive.entropy().iter().map(|&e| e as f32).collect();
+            assert_eq!(entropy.data, want);
+            let mi = read_f32(file("mutual-information")).unwrap();
+            assert_eq!(mi.shape, vec![3]);
+            let labels = std::fs::read(file("labels")).unwrap();
+            assert!(String::from_utf8_lossy(&labels[..64]).contains("'<i8'"));
+            let payload: Vec<i64> = labels[labels.len() - 24..]
+                .chunks(8)
+                .map(|b| i64::from_le_bytes(b.try_into().unwrap()))
+                .collect();
+            assert_eq!(payload, vec![0, 1, 1]);
+        }
+    }
+
+    /// A setup written into a run directory reads back as the same setup, and the resume
+    /// check of a model directory refuses another architecture without writing anything.
+    #[test]
+    fn setup_round_trips_and_resume_refuses_another_model() {
+        use bnn_models::{Arch, Kind};
+        let dir = tempfile::tempdir().unwrap();
+        let setup = crate::presets::setup(
+            bnn_data::DatasetId::FashionMnist,
+            Some(Arch::Lenet5),
+            true,
+            &crate::data::OodSearch::from_env(dir.path()),
+            dir.path().join("run"),
+        );
+        write_setup(&setup.out_dir, &setup).unwrap();
+        let back = read_setup(&setup.out_dir).unwrap();
+        assert_eq!(
+            serde_json::to_value(&back).unwrap(),
+            serde_json::to_value(&setup).unwrap()
+        );
+
+        let model = ModelDir::new(dir.path().join("model"));
+        let lenet = ModelConfig::for_input(Arch::Lenet5, Kind::Bayesian, 10, 1, 28);
+        model.check_resume(&lenet).unwrap();
+        model.write_config(&lenet).unwrap();
+        model.check_resume(&lenet).unwrap();
+        let before = std::fs::read(model.config_path()).unwrap();
+        let mlp = ModelConfig::for_input(Arch::Mlp, Kind::Bayesian, 10, 1, 28);
+        let e = model.check_resume(&mlp).unwrap_err().to_string();
+        assert!(
+            e.contains("cannot resume") && e.contains("another model"),
+            "{e}"
+        );
+        assert_eq!(std::fs::read(model.config_path()).unwrap(), before);
+    }
+}
