@@ -402,10 +402,15 @@ fn idx_head(dir: &Path, name: &str, n: usize, to: &Path) -> Result<()> {
     if n > count {
         bail!("{name} holds {count} records, the kit asked for {n}");
     }
-    let record: usize = (1..dims).map(dim).product();
+    let end = (1..dims)
+        .map(dim)
+        .try_fold(n, |acc, d| acc.checked_mul(d))
+        .and_then(|b| b.checked_add(header))
+        .filter(|&end| end <= bytes.len())
+        .with_context(|| format!("{name}: shorter than its first {n} records"))?;
     let mut out = bytes[..header].to_vec();
     out[4..8].copy_from_slice(&(n as u32).to_be_bytes());
-    out.extend_from_slice(&bytes[header..header + n * record]);
+    out.extend_from_slice(&bytes[header..end]);
     let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
     enc.write_all(&out)?;
     std::fs::write(to, enc.finish()?)?;
@@ -441,5 +446,14 @@ mod tests {
         assert_eq!(head.data, [[0u8; 6], [1; 6], [2; 6]].concat());
         let err = idx_head(dir.path(), "train-images-idx3-ubyte", 6, &to).unwrap_err();
         assert!(err.to_string().contains("holds 5 records"), "{err}");
+        // A file cut short: its header promises more records than it holds.
+        let mut bytes = vec![0, 0, 8, 3];
+        for d in [9u32, 2, 3] {
+            bytes.extend_from_slice(&d.to_be_bytes());
+        }
+        bytes.extend_from_slice(&[7; 6 * 4]);
+        std::fs::write(dir.path().join("short"), &bytes).unwrap();
+        let err = idx_head(dir.path(), "short", 5, &to).unwrap_err();
+        assert!(err.to_string().contains("shorter than"), "{err}");
     }
 }
