@@ -148,6 +148,9 @@ fn check_cuda(_device: &Device) -> Result<(), String> {
 /// there when it cannot, so the panic is caught (and its message kept from stderr) here.
 fn open(device: &Device) -> Result<(), String> {
     use std::sync::{Arc, Mutex};
+    // The panic hook is global: two opens at once (tests) must not swap it under each other.
+    static OPENING: Mutex<()> = Mutex::new(());
+    let _one_at_a_time = OPENING.lock().unwrap_or_else(|e| e.into_inner());
     let message = Arc::new(Mutex::new(None::<String>));
     let previous = std::panic::take_hook();
     let sink = Arc::clone(&message);
