@@ -43,9 +43,20 @@ impl OptimizerKind {
 pub enum LrSchedule {
     /// The base rate throughout.
     Constant,
-    /// One-cycle (Smith & Topin 2019, as PyTorch's `OneCycleLR` with linear annealing): from
-    /// `lr / 25` up to `lr` over the first `pct_start` of the steps, then down to `lr / 1e4`.
+    /// One-cycle (Smith & Topin 2019) with linear annealing: from `lr / 25` up to `lr` over the
+    /// first `pct_start` of the run, then down to `lr / 25 / 1e4`, read at `(step + 1) / total`
+    /// of the run. Close to PyTorch's `OneCycleLR` with `anneal_strategy='linear'`, not to its
+    /// default (cosine, [`LrSchedule::OneCycleCos`]); the momentum stays fixed.
     OneCycle {
+        /// Fraction of steps spent warming up.
+        pct_start: f64,
+    },
+    /// One-cycle with cosine annealing, step for step as PyTorch's `OneCycleLR` defaults
+    /// (`anneal_strategy='cos'`, `div_factor=25`, `final_div_factor=1e4`, `three_phase=False`):
+    /// step `s` of `total` gets `lr / 25` at `s = 0`, `lr` at `s = pct_start * total - 1` and
+    /// `lr / 25 / 1e4` at `s = total - 1`, each phase a half cosine. PyTorch's momentum cycling
+    /// (`cycle_momentum=True`) is not reproduced: the momentum stays fixed.
+    OneCycleCos {
         /// Fraction of steps spent warming up.
         pct_start: f64,
     },
@@ -81,6 +92,22 @@ impl LrSchedule {
                 }
                 let passed = milestones.iter().filter(|&&m| t > m).count();
                 gamma.powi(passed as i32)
+            }
+            &LrSchedule::OneCycleCos { pct_start } => {
+                // torch.optim.lr_scheduler.OneCycleLR.get_lr, two phases.
+                let (initial, min) = (1.0 / 25.0, 1.0 / 25.0 / 1e4);
+                let cos = |from: f64, to: f64, pct: f64| {
+                    to + (from - to) / 2.0 * ((std::f64::consts::PI * pct).cos() + 1.0)
+                };
+                let (step, last) = (step as f64, total.max(1) as f64 - 1.0);
+                let peak = pct_start * (last + 1.0) - 1.0;
+                if peak > 0.0 && step <= peak {
+                    cos(initial, 1.0, step / peak)
+                } else if last > peak {
+                    cos(1.0, min, ((step - peak) / (last - peak)).min(1.0))
+                } else {
+                    min
+                }
             }
             &LrSchedule::OneCycle { pct_start } => {
                 let (start, end) = (1.0 / 25.0, 1.0 / 25.0 / 1e4);
@@ -182,7 +209,9 @@ impl TrainConfig {
                 "in [0, 1)",
             )?,
         }
-        if let LrSchedule::OneCycle { pct_start } = self.schedule {
+        if let LrSchedule::OneCycle { pct_start } | LrSchedule::OneCycleCos { pct_start } =
+            self.schedule
+        {
             check(
                 "schedule.one-cycle.pct_start",
                 pct_start,

@@ -47,6 +47,39 @@ fn one_cycle_warms_up_to_one_then_anneals_to_its_floor() {
     );
 }
 
+/// Step for step as PyTorch 2.15's `OneCycleLR(opt, max_lr=0.1, total_steps=20,
+/// pct_start=0.25)` gives it (its learning rate before each of the 20 steps, over 0.1).
+#[test]
+fn one_cycle_cos_is_pytorchs_one_cycle_lr_step_for_step() {
+    let torch = [
+        0.04,
+        0.18058874503,
+        0.52,
+        0.85941125497,
+        1.0,
+        0.989073844072,
+        0.95677290173,
+        0.904508879153,
+        0.834565964918,
+        0.750001,
+        0.654509879153,
+        0.552266022577,
+        0.447737977423,
+        0.345494120847,
+        0.250003,
+        0.165438035082,
+        0.095495120847,
+        0.04323109827,
+        0.010930155928,
+        4e-06,
+    ];
+    let s = LrSchedule::OneCycleCos { pct_start: 0.25 };
+    for (step, want) in torch.iter().enumerate() {
+        let got = s.factor(step, torch.len());
+        assert!((got - want).abs() < 1e-9, "step {step}: {got} vs {want}");
+    }
+}
+
 /// The appendix recipe (2 warm-up epochs, decay by 0.2 after epochs 30, 60, ..., 200 of 250),
 /// step by step as PyTorch's `WarmUpLR` + `MultiStepLR` give it with 10 steps per epoch.
 #[test]
