@@ -1,4 +1,5 @@
-//! 2-D convolution on GPU backends as im2col + one matrix product, in burn tensor operations.
+//! 2-D convolution on GPU backends as im2col + a batched matrix product, in burn tensor
+//! operations.
 //!
 //! burn 0.22.1 on wgpu runs every f32 3x3 forward convolution on its direct kernel (one
 //! thread per output vector, no shared-memory tiling): its implicit-GEMM kernels need CMMA
@@ -22,8 +23,9 @@ use burn::tensor::{DType, Slice};
 
 use super::conv_shape;
 
-/// The column matrix above this many bytes goes to burn's convolution instead: memory for
-/// the columns grows with the kernel size, and a very large layer is better served by burn.
+/// A convolution whose column matrix would exceed this many bytes goes to burn's convolution
+/// instead, so that the route never asks for more than 2 GiB at once (the columns are
+/// `kh * kw` times the input).
 pub const MAX_COLUMN_BYTES: usize = 1 << 31;
 
 /// How `SWBNN_GPU_CONV` routes GPU convolutions.
