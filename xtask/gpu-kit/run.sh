@@ -144,6 +144,13 @@ echo '{"ood": null}' > "$KIT/no-ood.json"
 step repro-cuda 120 "$BIN/xtask" reproduce fashion-mnist --quick --arch resnet20 --backend cuda \
   --data "$KIT/data" --epochs 1 "${REPRO[@]}" --setup "$KIT/no-ood.json" --out "$LOGS/repro-cuda"
 
+# Where a CUDA process spends its time: cubecl's compilation, autotune and profiling log of a
+# short MC run (each compiled kernel, each tuning decision, kernel timings), cut to 8 MiB.
+step cuda-diag-infer 120 env CUBECL_DEBUG_LOG="$LOGS/cubecl-infer.log" "$BIN/xtask" bench \
+  mc-inference "${ARCH[@]}" --samples 5 --batches 1 --warmup 1 --kind bayesian \
+  --estimator reparam --backend cuda
+[ -f "$LOGS/cubecl-infer.log" ] && truncate -s '<8M' "$LOGS/cubecl-infer.log"
+
 # Round 2 with what time is left, for the spread.
 step peer-fp32-2 60 "${PEER[@]}"
 step cuda-train-2 60 "${TRAIN[@]}" --backend cuda
