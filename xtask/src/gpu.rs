@@ -157,17 +157,13 @@ fn has_nvcc() -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
-/// Writes `bytes` back to `path` through a temporary file in the same folder.
+/// Puts `bytes` back at `path` (through the project's atomic write) if they changed.
 fn restore(path: &Path, bytes: &[u8]) -> Result<()> {
     if std::fs::read(path).is_ok_and(|now| now == bytes) {
         return Ok(());
     }
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
-    tmp.write_all(bytes)?;
-    tmp.persist(path)
-        .with_context(|| format!("restoring {}", path.display()))?;
-    Ok(())
+    swshare::format::write_atomic(path, bytes)
+        .with_context(|| format!("restoring {}", path.display()))
 }
 
 /// `cargo xtask build-cuda`: `swbnn` and `xtask` with the `cuda` backend (NVRTC) and, with
