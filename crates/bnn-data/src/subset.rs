@@ -88,6 +88,37 @@ impl<D: Dataset> Subset<D> {
         Ok(Subset { inner, indices })
     }
 
+    /// Splits `inner` in two disjoint parts: a held-out part of `n` samples, chosen as by
+    /// [`Subset::stratified`] with `seed`, and the rest; returned as `(rest, held_out)`, each
+    /// in the original order. For a validation split taken from a training set: the same
+    /// `(n, seed)` on the same data set gives the same split.
+    ///
+    /// `n` larger than the data set is an error, never a silent cut; `n == 0` holds out nothing.
+    pub fn holdout(inner: D, n: usize, seed: u64) -> Result<(Self, Self)>
+    where
+        D: Clone,
+    {
+        if n > inner.len() {
+            return Err(DataError::Config(format!(
+                "a hold-out of {n} samples is larger than the data set, which has {}",
+                inner.len()
+            )));
+        }
+        let held_out = Self::stratified(inner.clone(), n, seed)?;
+        let mut taken = vec![false; inner.len()];
+        for &i in &held_out.indices {
+            taken[i] = true;
+        }
+        let rest = (0..inner.len()).filter(|&i| !taken[i]).collect();
+        Ok((
+            Subset {
+                inner,
+                indices: rest,
+            },
+            held_out,
+        ))
+    }
+
     /// The indices into the inner data set.
     pub fn indices(&self) -> &[usize] {
         &self.indices

@@ -274,3 +274,35 @@ fn subsets_first_random_and_stratified() {
     assert_eq!(counts, [2, 2, 2, 1]);
     assert!(Subset::from_indices(data, vec![0, 100]).is_err());
 }
+
+#[test]
+fn a_holdout_is_disjoint_stratified_reproducible_and_checked() {
+    let data = toy(100, 4); // 25 per class
+    let (rest, held) = Subset::holdout(data.clone(), 20, 5).unwrap();
+    assert_eq!((rest.len(), held.len()), (80, 20));
+    let mut all: Vec<usize> = rest
+        .indices()
+        .iter()
+        .chain(held.indices())
+        .copied()
+        .collect();
+    all.sort_unstable();
+    assert_eq!(
+        all,
+        (0..100).collect::<Vec<_>>(),
+        "the two parts cover the set once"
+    );
+    let mut counts = [0; 4];
+    for i in 0..held.len() {
+        counts[held.label(i).unwrap() as usize] += 1;
+    }
+    assert_eq!(counts, [5, 5, 5, 5]);
+    let (_, again) = Subset::holdout(data.clone(), 20, 5).unwrap();
+    assert_eq!(held.indices(), again.indices());
+    let (_, other) = Subset::holdout(data.clone(), 20, 6).unwrap();
+    assert_ne!(held.indices(), other.indices());
+    let (rest, none) = Subset::holdout(data.clone(), 0, 5).unwrap();
+    assert_eq!((rest.len(), none.len()), (100, 0));
+    let err = Subset::holdout(data, 101, 5).unwrap_err().to_string();
+    assert!(err.contains("101") && err.contains("100"), "{err}");
+}
