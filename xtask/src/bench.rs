@@ -54,8 +54,9 @@ pub enum Which {
         /// Batches per measurement.
         #[arg(long, default_value_t = 2, value_parser = swbnn::args::positive)]
         batches: usize,
-        /// Untimed passes first (lazy initialisation, kernel compilation, autotuning, and on
-        /// GPU backends the fusion of kernels, which settles only after some passes).
+        /// Untimed MC batches first, each the timed computation itself (lazy initialisation,
+        /// kernel compilation, autotuning, and on GPU backends the fusion of kernels, which
+        /// settles only after some passes).
         #[arg(long, default_value_t = 1)]
         warmup: usize,
         #[arg(long, default_value = "flex")]
@@ -288,19 +289,25 @@ pub fn run(which: Which) -> Result<()> {
                 }
                 let model = build(kind, &config, &device)?.valid();
                 let model = set_sampling(model, kind != Kind::Deterministic);
-                for _ in 0..warmup.max(1) {
-                    let _ = model.forward(x.clone()).into_data();
-                }
-                let (started, cpu_started) = (Instant::now(), cpu_seconds());
-                // The mean predictive of each batch stays on the device and is read back once,
+                // The mean predictive of one batch stays on the device and is read back once,
                 // as in evaluation (and the PyTorch peer).
-                for _ in 0..batches {
+                let mc_batch = || {
                     let mut probs = burn::tensor::activation::softmax(model.forward(x.clone()), 1);
                     for _ in 1..samples {
                         probs =
                             probs + burn::tensor::activation::softmax(model.forward(x.clone()), 1);
                     }
                     let _ = (probs / samples as f64).into_data();
+                };
+                // Warm-up runs the timed computation itself: on a GPU backend every fused
+                // kernel and autotune candidate is compiled on first use, and a warm-up of
+                // plain forwards left the softmax-and-sum kernels to compile inside the timing.
+                for _ in 0..warmup.max(1) {
+                    mc_batch();
+                }
+                let (started, cpu_started) = (Instant::now(), cpu_seconds());
+                for _ in 0..batches {
+                    mc_batch();
                 }
                 let s = started.elapsed().as_secs_f64();
                 let cpu = cpu_seconds() - cpu_started;
