@@ -54,11 +54,15 @@ pub enum LrSchedule {
     /// One-cycle with cosine annealing, step for step as PyTorch's `OneCycleLR` defaults
     /// (`anneal_strategy='cos'`, `div_factor=25`, `final_div_factor=1e4`, `three_phase=False`):
     /// step `s` of `total` gets `lr / 25` at `s = 0`, `lr` at `s = pct_start * total - 1` and
-    /// `lr / 25 / 1e4` at `s = total - 1`, each phase a half cosine. PyTorch's momentum cycling
-    /// (`cycle_momentum=True`) is not reproduced: the momentum stays fixed.
+    /// `lr / 25 / 1e4` at `s = total - 1`, each phase a half cosine. With `momentum`, SGD's
+    /// momentum cycles against the rate as PyTorch's `cycle_momentum=True` cycles it
+    /// ([`LrSchedule::momentum`]); without, the optimiser's momentum stays fixed.
     OneCycleCos {
         /// Fraction of steps spent warming up.
         pct_start: f64,
+        /// SGD's momentum cycle (PyTorch's default: [`MomentumCycle::PYTORCH`]), or none.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        momentum: Option<MomentumCycle>,
     },
     /// Cosine decay from `lr` to 0.
     Cosine,
@@ -75,7 +79,62 @@ pub enum LrSchedule {
     },
 }
 
+/// The momentum half of PyTorch's one-cycle (`OneCycleLR(cycle_momentum=True)`): the momentum
+/// falls from `max` to `base` while the rate rises, and climbs back to `max` while it anneals,
+/// on the same half cosines.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MomentumCycle {
+    /// Momentum at the rate's peak (PyTorch's `base_momentum`).
+    pub base: f64,
+    /// Momentum at the start and the end of the run (PyTorch's `max_momentum`).
+    pub max: f64,
+}
+
+impl MomentumCycle {
+    /// PyTorch's defaults: `base_momentum=0.85`, `max_momentum=0.95`.
+    pub const PYTORCH: Self = Self {
+        base: 0.85,
+        max: 0.95,
+    };
+}
+
+/// Where step `step` of `total` lies in PyTorch's two-phase one-cycle
+/// (`OneCycleLR._schedule_phases`): `(true, pct)` while warming up, `(false, pct)` while
+/// annealing, `pct` the fraction of that phase done.
+fn one_cycle_phase(pct_start: f64, step: usize, total: usize) -> (bool, f64) {
+    let (step, last) = (step as f64, total.max(1) as f64 - 1.0);
+    let peak = pct_start * (last + 1.0) - 1.0;
+    if peak > 0.0 && step <= peak {
+        (true, step / peak)
+    } else if last > peak {
+        (false, ((step - peak) / (last - peak)).min(1.0))
+    } else {
+        (false, 1.0)
+    }
+}
+
+/// PyTorch's `OneCycleLR._annealing_cos`: from `from` at `pct = 0` to `to` at `pct = 1`.
+fn anneal_cos(from: f64, to: f64, pct: f64) -> f64 {
+    to + (from - to) / 2.0 * ((std::f64::consts::PI * pct).cos() + 1.0)
+}
+
 impl LrSchedule {
+    /// SGD's momentum at `step` of `total` steps, where the schedule cycles it (a
+    /// [`LrSchedule::OneCycleCos`] with a [`MomentumCycle`]); `None` leaves the optimiser's own.
+    pub fn momentum(&self, step: usize, total: usize) -> Option<f64> {
+        match self {
+            &LrSchedule::OneCycleCos {
+                pct_start,
+                momentum: Some(MomentumCycle { base, max }),
+            } => Some(match one_cycle_phase(pct_start, step, total) {
+                (true, pct) => anneal_cos(max, base, pct),
+                (false, pct) => anneal_cos(base, max, pct),
+            }),
+            _ => None,
+        }
+    }
+
     /// Multiplier of the base rate at `step` of `total` steps.
     pub fn factor(&self, step: usize, total: usize) -> f64 {
         let t = (step as f64 + 1.0) / total.max(1) as f64;
@@ -93,20 +152,12 @@ impl LrSchedule {
                 let passed = milestones.iter().filter(|&&m| t > m).count();
                 gamma.powi(passed as i32)
             }
-            &LrSchedule::OneCycleCos { pct_start } => {
+            &LrSchedule::OneCycleCos { pct_start, .. } => {
                 // torch.optim.lr_scheduler.OneCycleLR.get_lr, two phases.
                 let (initial, min) = (1.0 / 25.0, 1.0 / 25.0 / 1e4);
-                let cos = |from: f64, to: f64, pct: f64| {
-                    to + (from - to) / 2.0 * ((std::f64::consts::PI * pct).cos() + 1.0)
-                };
-                let (step, last) = (step as f64, total.max(1) as f64 - 1.0);
-                let peak = pct_start * (last + 1.0) - 1.0;
-                if peak > 0.0 && step <= peak {
-                    cos(initial, 1.0, step / peak)
-                } else if last > peak {
-                    cos(1.0, min, ((step - peak) / (last - peak)).min(1.0))
-                } else {
-                    min
+                match one_cycle_phase(pct_start, step, total) {
+                    (true, pct) => anneal_cos(initial, 1.0, pct),
+                    (false, pct) => anneal_cos(1.0, min, pct),
                 }
             }
             &LrSchedule::OneCycle { pct_start } => {
@@ -165,7 +216,8 @@ impl Default for TrainConfig {
 impl TrainConfig {
     /// Checks every field's range: a positive batch size and learning rate, non-negative
     /// finite `lr_rho`, weight decay and KL weight, momentum in `[0, 1)`, a positive Adam
-    /// epsilon, a one-cycle warm-up fraction in `(0, 1)` and a positive prior sigma.
+    /// epsilon, a one-cycle warm-up fraction in `(0, 1)`, a momentum cycle (SGD only) with
+    /// `0 <= base <= max < 1`, and a positive prior sigma.
     pub fn validate(&self) -> Result<(), TrainError> {
         let check = |field, value: f64, ok: bool, expected| {
             if ok && value.is_finite() {
@@ -209,7 +261,7 @@ impl TrainConfig {
                 "in [0, 1)",
             )?,
         }
-        if let LrSchedule::OneCycle { pct_start } | LrSchedule::OneCycleCos { pct_start } =
+        if let LrSchedule::OneCycle { pct_start } | LrSchedule::OneCycleCos { pct_start, .. } =
             self.schedule
         {
             check(
@@ -218,6 +270,31 @@ impl TrainConfig {
                 pct_start > 0.0 && pct_start < 1.0,
                 "in (0, 1)",
             )?;
+        }
+        if let LrSchedule::OneCycleCos {
+            momentum: Some(MomentumCycle { base, max }),
+            ..
+        } = self.schedule
+        {
+            check(
+                "schedule.one-cycle-cos.momentum.max",
+                max,
+                (0.0..1.0).contains(&max),
+                "in [0, 1)",
+            )?;
+            check(
+                "schedule.one-cycle-cos.momentum.base",
+                base,
+                (0.0..=max).contains(&base),
+                "in [0, max]",
+            )?;
+            if let OptimizerKind::Adam { .. } = self.optimizer {
+                return Err(TrainError::InvalidSetting {
+                    field: "schedule.one-cycle-cos.momentum",
+                    value: max,
+                    expected: "no momentum cycle with Adam (it cycles SGD's momentum only)",
+                });
+            }
         }
         if let LrSchedule::MultiStep {
             warmup,

@@ -20,12 +20,13 @@ mod config;
 mod error;
 mod evaluate;
 mod grads;
+mod momentum;
 mod parallel;
 mod train;
 
 pub use batch::{cross_entropy, to_tensors, to_vec};
 pub use checkpoint::{CheckpointState, Checkpointer, load_model, write_atomic};
-pub use config::{ADAM_EPSILON, LrSchedule, OptimizerKind, TrainConfig};
+pub use config::{ADAM_EPSILON, LrSchedule, MomentumCycle, OptimizerKind, TrainConfig};
 pub use error::TrainError;
 pub use evaluate::{
     Evaluation, Predictions, UncertaintyDiagnostics, evaluate, evaluate_ensemble,

@@ -15,6 +15,7 @@ use burn::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::checkpoint::{Checkpointer, PartialEpoch};
+use crate::momentum::{CyclingSgd, MomentumDial};
 use crate::parallel::{Objective, Position, Replicas};
 use crate::{DataParallel, OptimizerKind, TrainConfig, TrainError};
 
@@ -142,8 +143,21 @@ impl ModuleVisitor for InGroup<'_> {
 }
 
 /// The optimiser of a run: one for every parameter, and one of the same kind without weight
-/// decay for the `rho` group (the KL is its regulariser).
-fn optimizer(config: &TrainConfig, rho: &ParamGroup) -> ModuleOptimizer {
+/// decay for the `rho` group (the KL is its regulariser). With `dial`, SGD reads its momentum
+/// from it at every step (a schedule that cycles the momentum).
+fn optimizer(
+    config: &TrainConfig,
+    rho: &ParamGroup,
+    dial: Option<&MomentumDial>,
+) -> ModuleOptimizer {
+    if let (OptimizerKind::Sgd { nesterov, .. }, Some(dial)) = (config.optimizer, dial) {
+        let sgd = |wd| CyclingSgd::new(dial.clone(), nesterov, wd);
+        return ModuleOptimizer::from(sgd(config.weight_decay)).with_group(
+            rho.clone(),
+            sgd(0.0),
+            None,
+        );
+    }
     let decay = |wd: f64| (wd > 0.0).then(|| WeightDecayConfig::new(wd as f32));
     match config.optimizer {
         OptimizerKind::Adam { epsilon } => {
@@ -305,7 +319,9 @@ pub fn train_data_parallel(
     };
     model.visit(&mut in_group);
     let bayesian = in_group.found;
-    let mut optim = optimizer(config, &rho);
+    // The schedule's momentum at step 0; the loop sets it before every step.
+    let dial = config.schedule.momentum(0, 1).map(MomentumDial::new);
+    let mut optim = optimizer(config, &rho, dial.as_ref());
     let n_train = loader.dataset().len();
     let elbo = ElboConfig::new(n_train)
         .with_kl_weight(config.kl_weight)
@@ -417,6 +433,9 @@ pub fn train_data_parallel(
 
             let factor = config.schedule.factor(global, total_steps);
             let rates = step_rates(config.lr * factor, config.lr_rho * factor, &rho);
+            if let (Some(dial), Some(m)) = (&dial, config.schedule.momentum(global, total_steps)) {
+                dial.set(m);
+            }
             model = optim.step(rates, model, grads);
             observer.on_step(&StepInfo {
                 epoch,
@@ -467,12 +486,84 @@ pub fn train_data_parallel(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::LrSchedule;
     use burn::optim::GradientsParams;
 
     #[derive(Module, Debug)]
     struct Pair {
         weight_mu: Param<Tensor<1>>,
         weight_rho: Param<Tensor<1>>,
+    }
+
+    #[derive(Module, Debug)]
+    struct Single {
+        w: Param<Tensor<1>>,
+    }
+
+    /// Twenty steps of SGD under PyTorch's one-cycle with momentum cycling on
+    /// `sum(c * w) + sum(a * w^2) / 2`, against PyTorch 2.15 (float64):
+    /// `SGD([w], lr=0.1, momentum=0.9[, nesterov=True, weight_decay=5e-4])` with
+    /// `OneCycleLR(opt, max_lr=0.1, total_steps=20, pct_start=0.25)`.
+    #[test]
+    fn sgd_with_a_momentum_cycle_follows_pytorchs_trajectory() {
+        let device = bnn_layers::test_device().autodiff();
+        let cases = [
+            (
+                false,
+                0.0,
+                [-0.692839288483, -0.435359113413, -0.0807973761244],
+            ),
+            (
+                true,
+                5e-4,
+                [-0.55336578702, 0.0452789690602, -0.307392467235],
+            ),
+        ];
+        for (nesterov, weight_decay, torch) in cases {
+            let config = TrainConfig {
+                lr: 0.1,
+                optimizer: OptimizerKind::Sgd {
+                    momentum: 0.9,
+                    nesterov,
+                },
+                weight_decay,
+                schedule: LrSchedule::OneCycleCos {
+                    pct_start: 0.25,
+                    momentum: Some(crate::MomentumCycle::PYTORCH),
+                },
+                ..TrainConfig::deterministic(1)
+            };
+            config.validate().unwrap();
+            let rho = rho_group().unwrap();
+            let dial = MomentumDial::new(config.schedule.momentum(0, 20).unwrap());
+            let mut optim = optimizer(&config, &rho, Some(&dial));
+            let tensor = |v: [f64; 3]| Tensor::<1>::from_floats(v, &device);
+            let mut model = Single {
+                w: Param::from_tensor(tensor([1.0, -2.0, 0.5]).require_grad()),
+            };
+            let (c, a) = (tensor([0.3, -0.7, 1.1]), tensor([1.0, 2.0, 3.0]));
+            for step in 0..20 {
+                let w = model.w.val();
+                let loss = (w.clone() * c.clone()).sum() + (w.clone() * w * a.clone()).sum() / 2.0;
+                let grads = GradientsParams::from_grads(loss.backward(), &model);
+                let lr = config.lr * config.schedule.factor(step, 20);
+                dial.set(config.schedule.momentum(step, 20).unwrap());
+                model = optim.step(step_rates(lr, lr, &rho), model, grads);
+            }
+            let got: Vec<f32> = model
+                .w
+                .val()
+                .into_data()
+                .convert::<f32>()
+                .try_to_vec::<f32>()
+                .unwrap();
+            for (g, t) in got.iter().zip(torch) {
+                assert!(
+                    (*g as f64 - t).abs() < 2e-5,
+                    "nesterov {nesterov}: {got:?} vs PyTorch {torch:?}"
+                );
+            }
+        }
     }
 
     /// Adam's first step is `lr * g / (|g| + epsilon)`: with a KL-sized gradient (1e-5) it must
@@ -487,7 +578,7 @@ mod tests {
         let loss = (model.weight_mu.val() + model.weight_rho.val()).sum() * 1e-5;
         let grads = GradientsParams::from_grads(loss.backward(), &model);
         let rho = rho_group().unwrap();
-        let mut optim = optimizer(&TrainConfig::bayes_by_backprop(1), &rho);
+        let mut optim = optimizer(&TrainConfig::bayes_by_backprop(1), &rho, None);
         let model = optim.step(step_rates(1e-3, 1e-2, &rho), model, grads);
         let host = |t: Tensor<1>| {
             t.into_data()

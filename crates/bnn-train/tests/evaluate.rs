@@ -73,11 +73,77 @@ fn one_cycle_cos_is_pytorchs_one_cycle_lr_step_for_step() {
         0.010930155928,
         4e-06,
     ];
-    let s = LrSchedule::OneCycleCos { pct_start: 0.25 };
+    let s = LrSchedule::OneCycleCos {
+        pct_start: 0.25,
+        momentum: None,
+    };
     for (step, want) in torch.iter().enumerate() {
         let got = s.factor(step, torch.len());
         assert!((got - want).abs() < 1e-9, "step {step}: {got} vs {want}");
     }
+}
+
+/// The momentum PyTorch 2.15's `OneCycleLR(opt, max_lr=0.1, total_steps=20, pct_start=0.25)`
+/// (defaults `cycle_momentum=True`, 0.85 to 0.95) gives SGD before each of the 20 steps.
+#[test]
+fn a_momentum_cycle_is_pytorchs_step_for_step() {
+    let torch = [
+        0.95,
+        0.935355339059,
+        0.9,
+        0.864644660941,
+        0.85,
+        0.851092619963,
+        0.854322727118,
+        0.859549150281,
+        0.866543469682,
+        0.875,
+        0.884549150281,
+        0.894773576837,
+        0.905226423163,
+        0.915450849719,
+        0.925,
+        0.933456530318,
+        0.940450849719,
+        0.945677272882,
+        0.948907380037,
+        0.95,
+    ];
+    let s = LrSchedule::OneCycleCos {
+        pct_start: 0.25,
+        momentum: Some(bnn_train::MomentumCycle::PYTORCH),
+    };
+    for (step, want) in torch.iter().enumerate() {
+        let got = s.momentum(step, torch.len()).unwrap();
+        assert!((got - want).abs() < 1e-9, "step {step}: {got} vs {want}");
+    }
+    let fixed = LrSchedule::OneCycleCos {
+        pct_start: 0.25,
+        momentum: None,
+    };
+    assert_eq!(fixed.momentum(3, 20), None);
+    assert_eq!(LrSchedule::Constant.momentum(3, 20), None);
+}
+
+/// A momentum cycle is checked: bounds, order, and SGD only.
+#[test]
+fn a_momentum_cycle_is_checked() {
+    let cycle = |base, max| LrSchedule::OneCycleCos {
+        pct_start: 0.3,
+        momentum: Some(bnn_train::MomentumCycle { base, max }),
+    };
+    let mut c = bnn_train::TrainConfig::deterministic(1);
+    c.schedule = cycle(0.85, 0.95);
+    c.validate().unwrap();
+    for (base, max) in [(0.95, 0.85), (0.5, 1.0), (-0.1, 0.9), (f64::NAN, 0.9)] {
+        c.schedule = cycle(base, max);
+        let err = c.validate().unwrap_err().to_string();
+        assert!(err.contains("momentum"), "{base}, {max}: {err}");
+    }
+    let mut adam = bnn_train::TrainConfig::bayes_by_backprop(1);
+    adam.schedule = cycle(0.85, 0.95);
+    let err = adam.validate().unwrap_err().to_string();
+    assert!(err.contains("Adam"), "{err}");
 }
 
 /// The appendix recipe (2 warm-up epochs, decay by 0.2 after epochs 30, 60, ..., 200 of 250),

@@ -86,6 +86,24 @@ fn an_interrupted_run_resumes_bit_identically() {
     for (name, kind, config) in [
         ("bbb", Kind::Bayesian, TrainConfig::bayes_by_backprop(3)),
         ("sgd", Kind::Deterministic, TrainConfig::deterministic(3)),
+        // The momentum buffers of the cycling SGD (the `reference` recipe's) are checkpointed too.
+        (
+            "sgd-momentum-cycle",
+            Kind::Bayesian,
+            TrainConfig {
+                lr: 0.1,
+                lr_rho: 0.1,
+                optimizer: bnn_train::OptimizerKind::Sgd {
+                    momentum: 0.9,
+                    nesterov: false,
+                },
+                schedule: bnn_train::LrSchedule::OneCycleCos {
+                    pct_start: 0.3,
+                    momentum: Some(bnn_train::MomentumCycle::PYTORCH),
+                },
+                ..TrainConfig::bayes_by_backprop(3)
+            },
+        ),
     ] {
         let model_config =
             ModelConfig::for_input(Arch::Mlp, kind, 4, 1, 8).with_mlp_hidden(vec![32]);

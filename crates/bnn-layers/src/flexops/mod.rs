@@ -192,24 +192,46 @@ pub fn conv2d_layer(layer: &Conv2d, x: Tensor<4>) -> Tensor<4> {
 }
 
 /// The forward pass of burn-nn's [`BatchNorm`], with our kernels in training mode (autodiff
-/// device, layer not frozen) on flex; the same running-statistics update as the layer's own
-/// forward. Inference mode, and other backends, use the layer's forward.
+/// device, layer not frozen) on flex. In training mode the running variance is updated, on
+/// every backend, with the batch's *unbiased* variance (`n / (n - 1)` times the biased one, `n`
+/// the values per channel, as PyTorch's `BatchNorm2d` does; burn-nn's layer uses the biased
+/// one); with one value per channel there is no unbiased variance and the biased one (0) is
+/// used. Normalisation itself uses the biased variance, as both do. Inference mode uses the
+/// layer's forward.
 pub fn batch_norm<const D: usize>(layer: &BatchNorm, x: Tensor<D>) -> Tensor<D> {
     let device = x.device();
     let train = device.is_autodiff() && layer.training.is_enabled();
-    if !train || !on_flex_f32(&x) || D < 2 {
+    if !train || D < 2 {
         return layer.forward(x);
     }
-    let (y, mean, var) = <Dispatch as FlexKernels>::batch_norm_train_f32(
-        x.into_dispatch(),
-        layer.gamma.val().into_dispatch(),
-        layer.beta.val().into_dispatch(),
-        layer.epsilon,
-    );
-    let (mean, var) = (
-        Tensor::<1>::from_dispatch(mean),
-        Tensor::<1>::from_dispatch(var),
-    );
+    let dims = x.dims();
+    let per_channel = (dims.iter().product::<usize>() / dims[1].max(1)) as f64;
+    let (y, mean, var) = if on_flex_f32(&x) {
+        let (y, mean, var) = <Dispatch as FlexKernels>::batch_norm_train_f32(
+            x.into_dispatch(),
+            layer.gamma.val().into_dispatch(),
+            layer.beta.val().into_dispatch(),
+            layer.epsilon,
+        );
+        (
+            Tensor::from_dispatch(y),
+            Tensor::<1>::from_dispatch(mean),
+            Tensor::<1>::from_dispatch(var),
+        )
+    } else {
+        let out = burn::tensor::module::batch_norm_train(
+            x,
+            layer.gamma.val(),
+            layer.beta.val(),
+            layer.epsilon,
+        );
+        (out.output, out.mean, out.variance)
+    };
+    let bessel = if per_channel > 1.0 {
+        per_channel / (per_channel - 1.0)
+    } else {
+        1.0
+    };
     let m = layer.momentum;
     let running_mean = layer.running_mean.value_sync().to_device(&device);
     let running_var = layer.running_var.value_sync().to_device(&device);
@@ -218,10 +240,10 @@ pub fn batch_norm<const D: usize>(layer: &BatchNorm, x: Tensor<D>) -> Tensor<D> 
         .add(mean.detach().mul_scalar(m));
     let running_var = running_var
         .mul_scalar(1.0 - m)
-        .add(var.detach().mul_scalar(m));
+        .add(var.detach().mul_scalar(m * bessel));
     layer.running_mean.update(running_mean.detach());
     layer.running_var.update(running_var.detach());
-    Tensor::from_dispatch(y)
+    y
 }
 
 /// `softplus(x) = ln(1 + e^x)`, element-wise and differentiable: our vectorised kernel on flex

@@ -425,11 +425,18 @@ fn batch_norm_matches_the_layers_own_forward_and_backward() {
                 values(x.grad(&grads).unwrap()),
                 values(layer.gamma.grad(&grads).unwrap()),
                 values(layer.beta.grad(&grads).unwrap()),
-                values(layer.running_mean.value()),
-                values(layer.running_var.value()),
+                values(layer.running_mean.value_sync()),
+                values(layer.running_var.value_sync()),
             ]
         };
-        let (ours, burn) = (run(true), run(false));
+        let (ours, mut burn) = (run(true), run(false));
+        // burn's layer keeps the biased batch variance, ours the unbiased one (PyTorch's):
+        // from 1, one step at momentum 0.1 gives 0.9 + 0.1 * v * n / (n - 1).
+        let n = (dims[0] * dims[2] * dims[3]) as f32;
+        let bessel = if n > 1.0 { n / (n - 1.0) } else { 1.0 };
+        for v in &mut burn[5] {
+            *v = 0.9 + (*v - 0.9) * bessel;
+        }
         let case = Case {
             x: dims,
             w: [0; 4],
@@ -442,6 +449,38 @@ fn batch_norm_matches_the_layers_own_forward_and_backward() {
         {
             assert_close(what, &case, a, b);
         }
+    }
+}
+
+/// PyTorch's `BatchNorm2d(2)` in training mode on one batch whose channels hold 1, 2, 3, 4 and
+/// 0, 0, 0, 8 (two images of 1x2 values): running mean `0.1 * mean` = 0.25, 0.2, running
+/// variance `0.9 + 0.1 * unbiased variance` = 0.9 + 0.1 * 5/3, 0.9 + 0.1 * 16.
+#[test]
+fn batch_norms_running_variance_is_pytorchs_unbiased_one() {
+    // Our kernels on flex; burn's batch statistics on the backend under test, if another.
+    for device in [device(), crate::test_device().autodiff()] {
+        running_variance_on(&device);
+    }
+}
+
+fn running_variance_on(device: &Device) {
+    use burn::nn::BatchNormConfig;
+    let device = device.clone();
+    let layer = BatchNormConfig::new(2).init(&device);
+    // [batch 2, channels 2, 1, 2]: channel 0 holds 1, 2 | 3, 4, channel 1 holds 0, 0 | 0, 8.
+    let x = Tensor::<4>::from_floats(
+        [[[[1.0, 2.0]], [[0.0, 0.0]]], [[[3.0, 4.0]], [[0.0, 8.0]]]],
+        &device,
+    )
+    .require_grad();
+    let _ = super::batch_norm(&layer, x);
+    let mean = values(layer.running_mean.value_sync());
+    let var = values(layer.running_var.value_sync());
+    for (got, want) in mean.iter().zip([0.25f32, 0.2]) {
+        assert!((got - want).abs() < 1e-6, "running mean {mean:?}");
+    }
+    for (got, want) in var.iter().zip([0.9 + 0.1 * 5.0 / 3.0, 0.9 + 0.1 * 16.0f32]) {
+        assert!((got - want).abs() < 1e-5, "running variance {var:?}");
     }
 }
 
