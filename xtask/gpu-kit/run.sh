@@ -145,11 +145,33 @@ step repro-cuda 120 "$BIN/xtask" reproduce fashion-mnist --quick --arch resnet20
   --data "$KIT/data" --epochs 1 "${REPRO[@]}" --setup "$KIT/no-ood.json" --out "$LOGS/repro-cuda"
 
 # Where a CUDA process spends its time: cubecl's compilation, autotune and profiling log of a
-# short MC run (each compiled kernel, each tuning decision, kernel timings), cut to 8 MiB.
-step cuda-diag-infer 120 env CUBECL_DEBUG_LOG="$LOGS/cubecl-infer.log" "$BIN/xtask" bench \
-  mc-inference "${ARCH[@]}" --samples 5 --batches 1 --warmup 1 --kind bayesian \
+# short MC run (each compiled kernel, each tuning decision, kernel timings), every line stamped
+# with the seconds since the start, and each thread's CPU ticks once a second (cubecl's device
+# thread compiles with NVRTC). Both cut to 8 MiB.
+diag() {
+  # Its own limit, below the step's: the step's timeout signals this shell, not the benchmark.
+  timeout -k 3 135 "$@" 2>&1 1>"$LOGS/cuda-diag.json" | python3 -c 'import sys, time
+t0 = time.time()
+for line in sys.stdin:
+    sys.stdout.write("%.3f %s" % (time.time() - t0, line))' &
+  sleep 1
+  local pid
+  pid=$(pgrep -n -x xtask)
+  while [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; do
+    echo "T $(date +%s.%N | cut -c1-14)" >&2
+    for t in /proc/"$pid"/task/*; do echo "$(cat "$t"/comm) $(awk '{print $14 + $15}' "$t"/stat)" >&2; done
+    sleep 1
+  done
+  wait
+}
+export -f diag
+export LOGS
+step cuda-diag-infer 150 bash -c 'diag "$@"' diag env CUBECL_DEBUG_LOG=stderr "$BIN/xtask" bench \
+  mc-inference "${ARCH[@]}" --samples 5 --batches 3 --warmup 1 --kind bayesian \
   --estimator reparam --backend cuda
-[ -f "$LOGS/cubecl-infer.log" ] && truncate -s '<8M' "$LOGS/cubecl-infer.log"
+for f in cuda-diag-infer.out cuda-diag-infer.err; do
+  [ -f "$LOGS/$f" ] && truncate -s '<8M' "$LOGS/$f"
+done
 
 # Round 2 with what time is left, for the spread.
 step peer-fp32-2 60 "${PEER[@]}"
