@@ -31,6 +31,7 @@ fn three_methods_on_a_fashion_mnist_subset() {
     );
     setup.train_subset = Some(1000);
     setup.test_subset = Some(400);
+    setup.validation = swbnn::setup::ValidationSplit::new(500);
     setup.deterministic.epochs = 2;
     setup.bbb.epochs = 2;
     setup.compress.retrain.epochs = 1;
@@ -92,6 +93,33 @@ fn three_methods_on_a_fashion_mnist_subset() {
         std::fs::read_to_string(out.path().join("table.md"))
             .unwrap()
             .contains("2dgbnn")
+    );
+
+    // Every method on the validation split against its tile-shuffled copy, in its own file and
+    // never beside the test rows.
+    let methods: Vec<_> = outcome.validation.iter().map(|v| v.method.name()).collect();
+    assert_eq!(methods, ["deterministic", "bbb", "2dgbnn"]);
+    for (v, r) in outcome.validation.iter().zip(&outcome.rows) {
+        assert_eq!(v.images, 500);
+        assert!(v.accuracy > 0.3 && v.nll.is_finite() && (0.0..=1.0).contains(&v.ece));
+        assert!(
+            v.ood_auroc_entropy
+                .is_some_and(|a| (0.0..=1.0).contains(&a))
+        );
+        assert_eq!(
+            v.ood_auroc_mutual_information.is_some(),
+            v.method.name() != "deterministic"
+        );
+        assert_ne!(v.nll, r.nll, "{}: not the test row", r.method);
+    }
+    let stored: Vec<swbnn::validation::ValidationRow> =
+        serde_json::from_str(&std::fs::read_to_string(out.path().join("validation.json")).unwrap())
+            .unwrap();
+    assert_eq!(stored, outcome.validation);
+    assert!(
+        !std::fs::read_to_string(out.path().join("table.json"))
+            .unwrap()
+            .contains("validation")
     );
 
     // An interrupted run: the 2DGBNN stage was trained but not evaluated. Resuming keeps the

@@ -531,16 +531,14 @@ pub fn run_seeds(
     let mut outcomes = Vec::with_capacity(seeds);
     for i in 0..seeds as u64 {
         progress.stage(&format!("seed {} of {seeds}", i + 1));
-        outcomes.push(run(
-            &setup.for_seed(i),
-            cfg,
-            tables,
-            device,
-            context,
-            progress,
-        )?);
+        let s = setup.for_seed(i);
+        // Each seed's directory records its own seed number.
+        store::write_setup(&s.out_dir, &s)?;
+        outcomes.push(run(&s, cfg, tables, device, context, progress)?);
     }
     write_report(setup, cfg, context, &outcomes)?;
+    let validation: Vec<_> = outcomes.iter().map(|o| o.main.validation.clone()).collect();
+    store::write_seed_validation(&setup.out_dir, &validation)?;
     Ok(outcomes)
 }
 
