@@ -1,7 +1,8 @@
 //! The `swbnn` command line's library: data loading with the paper's transforms, the
 //! three-method experiment of the paper's tables ([`experiment::run`], over the methods of
 //! [`method::Method`]) with its [`setup::Setup`] and presets ([`presets`], [`paper_presets`]),
-//! its results ([`results`]), the run directory ([`store`]), the baselines ([`baselines`]) and
+//! its results ([`results`]), the run directory ([`store`]), post-hoc calibration
+//! ([`calibration`]), the baselines ([`baselines`]) and
 //! the paper's other tables ([`tables`]), the figures of `swbnn plot` ([`figures`], [`plot`],
 //! [`run_dir`]) and the reproduction's report ([`report`]), shared by the `swbnn` binary and
 //! `cargo xtask reproduce`, whose one entry point is [`reproduce`].
@@ -9,6 +10,7 @@
 
 pub mod args;
 pub mod baselines;
+pub mod calibration;
 pub mod checks;
 pub mod data;
 pub mod experiment;
