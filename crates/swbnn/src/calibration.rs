@@ -262,6 +262,75 @@ mod tests {
         );
     }
 
+    /// A `.swb` and a `.qbnn` file keep the temperature in the file, the model unchanged.
+    #[test]
+    fn model_files_keep_their_temperature_inside() {
+        use swshare::format::qbnn::{QTensor, QValues, QbnnData};
+        use swshare::format::{LayerShape, SaveOptions, SharedModelData};
+        use swshare::{OutlierCause, WeightFate};
+        let dir = tempfile::tempdir().unwrap();
+        let swb = dir.path().join("m.swb");
+        let model = SharedModelData {
+            arch: "{}".into(),
+            codebook_mu: vec![-0.1, 0.1],
+            codebook_rho: vec![-5.0, -4.0],
+            layers: vec![LayerShape {
+                path: "fc.weight".into(),
+                shape: vec![2],
+            }],
+            fates: vec![
+                WeightFate::Shared(1),
+                WeightFate::Outlier(OutlierCause::Gradient),
+            ],
+            ellipses: vec![],
+            outlier_mu: vec![0.7],
+            outlier_rho: vec![-3.0],
+            outlier_causes: vec![OutlierCause::Gradient],
+            unshared: vec![],
+            temperature: None,
+        };
+        format::save(&swb, &model, &SaveOptions::default()).unwrap();
+        let file = ModelFile::at(&swb);
+        assert_eq!(file, ModelFile::Swb(swb.clone()));
+        assert_eq!(file.temperature().unwrap(), None);
+        file.store(&calibration(2.25)).unwrap();
+        assert_eq!(file.temperature().unwrap(), Some(2.25));
+        assert_eq!(
+            format::load(&swb).unwrap(),
+            SharedModelData {
+                temperature: Some(2.25),
+                ..model
+            }
+        );
+
+        let q = dir.path().join("m.qbnn");
+        let data = QbnnData {
+            arch: "{}".into(),
+            sigma_bits: 4,
+            tensors: vec![QTensor {
+                path: "fc.bias".into(),
+                shape: vec![2],
+                values: QValues::F32(vec![0.5, -0.5]),
+            }],
+            folded_norms: vec![],
+            temperature: None,
+        };
+        qbnn::save(&q, &data).unwrap();
+        let file = ModelFile::at(&q);
+        assert_eq!(file, ModelFile::Qbnn(q.clone()));
+        assert_eq!(file.temperature().unwrap(), None);
+        file.store(&calibration(0.75)).unwrap();
+        assert_eq!(
+            qbnn::load(&q).unwrap(),
+            QbnnData {
+                temperature: Some(0.75),
+                ..data
+            }
+        );
+        assert!(file.store(&calibration(f64::NAN)).is_err());
+        assert_eq!(file.temperature().unwrap(), Some(0.75));
+    }
+
     #[test]
     fn the_file_kind_is_told_by_directory_content_and_magic() {
         let dir = tempfile::tempdir().unwrap();
