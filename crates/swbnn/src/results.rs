@@ -413,7 +413,7 @@ pub struct CalibratedSummary {
 }
 
 /// The calibrated metrics of `rows` over seeds, if every row has them.
-fn summarise_calibrated(rows: &[&Row]) -> Option<CalibratedSummary> {
+pub(crate) fn summarise_calibrated(rows: &[&Row]) -> Option<CalibratedSummary> {
     let cal: Vec<&CalibratedMetrics> = rows
         .iter()
         .map(|r| r.calibrated.as_ref())
@@ -576,6 +576,58 @@ mod tests {
         let mixed =
             mean_corruptions(&[shift("bbb", 1.0, Some((2.0, 0.8))), shift("bbb", 2.0, None)]);
         assert_eq!(mixed[0].calibrated, None);
+    }
+
+    /// A row as `row.json` held it before calibration existed, with `calibrated` optionally
+    /// added.
+    fn row(calibrated: Option<serde_json::Value>) -> Row {
+        let mut v = serde_json::json!({
+            "arch": "lenet5", "method": "bbb", "accuracy": 0.9, "nll": 0.3, "ece": 0.02,
+            "mean_confidence": 0.93, "outliers": null, "ellipses": null, "gaussians": null,
+            "parameters": 10, "compression_ratio": null, "model_bytes": 100,
+            "ood_auroc": 0.8, "ood_auroc_entropy": 0.85, "train_seconds": 1.0,
+            "uncertainty": {
+                "mean_entropy": 0.2, "mean_mutual_information": null,
+                "ood_mean_confidence": null, "ood_mean_entropy": null,
+                "ood_mean_mutual_information": null, "ood_auroc_mutual_information": null
+            },
+            "weights": []
+        });
+        if let Some(c) = calibrated {
+            v["calibrated"] = c;
+        }
+        serde_json::from_value(v).unwrap()
+    }
+
+    /// Old rows read back without calibrated metrics and print as before; a calibrated row is
+    /// followed by its calibrated row, the raw one unchanged; over seeds the calibrated
+    /// summary needs every seed.
+    #[test]
+    fn calibrated_rows_follow_the_raw_ones() {
+        let old = row(None);
+        assert_eq!(old.calibrated, None);
+        let cal = row(Some(serde_json::json!({
+            "temperature": 1.25, "nll": 0.25, "ece": 0.01, "mean_confidence": 0.9,
+            "ood_auroc": 0.81, "ood_auroc_entropy": 0.86
+        })));
+        let raw_md = markdown(std::slice::from_ref(&old));
+        let md = markdown(std::slice::from_ref(&cal));
+        assert!(md.starts_with(&raw_md), "{md}");
+        let extra = &md[raw_md.len()..];
+        assert!(
+            extra.starts_with("| lenet5 | bbb, T = 1.250 | 90.00% | 0.250 | 0.0100 | 0.9000 |"),
+            "{extra}"
+        );
+        assert!(extra.contains("0.810 / 0.860"), "{extra}");
+        let back: Row = serde_json::from_str(&serde_json::to_string(&cal).unwrap()).unwrap();
+        assert_eq!(back, cal);
+        assert!(!serde_json::to_string(&old).unwrap().contains("calibrated"));
+
+        let both = summarise(&[vec![cal.clone()], vec![cal.clone()]]);
+        let c = both[0].calibrated.as_ref().unwrap();
+        assert_eq!((c.temperature.mean, c.temperature.sd), (1.25, 0.0));
+        assert!(markdown_seeds(&both).contains("| bbb, T = 1.250 ± 0.000 | 2 |"));
+        assert_eq!(summarise(&[vec![cal], vec![old]])[0].calibrated, None);
     }
 
     #[test]
