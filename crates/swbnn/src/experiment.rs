@@ -195,7 +195,7 @@ pub(crate) fn calibrate_stage(
     let Some(validation) = validation else {
         return Ok(None);
     };
-    if validation.dataset().len() == 0 {
+    if validation.dataset().is_empty() {
         return Ok(None);
     }
     device.seed(seed ^ CALIBRATION_SEED_SALT);

@@ -53,7 +53,7 @@ pub(crate) fn run(
     let nets = train_members(setup, data, members, device, progress)?;
     let models: Vec<Network> = nets.iter().map(|(n, _)| n.clone()).collect();
     let fit = match validation(data) {
-        Some(v) if v.dataset().len() > 0 => {
+        Some(v) if !v.dataset().is_empty() => {
             let fit = calibration::fit_ensemble(&models, v)?;
             stage.model().write_calibration(&fit)?;
             Some(fit.temperature)

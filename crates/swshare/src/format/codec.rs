@@ -613,7 +613,7 @@ pub(crate) fn with_temperature(
 ) -> Result<Vec<u8>, FormatError> {
     model::validate_temperature(temperature).map_err(FormatError::InvalidModel)?;
     let kind = match bytes.get(MAGIC_AND_VERSION) {
-        Some(&b) if b == 1 => FileKind::FullBnn,
+        Some(1) => FileKind::FullBnn,
         _ => FileKind::Shared,
     };
     let calibration_at = match kind {
