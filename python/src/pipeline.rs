@@ -14,7 +14,9 @@ use pyo3::prelude::*;
 use swbnn::Error;
 use swbnn::data::{
     check_input, eval_loader, open_ood, open_split, subset, subset_at_most, train_loader,
+    training_split,
 };
+use swbnn::setup::ValidationSplit;
 use swbnn::store::ModelDir;
 use swshare::compress::{CompressConfig, compress as run_compress};
 
@@ -147,11 +149,11 @@ fn train_impl(
     }
     let device = cpu().map_err(|e| usage(e.to_string()))?;
     let ad = device.autodiff();
-    let train_data = subset(
+    // As the command line's default: the standard validation split is held out.
+    let (train_data, _) = training_split(
         open_split(id, Split::Train, data)?,
+        ValidationSplit::standard(),
         n,
-        1,
-        "the training set",
     )?;
     let (c, h, _) = train_data.shape();
     let mut config = ModelConfig::for_input(arch, Kind::Deterministic, train_data.classes(), c, h);
@@ -173,6 +175,7 @@ fn train_impl(
     let ck = Checkpointer::new(out)?.with_run(serde_json::json!({
         "dataset": id.name(),
         "subset": n,
+        "validation": ValidationSplit::standard(),
     }));
     let state = if resume {
         ck.check(&model, &loader, &tc)?
@@ -269,13 +272,10 @@ fn compress_impl(
     if let Some(e) = epochs {
         cfg.retrain.epochs = e;
     }
-    let train_data = subset(
-        open_split(id, Split::Train, data)?,
-        n,
-        1,
-        "the training set",
-    )?;
-    check_input(&bayes_config, train_data.as_ref(), "training data", true)?;
+    let full = open_split(id, Split::Train, data)?;
+    check_input(&bayes_config, full.as_ref(), "training data", true)?;
+    // As the command line's default: the standard validation split is held out.
+    let (train_data, _) = training_split(full, ValidationSplit::standard(), n)?;
     let loader = train_loader(
         id,
         train_data,

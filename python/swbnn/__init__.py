@@ -196,8 +196,9 @@ def train(
     progress: bool = False,
 ) -> List[Dict[str, Any]]:
     """Trains a ``"deterministic"`` or ``"bayesian"`` model as ``swbnn train`` does, into the
-    directory ``out``; returns the per-epoch statistics. Progress goes to stderr only with
-    ``progress=True``."""
+    directory ``out``; returns the per-epoch statistics. As the command line's default, the
+    5,000-image validation split is held out of the training set (``subset`` draws from the
+    rest). Progress goes to stderr only with ``progress=True``."""
     return json.loads(
         _native.train_json(
             dataset,
@@ -229,7 +230,8 @@ def compress(
     progress: bool = False,
 ) -> Dict[str, Any]:
     """Runs stages 1-3 on a trained Bayesian model directory and writes the ``.swb`` file
-    ``out``, as ``swbnn compress`` does; returns the compression report."""
+    ``out``, as ``swbnn compress`` does; returns the compression report. As the command
+    line's default, the 5,000-image validation split is held out of the training set."""
     return json.loads(
         _native.compress_json(
             os.fspath(model),

@@ -68,6 +68,12 @@ enum Command {
         /// is an error).
         #[arg(long, value_parser = swbnn::args::positive)]
         train_subset: Option<usize>,
+        /// Training images held out as the validation split (default 5,000; 0: none), drawn
+        /// stratified with a fixed seed before --train-subset picks from the rest, and recorded
+        /// in setup.json. Every rule that looks at data (stage 3's stop rule) reads it; a
+        /// resumed run must use the split it was made with.
+        #[arg(long, value_parser = swbnn::args::count)]
+        validation: Option<usize>,
         /// Test subset (more than the test set has is an error; the OOD set is cut to it).
         #[arg(long, value_parser = swbnn::args::positive)]
         test_subset: Option<usize>,
@@ -238,6 +244,7 @@ fn main() -> Result<()> {
             data,
             epochs,
             train_subset,
+            validation,
             test_subset,
             samples,
             backend,
@@ -289,6 +296,9 @@ fn main() -> Result<()> {
             }
             if train_subset.is_some() {
                 setup.train_subset = train_subset;
+            }
+            if let Some(n) = validation {
+                setup.validation = swbnn::setup::ValidationSplit::new(n);
             }
             setup.test_subset = test_subset.or(setup.test_subset);
             if let Some(s) = samples {
@@ -354,10 +364,11 @@ fn main() -> Result<()> {
                 }
             }
             eprintln!(
-                "reproduce {}: {} ({}), train subset {:?}, epochs det/bbb/retrain {}/{}/{}{}, OOD {:?}",
+                "reproduce {}: {} ({}), validation split {}, train subset {:?}, epochs det/bbb/retrain {}/{}/{}{}, OOD {:?}",
                 dataset.name(),
                 setup.arch,
                 if quick { "quick" } else { "full" },
+                setup.validation.size,
                 setup.train_subset,
                 setup.deterministic.epochs,
                 setup.bbb.epochs,

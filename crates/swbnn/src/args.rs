@@ -35,6 +35,11 @@ pub fn positive(s: &str) -> Result<usize, String> {
     in_range(s, 1, usize::MAX)
 }
 
+/// A count that may be 0 (`--validation`).
+pub fn count(s: &str) -> Result<usize, String> {
+    in_range(s, 0, usize::MAX)
+}
+
 /// Monte Carlo samples: 1 to [`MAX_SAMPLES`].
 pub fn samples(s: &str) -> Result<usize, String> {
     in_range(s, 1, MAX_SAMPLES)
@@ -96,6 +101,8 @@ mod tests {
     #[test]
     fn numbers_out_of_range_are_refused() {
         assert_eq!(positive("3"), Ok(3));
+        assert_eq!(count("0"), Ok(0));
+        assert!(count("-1").is_err() && count("many").is_err());
         assert!(positive("0").unwrap_err().contains("out of range"));
         assert!(positive("-1").is_err());
         assert!(epochs("0").is_err());

@@ -11,6 +11,7 @@ use bnn_data::{
 use bnn_models::ModelConfig;
 
 use crate::Error;
+use crate::setup::ValidationSplit;
 
 /// Opens `split` of `id`, searching `data_dir`, `$SWBNN_DATA`, the cache and
 /// `/usr/share/datasets` (and downloading where allowed).
@@ -94,11 +95,47 @@ pub fn subset_at_most(
     }
 }
 
+/// Splits a training split `full` in two: the validation split `validation` (held out first,
+/// [`Subset::holdout`]: stratified, seeded, the same images on every run) and the training
+/// examples, the rest or a stratified subset of `train_subset` of the rest (seed 1). Returned as
+/// `(train, validation)`; they never share an example.
+///
+/// A validation split as large as the training split (no training data left) is an error
+/// naming both sizes, and so is a `train_subset` larger than what the split leaves.
+pub fn training_split(
+    full: Arc<dyn Dataset>,
+    validation: ValidationSplit,
+    train_subset: Option<usize>,
+) -> Result<(Arc<dyn Dataset>, Arc<dyn Dataset>), Error> {
+    let n = full.len();
+    if validation.size >= n && validation.size > 0 {
+        return Err(Error::Usage(format!(
+            "a validation split of {} examples leaves no training data: the training set has {n} \
+             (choose a smaller --validation)",
+            validation.size
+        )));
+    }
+    let (rest, held_out) = Subset::holdout(full, validation.size, validation.seed)?;
+    let what = match validation.size {
+        0 => "the training set".to_string(),
+        v => format!("the training set less its {v}-example validation split"),
+    };
+    let train = subset(Arc::new(rest), train_subset, 1, &what)?;
+    Ok((train, Arc::new(held_out)))
+}
+
 /// The data of one experiment, opened once and shared by every stage and table: the training
-/// subset, the test subset with its loader, and the OOD loader.
+/// examples, the validation split with its loader, the test subset with its loader, and the OOD
+/// loader.
 pub struct ExperimentData {
-    /// Training examples (stratified subset of seed 1 when `train_subset` is set).
+    /// Training examples: the training split less the validation split (a stratified subset
+    /// of seed 1 of the rest when `train_subset` is set), see [`training_split`].
     pub train: Arc<dyn Dataset>,
+    /// The validation split ([`crate::setup::Setup::validation`]), held out of the training
+    /// split and never trained on; empty when the setup has none.
+    pub validation: Arc<dyn Dataset>,
+    /// Evaluation loader over `validation`: the test set's normalisation, data-set order.
+    pub validation_loader: DataLoader,
     /// Test examples (stratified subset of seed 2 when `test_subset` is set).
     pub test: Arc<dyn Dataset>,
     /// Evaluation loader over `test`.
@@ -113,11 +150,10 @@ pub struct ExperimentData {
 impl ExperimentData {
     /// Opens the data of `setup`.
     pub fn open(setup: &crate::setup::Setup) -> Result<Self, Error> {
-        let train = subset(
+        let (train, validation) = training_split(
             open_split(setup.dataset, Split::Train, setup.data_dir.as_deref())?,
+            setup.validation,
             setup.train_subset,
-            1,
-            "the training set",
         )?;
         let test = subset(
             open_split(setup.dataset, Split::Test, setup.data_dir.as_deref())?,
@@ -127,6 +163,7 @@ impl ExperimentData {
         )?;
         let stats = setup.dataset.norm_stats();
         let test_loader = eval_loader(stats, test.clone(), 256, setup.workers)?;
+        let validation_loader = eval_loader(stats, validation.clone(), 256, setup.workers)?;
         let ood_loader = match &setup.ood {
             Some((id, dir)) => {
                 let data = subset_at_most(open_ood(*id, dir)?, setup.test_subset, 3)?;
@@ -136,6 +173,8 @@ impl ExperimentData {
         };
         Ok(Self {
             train,
+            validation,
+            validation_loader,
             test,
             test_loader,
             ood_loader,
@@ -361,5 +400,75 @@ pub(crate) mod tests {
         let search = cache_only(root.path(), vec![digits.clone()]);
         assert_eq!(search.find(DatasetId::Mnist), Some(digits));
         assert_eq!(search.find(DatasetId::Svhn), None);
+    }
+
+    /// `n` images of 2x1 pixels that spell their own index, in `classes` classes.
+    fn numbered(n: usize, classes: usize) -> Arc<dyn Dataset> {
+        let pixels = (0..n).flat_map(|i| [(i % 256) as u8, (i / 256) as u8]).collect();
+        let labels = (0..n).map(|i| (i % classes) as u32).collect();
+        Arc::new(bnn_data::InMemoryDataset::new(pixels, labels, (1, 2, 1), classes).unwrap())
+    }
+
+    /// The index each image of `data` spells.
+    fn indices(data: &dyn Dataset) -> Vec<usize> {
+        (0..data.len())
+            .map(|i| {
+                let p = data.get(i).unwrap().pixels;
+                p[0] as usize + 256 * p[1] as usize
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_validation_split_is_never_trained_on_and_is_the_same_every_time() {
+        let full = numbered(600, 3);
+        let split = ValidationSplit::new(90);
+        let (train, val) = training_split(full.clone(), split, None).unwrap();
+        let (t, v) = (indices(train.as_ref()), indices(val.as_ref()));
+        assert_eq!((t.len(), v.len()), (510, 90));
+        assert!(v.iter().all(|i| !t.contains(i)), "disjoint");
+        let mut all = [t.clone(), v.clone()].concat();
+        all.sort_unstable();
+        assert_eq!(all, (0..600).collect::<Vec<_>>(), "together, the training split");
+        // Stratified: 30 of each class.
+        for c in 0..3 {
+            assert_eq!(v.iter().filter(|&&i| i % 3 == c).count(), 30);
+        }
+        let (train2, val2) = training_split(full.clone(), split, None).unwrap();
+        assert_eq!(indices(val2.as_ref()), v);
+        assert_eq!(indices(train2.as_ref()), t);
+        let (_, other) = training_split(full.clone(), ValidationSplit { seed: 9, ..split }, None)
+            .unwrap();
+        assert_ne!(indices(other.as_ref()), v, "the seed picks the images");
+
+        // A training subset is drawn from what the split leaves.
+        let (sub, val3) = training_split(full.clone(), split, Some(300)).unwrap();
+        let s = indices(sub.as_ref());
+        assert_eq!((s.len(), indices(val3.as_ref())), (300, v.clone()));
+        assert!(s.iter().all(|i| !v.contains(i)));
+
+        // No split: everything trains, nothing is held out.
+        let (all_train, none) = training_split(full, ValidationSplit::none(), None).unwrap();
+        assert_eq!((all_train.len(), none.len()), (600, 0));
+    }
+
+    #[test]
+    fn a_validation_split_that_leaves_no_training_data_is_an_error() {
+        let full = numbered(600, 3);
+        for size in [600, 601, 10_000] {
+            let e = training_split(full.clone(), ValidationSplit::new(size), None)
+                .err()
+                .unwrap()
+                .to_string();
+            assert!(
+                e.contains(&format!("{size} examples")) && e.contains("no training data"),
+                "{e}"
+            );
+        }
+        let e = training_split(full, ValidationSplit::new(100), Some(501))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("501") && e.contains("validation split") && e.contains("500"), "{e}");
     }
 }

@@ -35,9 +35,11 @@ use indicatif::{ProgressBar, ProgressStyle};
 use swbnn::calibration::ModelFile;
 use swbnn::data::{
     check_input, eval_loader, open_ood, open_split, subset, subset_at_most, train_loader,
+    training_split,
 };
 use swbnn::experiment::Progress;
 use swbnn::results::Row;
+use swbnn::setup::ValidationSplit;
 use swbnn::store::ModelDir;
 use swbnn::{args, checks};
 use swshare::burn_edges::from_swb;
@@ -99,6 +101,11 @@ enum Command {
         /// Use a stratified subset of the training set (more than it has is an error).
         #[arg(long, value_parser = args::positive)]
         subset: Option<usize>,
+        /// Training images held out as the validation split (0: none), drawn stratified with
+        /// a fixed seed before --subset picks from the rest; never trained on. `swbnn train`
+        /// and `swbnn compress` hold out the same images for the same number.
+        #[arg(long, default_value_t = ValidationSplit::DEFAULT_SIZE, value_parser = args::count)]
+        validation: usize,
         #[arg(long, default_value = "reparam")]
         estimator: String,
         #[arg(long, default_value_t = 0)]
@@ -141,6 +148,11 @@ enum Command {
         /// Use a stratified subset of the training set (more than it has is an error).
         #[arg(long, value_parser = args::positive)]
         subset: Option<usize>,
+        /// Training images held out as the validation split (0: none), drawn stratified with
+        /// a fixed seed before --subset picks from the rest; never trained on. `swbnn train`
+        /// and `swbnn compress` hold out the same images for the same number.
+        #[arg(long, default_value_t = ValidationSplit::DEFAULT_SIZE, value_parser = args::count)]
+        validation: usize,
     },
     /// Evaluate a model (.swb or .qbnn file, or a training directory): accuracy, NLL, ECE,
     /// OOD AUROC.
@@ -404,6 +416,7 @@ fn run() -> Result<()> {
             resume,
             data,
             subset: n,
+            validation,
             estimator,
             seed,
             devices,
@@ -441,11 +454,10 @@ fn run() -> Result<()> {
                     (parallel.devices()[0].clone().autodiff(), parallel)
                 }
             };
-            let train_data = subset(
+            let (train_data, _) = training_split(
                 open_split(dataset, Split::Train, data.as_deref())?,
+                ValidationSplit::new(validation),
                 n,
-                1,
-                "the training set",
             )?;
             let (c, h, _) = train_data.shape();
             let mut config =
@@ -472,11 +484,17 @@ fn run() -> Result<()> {
             }
             let loader = train_loader(dataset, train_data, tc.batch_size, seed, 2)?;
             // Everything that must match to resume is checked before anything is written.
+            let mut run = serde_json::json!({
+                "dataset": dataset.name(),
+                "subset": n,
+            });
+            // Named only when there is one: a checkpoint made before validation splits
+            // resumes with --validation 0, on the images it trained on.
+            if validation > 0 {
+                run["validation"] = serde_json::json!(ValidationSplit::new(validation));
+            }
             let ck = Checkpointer::new(&out)?
-                .with_run(serde_json::json!({
-                    "dataset": dataset.name(),
-                    "subset": n,
-                }))
+                .with_run(run)
                 .with_world_size(parallel.world_size());
             let state = if resume {
                 ck.check(&model, &loader, &tc)?
@@ -520,6 +538,7 @@ fn run() -> Result<()> {
             epochs,
             data,
             subset: n,
+            validation,
         } => {
             // Every argument is checked before the model is loaded or a stage runs.
             check_output(&out, &model, force)?;
@@ -541,13 +560,9 @@ fn run() -> Result<()> {
             cfg.validate()
                 .context("the compression settings (--config, --k, --epochs)")?;
             let (bayes, bayes_config) = load_dir_model(&model, &ad)?;
-            let train_data = subset(
-                open_split(dataset, Split::Train, data.as_deref())?,
-                n,
-                1,
-                "the training set",
-            )?;
-            check_input(&bayes_config, train_data.as_ref(), "training data", true)?;
+            let full = open_split(dataset, Split::Train, data.as_deref())?;
+            check_input(&bayes_config, full.as_ref(), "training data", true)?;
+            let (train_data, _) = training_split(full, ValidationSplit::new(validation), n)?;
             let loader = train_loader(
                 dataset,
                 train_data,

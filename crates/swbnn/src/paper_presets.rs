@@ -26,7 +26,7 @@ use swshare::compress::{CompressConfig, PAPER_RETRAIN_EPOCHS};
 use swshare::retrain_stop::RetrainStop;
 
 use crate::data::OodSearch;
-use crate::setup::Setup;
+use crate::setup::{Setup, ValidationSplit};
 
 /// Deterministic epochs: appendix table "Summary of hyperparameters in the neural network
 /// training configuration", `-EPOCH 250`.
@@ -143,6 +143,7 @@ pub fn setup(
         arch,
         data_dir: None,
         ood: ood.find_paired(dataset),
+        validation: ValidationSplit::standard(),
         train_subset: None,
         test_subset: None,
         deterministic: deterministic(),

@@ -57,6 +57,9 @@ pub fn reproduce(
     if seeds == 0 {
         return Err(Error::Usage("--seeds must be at least 1".into()));
     }
+    if setup.resume {
+        store::check_resume(&setup.out_dir, setup)?;
+    }
     store::write_setup(&setup.out_dir, setup)?;
     if !tables.is_empty() {
         return Ok(Reproduction::Tables(tables::run_seeds(

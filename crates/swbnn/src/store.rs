@@ -42,7 +42,7 @@ use swshare::burn_edges::from_swb;
 
 use crate::Error;
 use crate::results::{CorruptionRow, Outcome, Row, SeedSummary, markdown, markdown_corruptions};
-use crate::setup::Setup;
+use crate::setup::{Setup, ValidationSplit};
 
 /// The file that marks a directory as a reproduction run; `cargo xtask reproduce` writes it
 /// before any stage.
@@ -144,6 +144,38 @@ pub fn write_setup(out_dir: &Path, setup: &Setup) -> Result<(), Error> {
 /// The setup a run directory was made with ([`SETUP_FILE`]).
 pub fn read_setup(dir: &Path) -> Result<Setup, Error> {
     read_json(&dir.join(SETUP_FILE))
+}
+
+/// The resume check of a run directory `dir` (nothing there: nothing to check): the run
+/// resuming it must use the validation split its [`SETUP_FILE`] records (a file written before
+/// validation splits records none), else its stages would go on training on other images. The
+/// error names the file and both splits; nothing is written.
+pub fn check_resume(dir: &Path, setup: &Setup) -> Result<(), Error> {
+    let path = dir.join(SETUP_FILE);
+    if !path.is_file() {
+        return Ok(());
+    }
+    let recorded: serde_json::Value = read_json(&path)?;
+    let old = match recorded.get("validation") {
+        None => ValidationSplit::none(),
+        Some(v) => serde_json::from_value(v.clone()).map_err(|e| Error::parse(&path, e))?,
+    };
+    if old != setup.validation {
+        let show = |v: ValidationSplit| match v.size {
+            0 => "none".to_string(),
+            n => format!("{n} examples (seed {})", v.seed),
+        };
+        return Err(Error::Usage(format!(
+            "cannot resume {}: its validation split is {}, this run asks for {}; the stages would \
+             go on training on other images. Pass --validation {} to resume it as it was made, \
+             or leave out --resume to start afresh; nothing was changed",
+            path.display(),
+            show(old),
+            show(setup.validation),
+            old.size
+        )));
+    }
+    Ok(())
 }
 
 /// Writes the main table of one run into `dir`: [`TABLE_MD`], [`TABLE_JSON`] and
@@ -357,10 +389,16 @@ impl StageDir {
     /// checkpointer (locking the directory). Cached results are used when `setup.resume`.
     pub fn open(setup: &Setup, name: &str) -> Result<Self, Error> {
         let dir = stage_path(&setup.out_dir, name);
-        let checkpointer = Checkpointer::new(&dir)?.with_run(serde_json::json!({
+        let mut run = serde_json::json!({
             "dataset": setup.dataset.name(),
             "train_subset": setup.train_subset,
-        }));
+        });
+        // Named only when there is one, so a checkpoint made before validation splits, which
+        // trained on the whole training split, still resumes (as that split, none).
+        if !setup.validation.is_none() {
+            run["validation"] = serde_json::json!(setup.validation);
+        }
+        let checkpointer = Checkpointer::new(&dir)?.with_run(run);
         Ok(Self {
             model: ModelDir::new(dir),
             checkpointer: Some(checkpointer),
@@ -745,6 +783,8 @@ mod tests {
             serde_json::to_value(&setup).unwrap()
         );
 
+        assert_eq!(back.validation, ValidationSplit::standard());
+
         let model = ModelDir::new(dir.path().join("model"));
         let lenet = ModelConfig::for_input(Arch::Lenet5, Kind::Bayesian, 10, 1, 28);
         model.check_resume(&lenet).unwrap();
@@ -758,5 +798,47 @@ mod tests {
             "{e}"
         );
         assert_eq!(std::fs::read(model.config_path()).unwrap(), before);
+    }
+
+    /// A setup.json written before validation splits (no `validation` field) reads as none;
+    /// resuming a run with another split than its setup.json records is refused, naming both,
+    /// and the same split resumes.
+    #[test]
+    fn resume_with_another_validation_split_is_refused() {
+        use bnn_models::Arch;
+        let dir = tempfile::tempdir().unwrap();
+        let mut setup = crate::presets::setup(
+            bnn_data::DatasetId::FashionMnist,
+            Some(Arch::Lenet5),
+            true,
+            &crate::data::OodSearch::from_env(dir.path()),
+            dir.path().join("run"),
+        );
+        check_resume(&setup.out_dir, &setup).unwrap();
+        write_setup(&setup.out_dir, &setup).unwrap();
+        check_resume(&setup.out_dir, &setup).unwrap();
+        let mut other = setup.clone();
+        other.validation = ValidationSplit::new(1000);
+        let e = check_resume(&setup.out_dir, &other).unwrap_err().to_string();
+        assert!(
+            e.contains("cannot resume") && e.contains("5000 examples") && e.contains("1000"),
+            "{e}"
+        );
+        other.validation = ValidationSplit {
+            seed: 5,
+            ..setup.validation
+        };
+        assert!(check_resume(&setup.out_dir, &other).is_err(), "another seed");
+
+        // An old setup.json: the same file without the field.
+        let path = setup.out_dir.join(SETUP_FILE);
+        let mut old: serde_json::Value = read_json(&path).unwrap();
+        old.as_object_mut().unwrap().remove("validation");
+        write_json(&path, &old).unwrap();
+        assert_eq!(read_setup(&setup.out_dir).unwrap().validation, ValidationSplit::none());
+        let e = check_resume(&setup.out_dir, &setup).unwrap_err().to_string();
+        assert!(e.contains("split is none") && e.contains("--validation 0"), "{e}");
+        setup.validation = ValidationSplit::none();
+        check_resume(&setup.out_dir, &setup).unwrap();
     }
 }

@@ -71,6 +71,8 @@ fn write_imagenet(dir: &Path, per_class: usize) {
 fn shrink(setup: &mut Setup, data: &Path) {
     setup.data_dir = Some(data.to_path_buf());
     setup.ood = None;
+    // Two images (the ImageNet folder has four training images, CIFAR-10 twenty).
+    setup.validation = swbnn::setup::ValidationSplit::new(2);
     setup.deterministic.epochs = 1;
     setup.bbb.epochs = 1;
     setup.compress.retrain.epochs = 1;
@@ -269,10 +271,11 @@ fn dry_run_plans_without_data() {
     );
     let cfg = TablesConfig::for_setup(&setup);
     let plan = tables::plan::plan(&setup, &cfg, &TableId::ALL);
-    assert_eq!(plan.train_examples, 1_281_167);
+    // The validation split's 5,000 images are held out of training.
+    assert_eq!(plan.train_examples, 1_281_167 - 5_000);
     let det = &plan.stages[0];
     assert_eq!((det.stage.as_str(), det.epochs), ("deterministic", 250));
-    assert_eq!(det.train_images, 250 * 1_281_167);
+    assert_eq!(det.train_images, 250 * (1_281_167 - 5_000));
     // 4 sigma widths, 4 ensemble members, 3 ablation, 3 K, 3 tau_w, 1 merge variants.
     let names: Vec<&str> = plan.stages.iter().map(|s| s.stage.as_str()).collect();
     for s in [
