@@ -19,7 +19,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use bnn_data::{DataLoader, Dataset, Subset};
+use bnn_data::{DataLoader, Dataset, DatasetId};
 use bnn_metrics::{TemperatureFit, validate_temperature};
 use bnn_models::Network;
 use bnn_train::{LogitSamples, predict_ensemble_logits, predict_logits};
@@ -27,7 +27,9 @@ use serde::{Deserialize, Serialize};
 use swshare::format::{self, qbnn};
 
 use crate::Error;
-use crate::store::{ModelDir, QBNN_FILE, read_json, write_json};
+use crate::data::training_split;
+use crate::setup::{Setup, ValidationSplit};
+use crate::store::{ModelDir, QBNN_FILE, SETUP_FILE, read_json, read_setup, write_json};
 
 /// A model directory's fitted temperature and how it was fitted.
 pub const CALIBRATION_FILE: &str = "calibration.json";
@@ -80,16 +82,91 @@ pub fn fit_ensemble(members: &[Network], validation: &DataLoader) -> Result<Cali
     Ok(Calibration::of(&logits.fit_temperature()?, &logits))
 }
 
-/// The validation split of a training set: `n` images held out by
-/// [`bnn_data::Subset::holdout`] with `seed` (stratified, in data-set order), as a run holds
-/// them out. More images than the set has is an error.
+/// The validation split of the training split `full`: the images [`training_split`] holds out
+/// for `split`, as a run, `swbnn train` and `swbnn compress` hold them out. An empty split, or
+/// one that leaves no training data, is an error.
 pub fn validation_split(
-    train: Arc<dyn Dataset>,
-    n: usize,
-    seed: u64,
+    full: Arc<dyn Dataset>,
+    split: ValidationSplit,
 ) -> Result<Arc<dyn Dataset>, Error> {
-    let (_, held_out) = Subset::holdout(train, n, seed)?;
-    Ok(Arc::new(held_out))
+    if split.size == 0 {
+        return Err(Error::Usage(
+            "a temperature is fitted on a validation split, and this one is empty (--validation 0)"
+                .into(),
+        ));
+    }
+    Ok(training_split(full, split, None)?.1)
+}
+
+/// The run directory `model` lies in (the nearest directory at or above it holding
+/// [`SETUP_FILE`]) and its setup; `None` for a model outside a run.
+pub fn run_of(model: &Path) -> Result<Option<(PathBuf, Setup)>, Error> {
+    let start = if model.is_dir() {
+        model
+    } else {
+        model.parent().unwrap_or(model)
+    };
+    for dir in start.ancestors() {
+        let dir = if dir.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            dir
+        };
+        if dir.join(SETUP_FILE).is_file() {
+            return Ok(Some((dir.to_path_buf(), read_setup(dir)?)));
+        }
+    }
+    Ok(None)
+}
+
+/// The validation split of `model`'s temperature fit: its run's ([`run_of`]; a `size` or
+/// `seed` given besides must agree with it, and a run that held none out is an error), else
+/// `size` (default [`ValidationSplit::DEFAULT_SIZE`], as `swbnn train` holds out) with `seed`
+/// (default [`ValidationSplit::SEED`]). Returns the split and the run directory, if any.
+pub fn split_for(
+    model: &Path,
+    dataset: DatasetId,
+    size: Option<usize>,
+    seed: Option<u64>,
+) -> Result<(ValidationSplit, Option<PathBuf>), Error> {
+    let Some((dir, setup)) = run_of(model)? else {
+        let split = ValidationSplit {
+            size: size.unwrap_or(ValidationSplit::DEFAULT_SIZE),
+            seed: seed.unwrap_or(ValidationSplit::SEED),
+        };
+        return Ok((split, None));
+    };
+    let run = setup.validation;
+    let named = dir.join(SETUP_FILE);
+    if setup.dataset != dataset {
+        return Err(Error::Usage(format!(
+            "{} belongs to the run in {}, which trained on {}, not {dataset}",
+            model.display(),
+            dir.display(),
+            setup.dataset
+        )));
+    }
+    if run.size == 0 {
+        return Err(Error::Usage(format!(
+            "the run in {} held out no validation split (its {} trained on every training              image), so no image is left to fit a temperature on",
+            dir.display(),
+            named.display()
+        )));
+    }
+    for (flag, given, recorded) in [
+        ("--validation", size.map(|v| v as u64), run.size as u64),
+        ("--validation-seed", seed, run.seed),
+    ] {
+        if given.is_some_and(|g| g != recorded) {
+            return Err(Error::Usage(format!(
+                "{flag} {} differs from the split of the run in {} ({recorded}, in {}); leave                  it out to use the run's",
+                given.unwrap_or_default(),
+                dir.display(),
+                named.display()
+            )));
+        }
+    }
+    Ok((run, Some(dir)))
 }
 
 /// Where a model and its temperature are stored.
@@ -329,6 +406,67 @@ mod tests {
         );
         assert!(file.store(&calibration(f64::NAN)).is_err());
         assert_eq!(file.temperature().unwrap(), Some(0.75));
+    }
+
+    /// A model in a run directory is calibrated on the run's validation split; flags that
+    /// disagree with it, another data set, and a run that held nothing out are errors.
+    #[test]
+    fn a_model_in_a_run_uses_the_runs_split() {
+        use crate::data::OodSearch;
+        let dir = tempfile::tempdir().unwrap();
+        let outside = dir.path().join("m.swb");
+        assert_eq!(
+            split_for(&outside, DatasetId::FashionMnist, None, None).unwrap(),
+            (ValidationSplit::standard(), None)
+        );
+        assert_eq!(
+            split_for(&outside, DatasetId::FashionMnist, Some(300), Some(2))
+                .unwrap()
+                .0,
+            ValidationSplit { size: 300, seed: 2 }
+        );
+        let run = dir.path().join("run");
+        let mut setup = crate::presets::setup(
+            DatasetId::FashionMnist,
+            None,
+            true,
+            &OodSearch::from_env(dir.path()),
+            run.clone(),
+        );
+        setup.validation = ValidationSplit { size: 700, seed: 9 };
+        crate::store::write_setup(&run, &setup).unwrap();
+        let stage = run.join("stages").join("bbb");
+        std::fs::create_dir_all(&stage).unwrap();
+        let want = (setup.validation, Some(run.clone()));
+        for model in [stage.clone(), run.join("lenet5-2dgbnn.swb")] {
+            assert_eq!(
+                split_for(&model, DatasetId::FashionMnist, None, None).unwrap(),
+                want
+            );
+        }
+        assert_eq!(
+            split_for(&stage, DatasetId::FashionMnist, Some(700), Some(9)).unwrap(),
+            want
+        );
+        for (size, seed, needle) in [
+            (Some(5000), None, "--validation 5000"),
+            (None, Some(4), "--validation-seed 4"),
+        ] {
+            let e = split_for(&stage, DatasetId::FashionMnist, size, seed)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(needle) && e.contains(SETUP_FILE), "{e}");
+        }
+        let e = split_for(&stage, DatasetId::Mnist, None, None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("trained on"), "{e}");
+        setup.validation = ValidationSplit::none();
+        crate::store::write_setup(&run, &setup).unwrap();
+        let e = split_for(&stage, DatasetId::FashionMnist, None, None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("held out no validation split"), "{e}");
     }
 
     #[test]

@@ -404,7 +404,9 @@ pub(crate) mod tests {
 
     /// `n` images of 2x1 pixels that spell their own index, in `classes` classes.
     fn numbered(n: usize, classes: usize) -> Arc<dyn Dataset> {
-        let pixels = (0..n).flat_map(|i| [(i % 256) as u8, (i / 256) as u8]).collect();
+        let pixels = (0..n)
+            .flat_map(|i| [(i % 256) as u8, (i / 256) as u8])
+            .collect();
         let labels = (0..n).map(|i| (i % classes) as u32).collect();
         Arc::new(bnn_data::InMemoryDataset::new(pixels, labels, (1, 2, 1), classes).unwrap())
     }
@@ -429,7 +431,11 @@ pub(crate) mod tests {
         assert!(v.iter().all(|i| !t.contains(i)), "disjoint");
         let mut all = [t.clone(), v.clone()].concat();
         all.sort_unstable();
-        assert_eq!(all, (0..600).collect::<Vec<_>>(), "together, the training split");
+        assert_eq!(
+            all,
+            (0..600).collect::<Vec<_>>(),
+            "together, the training split"
+        );
         // Stratified: 30 of each class.
         for c in 0..3 {
             assert_eq!(v.iter().filter(|&&i| i % 3 == c).count(), 30);
@@ -437,8 +443,8 @@ pub(crate) mod tests {
         let (train2, val2) = training_split(full.clone(), split, None).unwrap();
         assert_eq!(indices(val2.as_ref()), v);
         assert_eq!(indices(train2.as_ref()), t);
-        let (_, other) = training_split(full.clone(), ValidationSplit { seed: 9, ..split }, None)
-            .unwrap();
+        let (_, other) =
+            training_split(full.clone(), ValidationSplit { seed: 9, ..split }, None).unwrap();
         assert_ne!(indices(other.as_ref()), v, "the seed picks the images");
 
         // A training subset is drawn from what the split leaves.
@@ -469,6 +475,9 @@ pub(crate) mod tests {
             .err()
             .unwrap()
             .to_string();
-        assert!(e.contains("501") && e.contains("validation split") && e.contains("500"), "{e}");
+        assert!(
+            e.contains("501") && e.contains("validation split") && e.contains("500"),
+            "{e}"
+        );
     }
 }

@@ -487,8 +487,8 @@ pub(crate) fn evaluation_seed(setup: &Setup, method: Method) -> u64 {
 
 /// The run's validation split, the data every temperature is fitted on (`None`: the run holds
 /// none out, and its rows have no calibrated metrics).
-pub(crate) fn validation(_data: &ExperimentData) -> Option<&DataLoader> {
-    None
+pub(crate) fn validation(data: &ExperimentData) -> Option<&DataLoader> {
+    Some(&data.validation_loader).filter(|_| !data.validation.is_empty())
 }
 
 fn missing_stage(setup: &Setup, method: Method) -> Error {

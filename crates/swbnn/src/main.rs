@@ -203,13 +203,15 @@ enum Command {
         /// The data folder (used alone: a folder without the data set is an error).
         #[arg(long)]
         data: Option<PathBuf>,
-        /// Training images held out as the validation split (a stratified, seeded hold-out of
-        /// the training set, as a run takes it with the same size and seed).
+        /// Training images held out as the validation split, as `swbnn train --validation`
+        /// held them out (default 5,000). For a model in a run directory (a `setup.json` at or
+        /// above it), the run's split; a different number is an error.
         #[arg(long, value_parser = args::positive)]
-        validation: usize,
-        /// Seed of the hold-out.
-        #[arg(long, default_value_t = 0)]
-        validation_seed: u64,
+        validation: Option<usize>,
+        /// Seed of the hold-out (default: the fixed seed every run and `swbnn train` use; in
+        /// a run directory, the run's).
+        #[arg(long)]
+        validation_seed: Option<u64>,
         /// Monte-Carlo samples per image (one pass for a deterministic network).
         #[arg(long, default_value_t = 30, value_parser = args::samples)]
         samples: usize,
@@ -686,10 +688,12 @@ fn run() -> Result<()> {
             seed,
         } => {
             let file = ModelFile::at(&model);
+            let (split, run_dir) =
+                swbnn::calibration::split_for(&model, dataset, validation, validation_seed)?;
             let (net, net_config) = load_any_model(&model, &device)?;
             let train = open_split(dataset, Split::Train, data.as_deref())?;
-            let held_out = swbnn::calibration::validation_split(train, validation, validation_seed)
-                .with_context(|| format!("--validation {validation}"))?;
+            let held_out = swbnn::calibration::validation_split(train, split)
+                .with_context(|| format!("the validation split of {} images", split.size))?;
             check_input(&net_config, held_out.as_ref(), "validation data", true)?;
             let loader = eval_loader(dataset.norm_stats(), held_out, 256, 2)?;
             device.seed(seed);
@@ -701,11 +705,15 @@ fn run() -> Result<()> {
                 println!("{}", serde_json::to_string(&fit)?);
             } else {
                 println!(
-                    "temperature {:.4}: validation NLL {:.4} -> {:.4} ({} images, {} samples); stored in {}",
+                    "temperature {:.4}: validation NLL {:.4} -> {:.4} ({} images held out with seed {}{}, {} samples); stored in {}",
                     fit.temperature,
                     fit.nll_before,
                     fit.nll_after,
                     fit.images,
+                    split.seed,
+                    run_dir
+                        .map(|d| format!(", the split of the run in {}", d.display()))
+                        .unwrap_or_default(),
                     fit.samples,
                     file.path().display()
                 );

@@ -819,7 +819,9 @@ mod tests {
         check_resume(&setup.out_dir, &setup).unwrap();
         let mut other = setup.clone();
         other.validation = ValidationSplit::new(1000);
-        let e = check_resume(&setup.out_dir, &other).unwrap_err().to_string();
+        let e = check_resume(&setup.out_dir, &other)
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("cannot resume") && e.contains("5000 examples") && e.contains("1000"),
             "{e}"
@@ -828,16 +830,27 @@ mod tests {
             seed: 5,
             ..setup.validation
         };
-        assert!(check_resume(&setup.out_dir, &other).is_err(), "another seed");
+        assert!(
+            check_resume(&setup.out_dir, &other).is_err(),
+            "another seed"
+        );
 
         // An old setup.json: the same file without the field.
         let path = setup.out_dir.join(SETUP_FILE);
         let mut old: serde_json::Value = read_json(&path).unwrap();
         old.as_object_mut().unwrap().remove("validation");
         write_json(&path, &old).unwrap();
-        assert_eq!(read_setup(&setup.out_dir).unwrap().validation, ValidationSplit::none());
-        let e = check_resume(&setup.out_dir, &setup).unwrap_err().to_string();
-        assert!(e.contains("split is none") && e.contains("--validation 0"), "{e}");
+        assert_eq!(
+            read_setup(&setup.out_dir).unwrap().validation,
+            ValidationSplit::none()
+        );
+        let e = check_resume(&setup.out_dir, &setup)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("split is none") && e.contains("--validation 0"),
+            "{e}"
+        );
         setup.validation = ValidationSplit::none();
         check_resume(&setup.out_dir, &setup).unwrap();
     }

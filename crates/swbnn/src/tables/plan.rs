@@ -90,7 +90,10 @@ pub fn plan(setup: &Setup, cfg: &TablesConfig, tables: &[TableId]) -> Plan {
     let (train, test) = dataset_sizes(setup.dataset);
     let cap = |n: usize, subset: Option<usize>| subset.map_or(n, |s| s.min(n));
     // The validation split is held out first; the training subset is drawn from the rest.
-    let train = cap(train.saturating_sub(setup.validation.size), setup.train_subset);
+    let train = cap(
+        train.saturating_sub(setup.validation.size),
+        setup.train_subset,
+    );
     let test = cap(test, setup.test_subset);
     let ood = setup.ood.as_ref().map_or(0, |(id, _)| {
         // The bundled OOD digits are MNIST's 10,000 test images.
