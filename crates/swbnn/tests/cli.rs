@@ -993,6 +993,15 @@ fn calibrate_stores_the_temperature_and_eval_reports_it_beside_the_raw_metrics()
         assert_eq!(by_hand["calibrated"], both["calibrated"]);
     }
     assert!(det.join("calibration.json").is_file());
+    // The corruption rows carry the calibrated metrics at the stored temperature.
+    let shifted = json(&ok(&strs(&eval(&swb, &["--calibrated", "--corruptions"]))));
+    let t = shifted["calibrated"]["temperature"].as_f64().unwrap();
+    let rows = shifted["corruptions"].as_array().unwrap();
+    assert_eq!(rows.len(), 15);
+    for r in rows {
+        assert_eq!(r["calibrated"]["temperature"].as_f64(), Some(t), "{r}");
+        assert!(r["calibrated"]["nll"].as_f64().unwrap().is_finite(), "{r}");
+    }
     let inspect = json(&ok(&["inspect", s(&swb), "--json"]));
     assert!(inspect["temperature"].as_f64().is_some(), "{inspect}");
 
