@@ -224,7 +224,9 @@ impl ModelFile {
     }
 
     /// Stores `calibration`'s temperature with the model, atomically: in the `.swb` or `.qbnn`
-    /// file (the model's bytes unchanged), or as [`CALIBRATION_FILE`] in a model directory.
+    /// file (the model's bytes unchanged), or as [`CALIBRATION_FILE`] in a model directory. A
+    /// file in a run's stage directory, whose [`CALIBRATION_FILE`] records the run's fit, gets
+    /// that record replaced too, so a resumed run keeps the new temperature.
     pub fn store(&self, calibration: &Calibration) -> Result<(), Error> {
         validate_temperature(calibration.temperature)?;
         match self {
@@ -237,6 +239,12 @@ impl ModelFile {
                 qbnn::save(p, &data)?;
             }
             ModelFile::Dir(d) => d.write_calibration(calibration)?,
+        }
+        if let ModelFile::Swb(p) | ModelFile::Qbnn(p) = self
+            && let Some(dir) = p.parent().map(ModelDir::new)
+            && dir.calibration_path().is_file()
+        {
+            dir.write_calibration(calibration)?;
         }
         Ok(())
     }
@@ -406,6 +414,14 @@ mod tests {
         );
         assert!(file.store(&calibration(f64::NAN)).is_err());
         assert_eq!(file.temperature().unwrap(), Some(0.75));
+        // In a stage directory that records a fit, the record follows the file.
+        let dir_model = ModelDir::new(dir.path());
+        dir_model.write_calibration(&calibration(3.0)).unwrap();
+        ModelFile::at(&swb).store(&calibration(1.75)).unwrap();
+        assert_eq!(
+            dir_model.read_calibration().unwrap(),
+            Some(calibration(1.75))
+        );
     }
 
     /// A model in a run directory is calibrated on the run's validation split; flags that
