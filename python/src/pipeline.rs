@@ -275,7 +275,7 @@ fn compress_impl(
     let full = open_split(id, Split::Train, data)?;
     check_input(&bayes_config, full.as_ref(), "training data", true)?;
     // As the command line's default: the standard validation split is held out.
-    let (train_data, _) = training_split(full, ValidationSplit::standard(), n)?;
+    let (train_data, validation) = training_split(full, ValidationSplit::standard(), n)?;
     let loader = train_loader(
         id,
         train_data,
@@ -283,10 +283,13 @@ fn compress_impl(
         cfg.retrain.seed,
         WORKERS,
     )?;
+    // Stage 3's stop rule reads the validation split.
+    let validation = eval_loader(id.norm_stats(), validation, EVAL_BATCH, WORKERS)?;
     let compressed = run_compress(
         &bayes,
         &bayes_config,
         &loader,
+        Some(&validation),
         &cfg,
         None,
         &mut Progress { on: progress },

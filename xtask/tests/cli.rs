@@ -40,6 +40,35 @@ fn reproduce_resume_needs_a_started_run() {
     assert_eq!(std::fs::read_dir(&empty).unwrap().count(), 0);
 }
 
+/// A run made before seed numbers and validation splits were recorded (its setup.json has
+/// neither) was seed 0 and trained on every training image: `--resume` with today's defaults
+/// (seed number 6, a 5,000-image split) is refused, naming the flag that resumes it as it was
+/// made, before anything is read or written.
+#[test]
+fn reproduce_resume_refuses_another_seed_or_validation_split() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("old");
+    std::fs::create_dir(&out).unwrap();
+    let old = r#"{"dataset": "fashion-mnist", "arch": "lenet5"}"#;
+    std::fs::write(out.join("setup.json"), old).unwrap();
+    let err = refused(&["--resume", "--out", s(&out)], "--seed-offset 0");
+    assert!(err.contains("seed number 0"), "{err}");
+    let err = refused(
+        &["--resume", "--seed-offset", "0", "--out", s(&out)],
+        "--validation 0",
+    );
+    assert!(err.contains("validation split is none"), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(out.join("setup.json")).unwrap(),
+        old
+    );
+    assert_eq!(
+        std::fs::read_dir(&out).unwrap().count(),
+        1,
+        "nothing written"
+    );
+}
+
 #[test]
 fn reproduce_checks_limits_and_output_first() {
     let tmp = tempfile::tempdir().unwrap();

@@ -7,13 +7,15 @@
 //!
 //! - Data sets implement [`Dataset`] (`len`, `classes`, `shape`, `get`); IDX, CIFAR and
 //!   SVHN are held in memory ([`InMemoryDataset`]), ImageNet folders decode lazily
-//!   ([`ImageFolder`]). [`Subset`] picks the first, random or stratified `n`.
+//!   ([`ImageFolder`]). [`Subset`] picks the first, random or stratified `n`, or holds out a
+//!   stratified validation split ([`Subset::holdout`]).
 //! - [`Transform`]s ([`RandomCrop`], [`RandomHorizontalFlip`], [`RandomResizedCrop`],
 //!   [`ColorJitter`], [`Normalize`], …) compose with [`Compose`]; every random choice is
 //!   drawn from a generator seeded by `(seed, epoch, sample index)`.
 //! - [`Corrupted`] wraps a data set with one of 15 deterministic [`Corruption`]s (rotation,
 //!   Gaussian noise, contrast, translation, blur at severities 1–3, in the manner of
-//!   CIFAR-10-C and MNIST-C) for evaluation under distribution shift.
+//!   CIFAR-10-C and MNIST-C) for evaluation under distribution shift. [`TileShuffled`] makes
+//!   an out-of-distribution set from in-distribution images (their tiles shuffled).
 //! - [`DataLoader`] shuffles per epoch, batches, and prefetches with worker threads; the
 //!   batches are the same for any number of workers.
 //! - [`Locator`] finds a data set (`--data DIR`, `$SWBNN_DATA`, the user cache,
@@ -60,6 +62,7 @@ mod mat;
 mod rng;
 mod subset;
 mod svhn;
+mod tiles;
 mod transform;
 
 pub use cifar::{
@@ -87,6 +90,7 @@ pub use mat::{MatArray, MatData, parse_mat, read_mat};
 pub use rng::{SampleRng, derive_seed};
 pub use subset::Subset;
 pub use svhn::{load_svhn, load_svhn_mat, svhn_file};
+pub use tiles::{TILE_GRID, TileShuffled};
 pub use transform::{
     CenterCrop, ColorJitter, Compose, HorizontalFlip, Image, NormStats, Normalize, PadMode,
     RandomCrop, RandomHorizontalFlip, RandomResizedCrop, Transform, adjust_brightness,

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use bnn_data::{
     Compose, DataLoader, Dataset, DatasetId, LoaderConfig, Locator, NormStats, Normalize,
-    RandomHorizontalFlip, Split, Subset, load_idx_pair, open, open_dir,
+    RandomHorizontalFlip, Split, Subset, TileShuffled, load_idx_pair, open, open_dir,
 };
 
 use bnn_models::ModelConfig;
@@ -95,6 +95,9 @@ pub fn subset_at_most(
     }
 }
 
+/// The training examples and the validation split, as [`training_split`] returns them.
+pub type TrainAndValidation = (Arc<dyn Dataset>, Arc<dyn Dataset>);
+
 /// Splits a training split `full` in two: the validation split `validation` (held out first,
 /// [`Subset::holdout`]: stratified, seeded, the same images on every run) and the training
 /// examples, the rest or a stratified subset of `train_subset` of the rest (seed 1). Returned as
@@ -106,7 +109,7 @@ pub fn training_split(
     full: Arc<dyn Dataset>,
     validation: ValidationSplit,
     train_subset: Option<usize>,
-) -> Result<(Arc<dyn Dataset>, Arc<dyn Dataset>), Error> {
+) -> Result<TrainAndValidation, Error> {
     let n = full.len();
     if validation.size >= n && validation.size > 0 {
         return Err(Error::Usage(format!(
@@ -124,6 +127,22 @@ pub fn training_split(
     Ok((train, Arc::new(held_out)))
 }
 
+/// Seed of the validation OOD set's tile orders: fixed, so every run and method sees the same
+/// images.
+pub const VALIDATION_OOD_SEED: u64 = 0x7_11e5;
+
+/// The validation OOD set made from `validation` alone ([`TileShuffled`]: each image cut into
+/// a 4 x 4 grid of tiles, the tiles shuffled, with [`VALIDATION_OOD_SEED`]): images of the
+/// training distribution's pixels and textures without its shapes. Selection reads it so that
+/// the reported OOD set (the MNIST digits for Fashion-MNIST, SVHN for CIFAR) stays for the
+/// final report.
+pub fn validation_ood(validation: Arc<dyn Dataset>) -> Result<Arc<dyn Dataset>, Error> {
+    Ok(Arc::new(TileShuffled::new(
+        validation,
+        VALIDATION_OOD_SEED,
+    )?))
+}
+
 /// The data of one experiment, opened once and shared by every stage and table: the training
 /// examples, the validation split with its loader, the test subset with its loader, and the OOD
 /// loader.
@@ -136,6 +155,11 @@ pub struct ExperimentData {
     pub validation: Arc<dyn Dataset>,
     /// Evaluation loader over `validation`: the test set's normalisation, data-set order.
     pub validation_loader: DataLoader,
+    /// Evaluation loader over the validation OOD set ([`validation_ood`]: the validation
+    /// images with their tiles shuffled), normalised as `validation`; `None` without a
+    /// validation split. Choices that look at OOD detection read it, never the reported OOD
+    /// set.
+    pub validation_ood_loader: Option<DataLoader>,
     /// Test examples (stratified subset of seed 2 when `test_subset` is set).
     pub test: Arc<dyn Dataset>,
     /// Evaluation loader over `test`.
@@ -164,6 +188,15 @@ impl ExperimentData {
         let stats = setup.dataset.norm_stats();
         let test_loader = eval_loader(stats, test.clone(), 256, setup.workers)?;
         let validation_loader = eval_loader(stats, validation.clone(), 256, setup.workers)?;
+        let validation_ood_loader = match validation.is_empty() {
+            true => None,
+            false => Some(eval_loader(
+                stats,
+                validation_ood(validation.clone())?,
+                256,
+                setup.workers,
+            )?),
+        };
         let ood_loader = match &setup.ood {
             Some((id, dir)) => {
                 let data = subset_at_most(open_ood(*id, dir)?, setup.test_subset, 3)?;
@@ -175,6 +208,7 @@ impl ExperimentData {
             train,
             validation,
             validation_loader,
+            validation_ood_loader,
             test,
             test_loader,
             ood_loader,

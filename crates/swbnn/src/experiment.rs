@@ -4,8 +4,9 @@
 //!
 //! [`run`] is a loop over [`Method::MAIN`]: each method trains (or resumes) in its stage
 //! directory ([`StageDir`]), is evaluated once (the row is cached there), and then on the
-//! setup's corruptions. The 2DGBNN stage is one function, `gbnn_stage`, which the tables'
-//! variants run too, so a row is computed the same way wherever it is made.
+//! setup's corruptions and on the validation split (its own rows, for choices). The 2DGBNN
+//! stage is one function, `gbnn_stage`, which the tables' variants run too, so a row is
+//! computed the same way wherever it is made.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -16,7 +17,7 @@ use bnn_data::{Corrupted, Corruption, Dataset, NormStats};
 use bnn_layers::{bayes_from_deterministic, count_params, export_posterior};
 use bnn_metrics::WeightStats;
 use bnn_models::{Kind, ModelConfig, Network};
-use bnn_train::{Evaluation, Observer, TrainConfig, evaluate_tempered, train};
+use bnn_train::{Evaluation, Observer, TrainConfig, evaluate, evaluate_tempered, train};
 use burn::module::Module;
 use burn::prelude::*;
 use swshare::burn_edges::full_bnn_data;
@@ -34,6 +35,7 @@ use crate::results::{
 };
 use crate::setup::Setup;
 use crate::store::{self, StageDir};
+use crate::validation::ValidationRow;
 
 /// What the experiment reports along the way.
 pub trait Progress: Observer {
@@ -279,10 +281,13 @@ pub(crate) fn gbnn_stage(
         setup.workers,
     )?;
     let started = Instant::now();
+    // Stage 3's stop rule reads the validation split (an error when the setup has none).
+    let validation = (!data.validation.is_empty()).then_some(&data.validation_loader);
     let compressed = compress(
         bayes,
         bayes_config,
         &loader,
+        validation,
         cfg,
         Some(stage.checkpointer()?),
         progress,
@@ -295,7 +300,7 @@ pub(crate) fn gbnn_stage(
         let fit = calibrate_stage(
             &stage,
             &model,
-            validation(data),
+            calibration_split(data),
             setup.samples,
             device,
             cfg.retrain.seed,
@@ -376,7 +381,7 @@ impl Experiment<'_> {
             let fit = calibrate_stage(
                 &stage,
                 &det,
-                validation(&self.data),
+                calibration_split(&self.data),
                 1,
                 &self.device,
                 evaluation_seed(setup, Method::Deterministic),
@@ -414,7 +419,7 @@ impl Experiment<'_> {
             let fit = calibrate_stage(
                 &stage,
                 &bayes,
-                validation(&self.data),
+                calibration_split(&self.data),
                 setup.samples,
                 &self.device,
                 evaluation_seed(setup, Method::Bbb),
@@ -445,6 +450,32 @@ impl Experiment<'_> {
             Ok(calibrated_row(row, t, cal))
         })?;
         Ok((stage, bayes, row))
+    }
+
+    /// `method`'s row on the validation split against the validation OOD set, cached in its
+    /// stage (`None` without a validation split). Evaluated with the device seeded as for the
+    /// test row, so a resumed run gives the same numbers.
+    fn validation(
+        &self,
+        stage: &StageDir,
+        model: &Network,
+        method: Method,
+    ) -> Result<Option<ValidationRow>, Error> {
+        if self.data.validation.is_empty() {
+            return Ok(None);
+        }
+        let setup = self.setup;
+        let row = stage.validation_row(|| {
+            self.device.seed(evaluation_seed(setup, method));
+            let ev = evaluate(
+                model,
+                &self.data.validation_loader,
+                self.data.validation_ood_loader.as_ref(),
+                method.passes(setup.samples),
+            )?;
+            Ok(ValidationRow::new(method, &ev))
+        })?;
+        Ok(Some(row))
     }
 
     /// `method`'s rows on the setup's corruptions, cached in its stage.
@@ -487,7 +518,7 @@ pub(crate) fn evaluation_seed(setup: &Setup, method: Method) -> u64 {
 
 /// The run's validation split, the data every temperature is fitted on (`None`: the run holds
 /// none out, and its rows have no calibrated metrics).
-pub(crate) fn validation(data: &ExperimentData) -> Option<&DataLoader> {
+pub(crate) fn calibration_split(data: &ExperimentData) -> Option<&DataLoader> {
     Some(&data.validation_loader).filter(|_| !data.validation.is_empty())
 }
 
@@ -526,6 +557,7 @@ pub fn run(setup: &Setup, device: &Device, progress: &mut dyn Progress) -> Resul
     let mut report = None;
     let mut rows = Vec::with_capacity(Method::MAIN.len());
     let mut corruptions = Vec::new();
+    let mut validation = Vec::new();
     for method in Method::MAIN {
         progress.stage(method.name());
         let (stage, model, row) = match method {
@@ -567,6 +599,7 @@ pub fn run(setup: &Setup, device: &Device, progress: &mut dyn Progress) -> Resul
         };
         progress.row(&row);
         corruptions.extend(exp.corruptions(&stage, &model, method)?);
+        validation.extend(exp.validation(&stage, &model, method)?);
         rows.push(row);
         match method {
             Method::Deterministic => det = Some(model),
@@ -578,12 +611,14 @@ pub fn run(setup: &Setup, device: &Device, progress: &mut dyn Progress) -> Resul
         rows,
         report: report.ok_or_else(|| missing_stage(setup, Method::Gbnn2d))?,
         corruptions,
+        validation,
     })
 }
 
-/// Runs [`run`] for seeds `0..seeds` (each in `out_dir/seed-<i>`, see [`Setup::for_seed`]) and
-/// writes each seed's tables there, then `table.md` (mean ± sd) and `table.json` (per-seed
-/// rows and summaries) into `out_dir`. One seed runs in `out_dir` itself, with its own tables
+/// Runs [`run`] for seeds `0..seeds` (each in `out_dir/seed-<i>` with its own `setup.json`,
+/// see [`Setup::for_seed`]) and writes each seed's tables (and validation rows) there, then
+/// `table.md` (mean ± sd), `table.json` (per-seed rows and summaries) and the validation
+/// summaries into `out_dir`. One seed runs in `out_dir` itself, with its own tables
 /// there, as [`crate::tables::run_seeds`] does. Resumes per seed with `setup.resume`.
 pub fn run_seeds(
     setup: &Setup,
@@ -603,6 +638,8 @@ pub fn run_seeds(
     for i in 0..seeds as u64 {
         progress.stage(&format!("seed {} of {seeds}", i + 1));
         let s = setup.for_seed(i);
+        // Each seed's directory records its own seed number.
+        store::write_setup(&s.out_dir, &s)?;
         let outcome = run(&s, device, progress)?;
         store::write_tables(&s.out_dir, &outcome)?;
         outcomes.push(outcome);
@@ -623,5 +660,8 @@ pub fn run_seeds(
         &summaries,
         &runs,
     )?;
+    let validation: Vec<Vec<ValidationRow>> =
+        outcomes.iter().map(|o| o.validation.clone()).collect();
+    store::write_seed_validation(&setup.out_dir, &validation)?;
     Ok((summaries, outcomes))
 }

@@ -2,9 +2,9 @@
 //! three-method experiment of the paper's tables ([`experiment::run`], over the methods of
 //! [`method::Method`]) with its [`setup::Setup`] and presets ([`presets`], [`paper_presets`]),
 //! its results ([`results`]), the run directory ([`store`]), post-hoc calibration
-//! ([`calibration`]), the baselines ([`baselines`]) and
-//! the paper's other tables ([`tables`]), the figures of `swbnn plot` ([`figures`], [`plot`],
-//! [`run_dir`]) and the reproduction's report ([`report`]), shared by the `swbnn` binary and
+//! ([`calibration`]), the baselines ([`baselines`]) and the paper's other tables ([`tables`]),
+//! the metrics choices are made on ([`validation`]), the figures of `swbnn plot` ([`figures`],
+//! [`plot`], [`run_dir`]) and the reproduction's report ([`report`]), shared by the `swbnn` binary and
 //! `cargo xtask reproduce`, whose one entry point is [`reproduce`].
 #![warn(missing_docs)]
 
@@ -27,6 +27,7 @@ pub mod run_dir;
 pub mod setup;
 pub mod store;
 pub mod tables;
+pub mod validation;
 
 use std::path::Path;
 

@@ -564,7 +564,8 @@ fn run() -> Result<()> {
             let (bayes, bayes_config) = load_dir_model(&model, &ad)?;
             let full = open_split(dataset, Split::Train, data.as_deref())?;
             check_input(&bayes_config, full.as_ref(), "training data", true)?;
-            let (train_data, _) = training_split(full, ValidationSplit::new(validation), n)?;
+            let (train_data, validation_data) =
+                training_split(full, ValidationSplit::new(validation), n)?;
             let loader = train_loader(
                 dataset,
                 train_data,
@@ -572,7 +573,20 @@ fn run() -> Result<()> {
                 cfg.retrain.seed,
                 2,
             )?;
-            let compressed = compress(&bayes, &bayes_config, &loader, &cfg, None, &mut bars)?;
+            // Stage 3's stop rule reads the validation split; with --validation 0 it is an error.
+            let validation_loader = match validation {
+                0 => None,
+                _ => Some(eval_loader(dataset.norm_stats(), validation_data, 256, 2)?),
+            };
+            let compressed = compress(
+                &bayes,
+                &bayes_config,
+                &loader,
+                validation_loader.as_ref(),
+                &cfg,
+                None,
+                &mut bars,
+            )?;
             compressed.save(&out)?;
             let report = &compressed.report;
             if cli.json {

@@ -167,6 +167,7 @@ pub fn setup(
         // Decoding ImageNet JPEGs keeps more than two loader threads busy on a GPU box.
         workers: 4,
         out_dir,
+        seed: 0,
         resume: false,
     })
 }

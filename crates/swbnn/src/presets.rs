@@ -113,6 +113,7 @@ pub fn setup(
         corruptions: Vec::new(),
         workers: 2,
         out_dir,
+        seed: 0,
         resume: false,
     };
     default_recipe(quick).apply(&mut setup);

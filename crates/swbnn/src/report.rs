@@ -68,6 +68,16 @@ pub fn write_report(dir: &Path, device: &Device) -> Result<PathBuf, Error> {
             crate::results::markdown_corruptions(rows).trim_end()
         );
     }
+    // Apart from the test rows: what choices are made on.
+    if let Ok(text) = std::fs::read_to_string(dir.join(store::VALIDATION_MD)) {
+        let _ = writeln!(
+            md,
+            "\n### Validation split (for choices, not for reporting)\n\nThe validation split \
+             held out of the training set, against its tile-shuffled copy as the OOD set \
+             ([`validation.json`](validation.json)).\n\n{}",
+            text.trim_end()
+        );
+    }
     let models = if multi_seed {
         " of seed 0 (`seed-0/`; `swbnn plot --seed I` draws another seed's)"
     } else {

@@ -8,6 +8,8 @@ use bnn_metrics::WeightStats;
 use bnn_models::Arch;
 use bnn_train::{Evaluation, UncertaintyDiagnostics};
 use serde::{Deserialize, Serialize};
+
+use crate::validation::ValidationRow;
 use swshare::CompressionReport;
 
 use crate::method::Method;
@@ -110,6 +112,10 @@ pub struct Outcome {
     /// Every method on every corruption of [`crate::setup::Setup::corruptions`].
     #[serde(default)]
     pub corruptions: Vec<CorruptionRow>,
+    /// Every method on the validation split, for choices (empty without one). Written to its
+    /// own file ([`crate::store::VALIDATION_JSON`]), never beside the test rows.
+    #[serde(default, skip_serializing)]
+    pub validation: Vec<ValidationRow>,
 }
 
 /// One method on one corrupted test set.

@@ -7,6 +7,8 @@
 //!   table.md, table.json       the main table (a multi-seed run: mean ± sd and every seed)
 //!   report.json                the 2DGBNN compression report
 //!   corruptions.{json,md}      every method on every corruption (when asked for)
+//!   validation.{json,md}       every method on the validation split (for choices; a
+//!                              multi-seed run: mean ± sd and every seed)
 //!   tables.{md,json}           the other tables (cargo xtask reproduce --tables)
 //!   <arch>-2dgbnn.swb          a copy of the 2DGBNN model
 //!   stages/<stage>/            one directory per stage (`deterministic`, `bbb`, `2dgbnn`, and
@@ -15,6 +17,7 @@
 //!     state.json, checkpoints/ its training checkpoint (bnn_train::Checkpointer)
 //!     model.swb                the 2DGBNN model as a user loads it
 //!     row.json                 the stage's evaluated row
+//!     validation-row.json      its row on the validation split
 //!     corruptions.json         its rows on the corrupted test sets
 //!     predictions.bin, *.npy   its evaluation's predictions, for the figures and for NumPy
 //!     sharing-plan.bin         the 2DGBNN sharing plan (fates, Gaussians)
@@ -43,6 +46,7 @@ use swshare::burn_edges::from_swb;
 use crate::Error;
 use crate::results::{CorruptionRow, Outcome, Row, SeedSummary, markdown, markdown_corruptions};
 use crate::setup::{Setup, ValidationSplit};
+use crate::validation::{self, ValidationRow};
 
 /// The file that marks a directory as a reproduction run; `cargo xtask reproduce` writes it
 /// before any stage.
@@ -63,6 +67,13 @@ pub const ROW_FILE: &str = "row.json";
 pub const CORRUPTIONS_FILE: &str = "corruptions.json";
 /// The corruption rows as Markdown.
 pub const CORRUPTIONS_MD: &str = "corruptions.md";
+/// Every method's metrics on the validation split (a multi-seed run: summaries and every
+/// seed's rows), apart from the test rows.
+pub const VALIDATION_JSON: &str = "validation.json";
+/// The validation rows as Markdown.
+pub const VALIDATION_MD: &str = "validation.md";
+/// A stage's row on the validation split.
+pub const VALIDATION_ROW_FILE: &str = "validation-row.json";
 /// A stage's evaluation predictions (test and OOD sets).
 pub const PREDICTIONS_FILE: &str = "predictions.bin";
 /// The 2DGBNN sharing plan of a stage directory.
@@ -104,15 +115,12 @@ pub fn seed_dir(out_dir: &Path, i: u64) -> PathBuf {
 }
 
 impl Setup {
-    /// The setup of seed number `i` of a multi-seed run: every stage's seed shifted by
-    /// `1000 * i` (the data subset stays the same), output in [`seed_dir`] (`out_dir/seed-<i>`).
+    /// The setup of seed `i` of a multi-seed run: seed number `self.seed + i`
+    /// ([`Setup::with_seed`]: every stage's seed shifted by `1000 * i`; the data splits stay
+    /// the same), output in [`seed_dir`] (`out_dir/seed-<i>`), where its own [`SETUP_FILE`]
+    /// records the seed number.
     pub fn for_seed(&self, i: u64) -> Setup {
-        let mut s = self.clone();
-        let shift = 1000 * i;
-        s.deterministic.seed += shift;
-        s.bbb.seed += shift;
-        s.compress.retrain.seed += shift;
-        s.compress.sharing.gmm.seed += shift;
+        let mut s = self.with_seed(self.seed.wrapping_add(i));
         s.out_dir = seed_dir(&self.out_dir, i);
         s
     }
@@ -147,9 +155,10 @@ pub fn read_setup(dir: &Path) -> Result<Setup, Error> {
 }
 
 /// The resume check of a run directory `dir` (nothing there: nothing to check): the run
-/// resuming it must use the validation split its [`SETUP_FILE`] records (a file written before
-/// validation splits records none), else its stages would go on training on other images. The
-/// error names the file and both splits; nothing is written.
+/// resuming it must use the seed number and the validation split its [`SETUP_FILE`] records (a
+/// file written before they were recorded: seed 0 and no split), else its stages would go on
+/// with other seeds or train on other images. The error names the file and both values;
+/// nothing is written.
 pub fn check_resume(dir: &Path, setup: &Setup) -> Result<(), Error> {
     let path = dir.join(SETUP_FILE);
     if !path.is_file() {
@@ -160,6 +169,19 @@ pub fn check_resume(dir: &Path, setup: &Setup) -> Result<(), Error> {
         None => ValidationSplit::none(),
         Some(v) => serde_json::from_value(v.clone()).map_err(|e| Error::parse(&path, e))?,
     };
+    let old_seed = match recorded.get("seed") {
+        None => 0,
+        Some(v) => serde_json::from_value(v.clone()).map_err(|e| Error::parse(&path, e))?,
+    };
+    if old_seed != setup.seed {
+        return Err(Error::Usage(format!(
+            "cannot resume {}: it was made with seed number {old_seed}, this run asks for {}; \
+             pass --seed-offset {old_seed} to resume it as it was made, or leave out --resume \
+             to start afresh; nothing was changed",
+            path.display(),
+            setup.seed
+        )));
+    }
     if old != setup.validation {
         let show = |v: ValidationSplit| match v.size {
             0 => "none".to_string(),
@@ -192,7 +214,34 @@ pub fn write_tables(dir: &Path, outcome: &Outcome) -> Result<(), Error> {
             &markdown_corruptions(&outcome.corruptions),
         )?;
     }
+    if !outcome.validation.is_empty() {
+        write_json(&dir.join(VALIDATION_JSON), &outcome.validation)?;
+        write_text(
+            &dir.join(VALIDATION_MD),
+            &validation::markdown(&outcome.validation),
+        )?;
+    }
     Ok(())
+}
+
+/// Writes the validation rows of a multi-seed run into `dir` ([`VALIDATION_JSON`]: the
+/// summaries and every seed's rows; [`VALIDATION_MD`]: mean ± sd). Nothing without rows.
+pub fn write_seed_validation(dir: &Path, runs: &[Vec<ValidationRow>]) -> Result<(), Error> {
+    if runs.iter().all(Vec::is_empty) {
+        return Ok(());
+    }
+    let summaries = validation::summarise(runs);
+    write_json(
+        &dir.join(VALIDATION_JSON),
+        &SeedTables {
+            summaries: &summaries,
+            seeds: runs,
+        },
+    )?;
+    write_text(
+        &dir.join(VALIDATION_MD),
+        &validation::markdown_seeds(&summaries),
+    )
 }
 
 /// The main table of a multi-seed run, as [`TABLE_JSON`] holds it.
@@ -519,6 +568,21 @@ impl StageDir {
         }
         let row = eval()?;
         self.save_row(&row)?;
+        Ok(row)
+    }
+
+    /// The stage's row on the validation split: cached by an earlier run (when resuming, and
+    /// it describes this run's model), else `eval()` (then cached).
+    pub fn validation_row(
+        &self,
+        eval: impl FnOnce() -> Result<ValidationRow, Error>,
+    ) -> Result<ValidationRow, Error> {
+        let path = self.path().join(VALIDATION_ROW_FILE);
+        if self.resume && path.exists() && !self.stale {
+            return read_json(&path);
+        }
+        let row = eval()?;
+        write_json(&path, &row)?;
         Ok(row)
     }
 
@@ -853,5 +917,51 @@ mod tests {
         );
         setup.validation = ValidationSplit::none();
         check_resume(&setup.out_dir, &setup).unwrap();
+    }
+
+    /// Seed numbers: `with_seed` moves every stage's seed by 1000 per number, `for_seed` counts
+    /// from the setup's own number, and a resume with another number is refused.
+    #[test]
+    fn seed_numbers_shift_every_stage_and_are_recorded() {
+        use bnn_models::Arch;
+        let dir = tempfile::tempdir().unwrap();
+        let base = crate::presets::setup(
+            bnn_data::DatasetId::FashionMnist,
+            Some(Arch::Lenet5),
+            true,
+            &crate::data::OodSearch::from_env(dir.path()),
+            dir.path().join("run"),
+        );
+        let seeds = |s: &Setup| {
+            [
+                s.deterministic.seed,
+                s.bbb.seed,
+                s.compress.retrain.seed,
+                s.compress.sharing.gmm.seed,
+            ]
+        };
+        assert_eq!(base.seed, 0);
+        let six = base.with_seed(crate::setup::DEFAULT_SEED_OFFSET);
+        assert_eq!(six.seed, 6);
+        for (a, b) in seeds(&six).iter().zip(seeds(&base)) {
+            assert_eq!(*a, b + 6000);
+        }
+        assert_eq!(seeds(&six.with_seed(0)), seeds(&base), "back to 0");
+        let third = six.for_seed(2);
+        assert_eq!(
+            (third.seed, third.out_dir.clone()),
+            (8, seed_dir(&six.out_dir, 2))
+        );
+        assert_eq!(seeds(&third), seeds(&base.with_seed(8)));
+        assert_eq!(third.validation, base.validation, "the split stays");
+
+        write_setup(&six.out_dir, &six).unwrap();
+        assert_eq!(read_setup(&six.out_dir).unwrap().seed, 6);
+        check_resume(&six.out_dir, &six).unwrap();
+        let e = check_resume(&six.out_dir, &base).unwrap_err().to_string();
+        assert!(
+            e.contains("seed number 6") && e.contains("--seed-offset 6"),
+            "{e}"
+        );
     }
 }

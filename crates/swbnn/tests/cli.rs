@@ -457,6 +457,16 @@ fn compress_guards_its_input_and_is_repeatable() {
         Some(0.0),
         "{report}"
     );
+    // Its probe is 2,048 images of the 5,000-image validation split, not of the 200 training
+    // images (it used to be those); a smaller split is probed whole, and none is an error.
+    assert_eq!(stop["probe_images"].as_u64(), Some(2048), "{report}");
+    let small: serde_json::Value =
+        serde_json::from_str(&ok(&run(&with(json.clone(), &["--validation", "1000"])))).unwrap();
+    assert_eq!(small["retrain_stop"]["probe_images"].as_u64(), Some(1000));
+    refused(
+        &run(&with(json.clone(), &["--validation", "0"])),
+        "validation images",
+    );
     let empty = tmp.path().join("empty.json");
     std::fs::write(&empty, "{}").unwrap();
     json.extend(["--config".to_string(), s(&empty).to_string()]);
@@ -730,7 +740,7 @@ fn limits_are_checked_before_any_work() {
                 "--out",
                 s(&train_dir),
             ]),
-            "larger than the training set, which has 60000",
+            "larger than the training set less its 5000-example validation split, which has 55000",
         ),
         (
             owned(&[

@@ -31,6 +31,7 @@ fn three_methods_on_a_fashion_mnist_subset() {
     );
     setup.train_subset = Some(1000);
     setup.test_subset = Some(400);
+    setup.validation = swbnn::setup::ValidationSplit::new(500);
     setup.deterministic.epochs = 2;
     setup.bbb.epochs = 2;
     setup.compress.retrain.epochs = 1;
@@ -54,7 +55,7 @@ fn three_methods_on_a_fashion_mnist_subset() {
     }
     // Every method's temperature is fitted on the validation split, stored with its model,
     // and its calibrated metrics sit beside the raw ones.
-    let stored = |stage: &str| {
+    let temperature_of = |stage: &str| {
         swbnn::calibration::ModelFile::at(&out.path().join("stages").join(stage))
             .temperature()
             .unwrap()
@@ -69,7 +70,7 @@ fn three_methods_on_a_fashion_mnist_subset() {
             c.nll.is_finite() && (0.0..=1.0).contains(&c.ece),
             "{stage}: {c:?}"
         );
-        assert_eq!(stored(stage), Some(c.temperature), "{stage}");
+        assert_eq!(temperature_of(stage), Some(c.temperature), "{stage}");
         assert!(
             out.path()
                 .join("stages")
@@ -85,7 +86,7 @@ fn three_methods_on_a_fashion_mnist_subset() {
         "the row's bytes are those of the file with its temperature"
     );
     let copy = swbnn::calibration::ModelFile::at(&out.path().join("mlp-2dgbnn.swb"));
-    assert_eq!(copy.temperature().unwrap(), stored("2dgbnn"));
+    assert_eq!(copy.temperature().unwrap(), temperature_of("2dgbnn"));
     let g = &outcome.rows[2];
     let r = &outcome.report;
     assert_eq!(
@@ -126,6 +127,33 @@ fn three_methods_on_a_fashion_mnist_subset() {
     assert!(table.contains("2dgbnn"));
     assert!(table.contains("| bbb, T = "), "{table}");
 
+    // Every method on the validation split against its tile-shuffled copy, in its own file and
+    // never beside the test rows.
+    let methods: Vec<_> = outcome.validation.iter().map(|v| v.method.name()).collect();
+    assert_eq!(methods, ["deterministic", "bbb", "2dgbnn"]);
+    for (v, r) in outcome.validation.iter().zip(&outcome.rows) {
+        assert_eq!(v.images, 500);
+        assert!(v.accuracy > 0.3 && v.nll.is_finite() && (0.0..=1.0).contains(&v.ece));
+        assert!(
+            v.ood_auroc_entropy
+                .is_some_and(|a| (0.0..=1.0).contains(&a))
+        );
+        assert_eq!(
+            v.ood_auroc_mutual_information.is_some(),
+            v.method.name() != "deterministic"
+        );
+        assert_ne!(v.nll, r.nll, "{}: not the test row", r.method);
+    }
+    let stored: Vec<swbnn::validation::ValidationRow> =
+        serde_json::from_str(&std::fs::read_to_string(out.path().join("validation.json")).unwrap())
+            .unwrap();
+    assert_eq!(stored, outcome.validation);
+    assert!(
+        !std::fs::read_to_string(out.path().join("table.json"))
+            .unwrap()
+            .contains("validation")
+    );
+
     // An interrupted run: the 2DGBNN stage was trained but not evaluated. Resuming keeps the
     // finished rows, rebuilds the same sharing plan from the saved BNN, loads the retrained model
     // from its checkpoint and evaluates it.
@@ -142,7 +170,7 @@ fn three_methods_on_a_fashion_mnist_subset() {
     assert!(resumed.rows[2].accuracy > 0.35);
     let t = resumed.rows[2].calibrated.as_ref().unwrap().temperature;
     assert_eq!(
-        stored("2dgbnn"),
+        temperature_of("2dgbnn"),
         Some(t),
         "the re-saved file carries the temperature"
     );
@@ -191,7 +219,7 @@ fn three_methods_on_a_fashion_mnist_subset() {
         assert!(acc > 0.3, "{stage}: accuracy {acc}");
         assert_eq!(
             json["calibrated"]["temperature"].as_f64(),
-            stored(stage),
+            temperature_of(stage),
             "{stage}: eval --calibrated applies the run's temperature"
         );
         assert_eq!(

@@ -222,8 +222,20 @@ fn a_multi_seed_report_draws_seed_zero_and_the_mean_corruptions() {
     std::fs::create_dir_all(dir).unwrap();
     write_setup(&setup);
     experiment::run_seeds(&setup, 2, &device, &mut Quiet).unwrap();
+    // Each seed's directory records its seed number; the validation rows are summarised apart.
+    for i in 0..2u64 {
+        let s = swbnn::store::read_setup(&swbnn::store::seed_dir(dir, i)).unwrap();
+        assert_eq!((s.seed, s.bbb.seed), (i, setup.bbb.seed + 1000 * i));
+    }
+    let validation: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("validation.json")).unwrap())
+            .unwrap();
+    assert_eq!(validation["summaries"].as_array().unwrap().len(), 3);
+    assert_eq!(validation["summaries"][1]["seeds"], 2);
+    assert_eq!(validation["seeds"].as_array().unwrap().len(), 2);
     write_report(dir, &device).unwrap();
     let (text, linked) = linked_figures(dir);
+    assert!(text.contains("Validation split (for choices"), "{text}");
     assert!(text.contains("seed 0"), "{text}");
     assert!(text.contains("mean over seeds"), "{text}");
     assert_eq!(linked, 7, "{text}");

@@ -165,12 +165,15 @@ pub fn shared_config(bayes_config: &ModelConfig, k: usize) -> ModelConfig {
 ///    `cfg.retrain.seed`, so the plan is a function of the model and the config alone;
 /// 2. stages 1-2 ([`build_plan`]) and the shared model ([`build_shared_model`]);
 /// 3. retraining on `data` with `cfg.retrain` (checkpointed by `checkpointer`, which also
-///    resumes an interrupted run), ended early by `cfg.retrain_stop`;
+///    resumes an interrupted run), ended early by `cfg.retrain_stop`, whose probe is drawn
+///    from `validation` (images never trained on; required by
+///    [`RetrainStop::ConfidenceRecovered`], unused by [`RetrainStop::Epochs`]);
 /// 4. the `.swb` content and its sizes (in `report.file_sizes`).
 pub fn compress(
     bayes: &Network,
     bayes_config: &ModelConfig,
     data: &DataLoader,
+    validation: Option<&DataLoader>,
     cfg: &CompressConfig,
     checkpointer: Option<&Checkpointer>,
     observer: &mut dyn Observer,
@@ -199,7 +202,13 @@ pub fn compress(
     let shared = build_shared_model(bayes_config, bayes, &table, &plan, &device)?;
     let plan_seconds = started.elapsed().as_secs_f64();
 
-    let mut stop = StopRule::new(cfg.retrain_stop, bayes, data, cfg.retrain.seed, observer)?;
+    let mut stop = StopRule::new(
+        cfg.retrain_stop,
+        bayes,
+        validation,
+        cfg.retrain.seed,
+        observer,
+    )?;
     let (model, history) = train(shared, data, &cfg.retrain, checkpointer, &mut stop)?;
     report.retrain_stop = stop.into_trace();
     let config = shared_config(bayes_config, plan.k());

@@ -95,7 +95,7 @@ pub struct CompressionReport {
 /// The measurements of a confidence-recovered stopping rule for stage 3.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RetrainStopTrace {
-    /// Training images in the probe.
+    /// Validation images in the probe.
     pub probe_images: usize,
     /// The source BNN's mean confidence on the probe (the target).
     pub source_confidence: f64,

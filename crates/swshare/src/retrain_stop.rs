@@ -7,8 +7,12 @@
 //! falls, then rises again with the epochs: on LeNet-5 with all of Fashion-MNIST, 0, 1 and 2
 //! epochs give ECE 0.0136, 0.0077 and 0.0112 (docs/results.md). The test NLL keeps falling over
 //! the same epochs, so a stopping rule on held-out NLL would train longest and not help. The
-//! source BNN's mean confidence on training images is a label-free target for the compressed
-//! model's predictive, and needs no held-out data.
+//! source BNN's mean confidence is a label-free target for the compressed model's predictive.
+//!
+//! The rule looks at data, so it reads validation images, never the test set: the caller gives
+//! the probe explicitly ([`crate::compress::compress`]'s `validation` loader, in the setups of
+//! `swbnn` a split held out of the training set). Without one the rule is an error, never a
+//! silent fallback to training images.
 
 use bnn_data::{Batch, DataLoader};
 use bnn_layers::set_sampling;
@@ -30,11 +34,11 @@ pub enum RetrainStop {
     Epochs,
     /// `checks_per_epoch` times per epoch (the first before the epoch), the mean confidence
     /// (the largest class probability of the Monte-Carlo predictive) of the shared model and
-    /// of the source BNN on the same fixed probe of training images; training ends at the
+    /// of the source BNN on the same fixed probe of validation images; training ends at the
     /// first check where the shared model's is at least the source's.
     ConfidenceRecovered {
-        /// Training images in the probe (whole mini-batches of the training loader, drawn with
-        /// its augmentation, the same for both models).
+        /// Validation images in the probe (the first whole batches of the validation loader,
+        /// in its order and with its transform, the same for both models).
         probe_images: usize,
         /// Weight samples per image.
         samples: usize,
@@ -85,9 +89,9 @@ impl RetrainStop {
     }
 }
 
-/// The loader epoch the probe is drawn from: one training never reaches, so the probe is a
-/// fixed draw of the training images.
-const PROBE_EPOCH: u64 = u64::MAX;
+/// The loader epoch the probe is drawn from: a fixed one, so that a shuffling loader gives the
+/// same probe on every run.
+const PROBE_EPOCH: u64 = 0;
 
 /// An [`Observer`] that forwards progress to `inner` and applies a [`RetrainStop`] rule.
 pub(crate) struct StopRule<'a> {
@@ -100,12 +104,13 @@ pub(crate) struct StopRule<'a> {
 }
 
 impl<'a> StopRule<'a> {
-    /// The rule `stop` for a model compressed from `source`, retrained on `data` with the
-    /// device seed `seed`. Measures the source's confidence once, here.
+    /// The rule `stop` for a model compressed from `source`, with the device seed `seed`, its
+    /// probe drawn from `validation`. Measures the source's confidence once, here. A rule that
+    /// needs a probe without `validation`, or with an empty one, is an error.
     pub(crate) fn new(
         stop: RetrainStop,
         source: &Network,
-        data: &DataLoader,
+        validation: Option<&DataLoader>,
         seed: u64,
         inner: &'a mut dyn Observer,
     ) -> Result<Self, TrainError> {
@@ -123,6 +128,17 @@ impl<'a> StopRule<'a> {
                 seed,
                 trace: None,
             });
+        };
+        let data = match validation {
+            Some(v) if !v.dataset().is_empty() => v,
+            _ => {
+                return Err(TrainError::Config(
+                    "retrain_stop `confidence-recovered` measures confidence on validation \
+                     images, and none were given: hold out a validation split, or end stage 3 \
+                     after its epochs (retrain_stop `epochs`)"
+                        .into(),
+                ));
+            }
         };
         let mut probe = Vec::new();
         let mut images = 0;

@@ -253,6 +253,8 @@ fn empirical_prior_centres_reach_the_shared_model() {
 /// ends at the first check at or above the source BNN's confidence, and the history holds the
 /// epochs it trained. The same call again gives the same decision (the probe and its weight
 /// noise are seeded). With the paper's fixed epochs there is no trace and every epoch runs.
+/// The probe is drawn from the validation loader given, never from the training data: without
+/// one (or with an empty one) the rule is an error.
 #[test]
 fn stage_3_stops_once_the_source_confidence_is_recovered() {
     use swshare::compress::{CompressConfig, compress};
@@ -260,6 +262,9 @@ fn stage_3_stops_once_the_source_confidence_is_recovered() {
 
     let _guard = bnn_layers::lock_device_rng();
     let (bayes, config, train_loader, _, _) = trained_bayes(Arch::Mlp, 8, 1024, 3);
+    // Other images of the same task (another seed of the generator), never trained on.
+    let validation = loader(512, 8, 9);
+    let val = Some(&validation);
     let mut cfg = CompressConfig::default();
     cfg.sharing.gmm.k = 16;
     cfg.sharing.refine.n_min = 5;
@@ -269,7 +274,7 @@ fn stage_3_stops_once_the_source_confidence_is_recovered() {
     // source's confidence within the 8 epochs allowed.
     cfg.retrain.lr = 3e-3;
 
-    let fixed = compress(&bayes, &config, &train_loader, &cfg, None, &mut Silent).unwrap();
+    let fixed = compress(&bayes, &config, &train_loader, val, &cfg, None, &mut Silent).unwrap();
     assert_eq!(fixed.history.len(), 8);
     assert!(fixed.report.retrain_stop.is_none());
 
@@ -281,7 +286,7 @@ fn stage_3_stops_once_the_source_confidence_is_recovered() {
         .save_and_reload(dir.path().join("a.swb"), &test_device())
         .unwrap();
     assert_eq!(params(&lossless), params(&fixed.model));
-    let mut int8 = compress(&bayes, &config, &train_loader, &cfg, None, &mut Silent).unwrap();
+    let mut int8 = compress(&bayes, &config, &train_loader, val, &cfg, None, &mut Silent).unwrap();
     int8.save_options.int8_outliers = true;
     let (_, rounded) = int8
         .save_and_reload(dir.path().join("b.swb"), &test_device())
@@ -301,7 +306,8 @@ fn stage_3_stops_once_the_source_confidence_is_recovered() {
     let mut stops = Vec::new();
     for checks in [1, 4] {
         cfg.retrain_stop = rule(checks);
-        let stopped = compress(&bayes, &config, &train_loader, &cfg, None, &mut Silent).unwrap();
+        let stopped =
+            compress(&bayes, &config, &train_loader, val, &cfg, None, &mut Silent).unwrap();
         let trace = stopped.report.retrain_stop.clone().unwrap();
         assert_eq!(trace.probe_images, 256);
         let n = trace.stopped_after.expect("the rule fires within 8 epochs");
@@ -348,7 +354,7 @@ fn stage_3_stops_once_the_source_confidence_is_recovered() {
     cfg.retrain_stop = rule(4);
     let trace = stops.pop().unwrap();
 
-    let again = compress(&bayes, &config, &train_loader, &cfg, None, &mut Silent).unwrap();
+    let again = compress(&bayes, &config, &train_loader, val, &cfg, None, &mut Silent).unwrap();
     let repeat = again.report.retrain_stop.unwrap();
     assert_eq!(repeat.stopped_after, trace.stopped_after);
     assert!(close(repeat.source_confidence, trace.source_confidence));
@@ -356,4 +362,47 @@ fn stage_3_stops_once_the_source_confidence_is_recovered() {
         assert_eq!(a.epochs_done, b.epochs_done);
         assert!(close(a.confidence, b.confidence), "{repeat:?} vs {trace:?}");
     }
+
+    // The probe is the validation loader's: 64 images there, 256 asked for.
+    cfg.retrain.epochs = 1;
+    let small = loader(64, 8, 9);
+    let probed = compress(
+        &bayes,
+        &config,
+        &train_loader,
+        Some(&small),
+        &cfg,
+        None,
+        &mut Silent,
+    )
+    .unwrap();
+    assert_eq!(probed.report.retrain_stop.unwrap().probe_images, 64);
+    // No validation images: an error naming them, not a probe of training images.
+    let empty = loader(0, 8, 9);
+    for missing in [None, Some(&empty)] {
+        let e = compress(
+            &bayes,
+            &config,
+            &train_loader,
+            missing,
+            &cfg,
+            None,
+            &mut Silent,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("validation images"), "{e}");
+    }
+    // The paper's fixed epochs need none.
+    cfg.retrain_stop = RetrainStop::Epochs;
+    compress(
+        &bayes,
+        &config,
+        &train_loader,
+        None,
+        &cfg,
+        None,
+        &mut Silent,
+    )
+    .unwrap();
 }

@@ -17,7 +17,7 @@ use burn::prelude::*;
 use crate::Error;
 use crate::calibration;
 use crate::data::{ExperimentData, train_loader};
-use crate::experiment::{Progress, record_bytes, train_stage, validation};
+use crate::experiment::{Progress, calibration_split, record_bytes, train_stage};
 use crate::method::Method;
 use crate::results::Row;
 use crate::setup::Setup;
@@ -52,7 +52,7 @@ pub(crate) fn run(
     }
     let nets = train_members(setup, data, members, device, progress)?;
     let models: Vec<Network> = nets.iter().map(|(n, _)| n.clone()).collect();
-    let fit = match validation(data) {
+    let fit = match calibration_split(data) {
         Some(v) if !v.dataset().is_empty() => {
             let fit = calibration::fit_ensemble(&models, v)?;
             stage.model().write_calibration(&fit)?;

@@ -41,8 +41,8 @@ use crate::Error;
 use crate::baselines::{ensemble, qbnn};
 use crate::data::ExperimentData;
 use crate::experiment::{
-    self, Progress, calibrate_stage, evaluation_seed, gbnn_stage, open_gbnn_stage, validation,
-    weight_stats,
+    self, Progress, calibrate_stage, calibration_split, evaluation_seed, gbnn_stage,
+    open_gbnn_stage, weight_stats,
 };
 use crate::method::Method;
 use crate::results::{Outcome, Row};
@@ -350,7 +350,7 @@ fn qbnn_row(
         let fit = calibrate_stage(
             &stage,
             &model,
-            validation(data),
+            calibration_split(data),
             setup.samples,
             device,
             evaluation_seed(setup, Method::Qbnn),
@@ -559,16 +559,14 @@ pub fn run_seeds(
     let mut outcomes = Vec::with_capacity(seeds);
     for i in 0..seeds as u64 {
         progress.stage(&format!("seed {} of {seeds}", i + 1));
-        outcomes.push(run(
-            &setup.for_seed(i),
-            cfg,
-            tables,
-            device,
-            context,
-            progress,
-        )?);
+        let s = setup.for_seed(i);
+        // Each seed's directory records its own seed number.
+        store::write_setup(&s.out_dir, &s)?;
+        outcomes.push(run(&s, cfg, tables, device, context, progress)?);
     }
     write_report(setup, cfg, context, &outcomes)?;
+    let validation: Vec<_> = outcomes.iter().map(|o| o.main.validation.clone()).collect();
+    store::write_seed_validation(&setup.out_dir, &validation)?;
     Ok(outcomes)
 }
 

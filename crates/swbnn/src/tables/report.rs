@@ -276,7 +276,8 @@ pub fn markdown(
     let rel_bytes = |s: &TableSummary| format!("{:.1}%", 100.0 * s.model_bytes / bbb_bytes);
 
     let mut md = format!(
-        "# Tables: {} / {}\n\n`{}`\n\nBackend `{}`; {} seed{}; training subset {}, test subset {}; OOD set {}; \
+        "# Tables: {} / {}\n\n`{}`\n\nBackend `{}`; {} seed{} from seed number {}; validation split {}; \
+         training subset {}, test subset {}; OOD set {}; \
          epochs deterministic / BBB / 2DGBNN retraining {} / {} / {}; {} Monte-Carlo samples; \
          GMM K = {}. Every row is evaluated on the same test (and OOD) images with the same \
          predictive as the main table.\n\n",
@@ -286,6 +287,11 @@ pub fn markdown(
         context.backend,
         seeds,
         if seeds == 1 { "" } else { "s (mean ± sd)" },
+        setup.seed,
+        match setup.validation.size {
+            0 => "none".to_string(),
+            n => format!("{n} images (held out of training)"),
+        },
         setup
             .train_subset
             .map_or("all".to_string(), |n| format!("{n} images")),
