@@ -880,12 +880,15 @@ fn inspect_refuses_what_eval_refuses() {
         bytes
     };
     // The meta section's length does not depend on the options; the codebook follows it
-    // with a one-byte count (K = 4), then the means.
+    // with a one-byte count (K = 4), then the means. The `header` part also counts the
+    // calibration section: one byte (tag 0) for a model without a temperature.
+    assert_eq!(data.temperature, None);
     let meta = swshare::format::encoded_sizes(&data, &Default::default())
         .unwrap()
         .header as usize
         - swshare::format::HEADER_LEN
-        - swshare::format::CHECKSUM_LEN;
+        - swshare::format::CHECKSUM_LEN
+        - 1;
     let mu0 = swshare::format::HEADER_LEN + meta + 1;
     assert_eq!(good[mu0..mu0 + 4], data.codebook_mu[0].to_le_bytes());
     let mut nan = good.clone();
