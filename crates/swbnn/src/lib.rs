@@ -25,6 +25,7 @@ mod reproduce;
 pub mod results;
 pub mod run_dir;
 pub mod setup;
+pub mod stats;
 pub mod store;
 pub mod tables;
 pub mod validation;

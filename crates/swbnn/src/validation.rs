@@ -7,7 +7,7 @@ use bnn_train::Evaluation;
 use serde::{Deserialize, Serialize};
 
 use crate::method::Method;
-use crate::results::MeanSd;
+use crate::stats::MeanSd;
 
 /// One method on the validation split.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
