@@ -109,6 +109,7 @@ fn fixtures_match_the_library() {
             &full.mu,
             &full.rho,
             &full.unshared,
+            None,
         )
         .unwrap();
     }

@@ -64,7 +64,9 @@ pub use mc::{DEFAULT_MC_SAMPLES, McPredictive, Predictive};
 pub use ood::{OodScore, OodSummary, RocCurve, auroc, average_precision, fpr_at_tpr, roc_curve};
 pub use probabilities::{Label, Probabilities, ROW_SUM_TOLERANCE};
 pub use summary::EvalSummary;
-pub use temperature::{McLogits, TEMPERATURE_RANGE, TemperatureFit, fit_temperature};
+pub use temperature::{
+    McLogits, TEMPERATURE_RANGE, TemperatureFit, fit_temperature, validate_temperature,
+};
 pub use uncertainty::{entropy, mutual_information, predictive_entropy};
 pub use weights::WeightStats;
 

@@ -179,6 +179,29 @@ pub fn fit_temperature<L: Label>(logits: &McLogits<'_>, labels: &[L]) -> Result<
     })
 }
 
+/// Checks a temperature read from a file or given by a user: finite and within
+/// [`TEMPERATURE_RANGE`] (the only temperatures [`fit_temperature`] returns), so a damaged or
+/// absurd value (NaN, `<= 0`, `1e30`) is refused instead of silently flattening or sharpening
+/// every prediction. Returns `t`.
+pub fn validate_temperature(t: f64) -> Result<f64> {
+    let (lo, hi) = TEMPERATURE_RANGE;
+    if !t.is_finite() || t <= 0.0 {
+        return Err(MetricsError::InvalidParameter {
+            name: "temperature",
+            value: t,
+            reason: "must be finite and > 0",
+        });
+    }
+    if !(lo..=hi).contains(&t) {
+        return Err(MetricsError::InvalidParameter {
+            name: "temperature",
+            value: t,
+            reason: "must lie in the fitted range [0.05, 20]",
+        });
+    }
+    Ok(t)
+}
+
 /// `t` must be finite and positive.
 fn check_temperature(t: f64) -> Result<()> {
     if t.is_finite() && t > 0.0 {
@@ -292,6 +315,17 @@ mod tests {
                 .accuracy
         };
         assert_eq!(acc(1.0), acc(fit.temperature));
+    }
+
+    #[test]
+    fn a_stored_temperature_must_be_finite_positive_and_in_the_fitted_range() {
+        for t in [TEMPERATURE_RANGE.0, 0.7, 1.0, 3.5, TEMPERATURE_RANGE.1] {
+            assert_eq!(validate_temperature(t).unwrap(), t);
+        }
+        for t in [f64::NAN, f64::INFINITY, 0.0, -1.0, 0.01, 25.0, 1e30] {
+            let e = validate_temperature(t).unwrap_err().to_string();
+            assert!(e.contains("temperature"), "{t}: {e}");
+        }
     }
 
     #[test]

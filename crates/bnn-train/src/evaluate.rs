@@ -1,9 +1,14 @@
 //! Monte-Carlo evaluation: predictive probabilities averaged over weight samples, and the
-//! metrics the paper reports.
+//! metrics the paper reports; with post-hoc calibration, the same at a temperature that divides
+//! each sample's logits ([`predict_tempered`]), fitted on held-out data ([`predict_logits`],
+//! [`LogitSamples::fit_temperature`]).
 
 use bnn_data::DataLoader;
 use bnn_layers::set_sampling;
-use bnn_metrics::{EvalSummary, McPredictive, OodScore, OodSummary, Predictive, mean_confidence};
+use bnn_metrics::{
+    EvalSummary, McLogits, McPredictive, OodScore, OodSummary, Predictive, TemperatureFit,
+    mean_confidence, validate_temperature,
+};
 use bnn_models::Network;
 use burn::module::Module;
 use serde::{Deserialize, Serialize};
@@ -30,7 +35,82 @@ pub fn predict(
     loader: &DataLoader,
     samples: usize,
 ) -> Result<Predictions, TrainError> {
+    let mut out = predict_tempered(model, loader, samples, &[1.0])?;
+    Ok(out.remove(0))
+}
+
+/// [`predict`] at each of `temperatures` from the same forward passes: each pass's logits are
+/// divided by the temperature before the softmax, then the probabilities are averaged
+/// (temperature scaling of a Monte-Carlo predictive, [`bnn_metrics::McLogits::predictive`]).
+/// At `T = 1` the result is [`predict`]'s, bit for bit. Every temperature must pass
+/// [`bnn_metrics::validate_temperature`]; one prediction per temperature, in order.
+pub fn predict_tempered(
+    model: &Network,
+    loader: &DataLoader,
+    samples: usize,
+    temperatures: &[f64],
+) -> Result<Vec<Predictions>, TrainError> {
+    check_temperatures(temperatures)?;
     let n = loader.dataset().len();
+    let mut accs: Vec<McPredictive> = Vec::new();
+    let mut scaled = Vec::new();
+    let labels = for_each_pass(model, loader, samples, |logits, classes| {
+        if accs.is_empty() {
+            for _ in temperatures {
+                accs.push(McPredictive::new(n, classes)?);
+            }
+        }
+        for (mc, &t) in accs.iter_mut().zip(temperatures) {
+            mc.push_logits(tempered(logits, t, &mut scaled))?;
+        }
+        Ok(())
+    })?;
+    accs.into_iter()
+        .map(|mc| {
+            Ok(Predictions {
+                predictive: mc.finish()?,
+                labels: labels.clone(),
+            })
+        })
+        .collect()
+}
+
+/// `logits` divided by `t` (in `f64`, as [`bnn_metrics::McLogits`] divides them); at
+/// `t = 1` the logits themselves.
+fn tempered<'a>(logits: &'a [f32], t: f64, scaled: &'a mut Vec<f32>) -> &'a [f32] {
+    if t == 1.0 {
+        return logits;
+    }
+    let inv = 1.0 / t;
+    scaled.clear();
+    scaled.extend(logits.iter().map(|&z| (f64::from(z) * inv) as f32));
+    scaled
+}
+
+fn check_temperatures(temperatures: &[f64]) -> Result<(), TrainError> {
+    if temperatures.is_empty() {
+        return Err(TrainError::Config(
+            "a tempered prediction needs at least one temperature".into(),
+        ));
+    }
+    for &t in temperatures {
+        validate_temperature(t)?;
+    }
+    Ok(())
+}
+
+/// Runs the forward passes of [`predict`] and hands each pass's logits (`[n, classes]`,
+/// data-set order) to `visit`; returns the labels in data-set order.
+fn for_each_pass(
+    model: &Network,
+    loader: &DataLoader,
+    samples: usize,
+    mut visit: impl FnMut(&[f32], usize) -> Result<(), TrainError>,
+) -> Result<Vec<u32>, TrainError> {
+    let n = loader.dataset().len();
+    if n == 0 {
+        return Err(TrainError::Config("empty evaluation set".into()));
+    }
     let valid = model.valid();
     let counts = bnn_layers::count_params(&valid);
     let stochastic = samples > 1 && counts.bayes_weights + counts.shared_weights > 0;
@@ -38,7 +118,6 @@ pub fn predict(
     let passes = if stochastic { samples } else { 1 };
     let device = valid.devices().first().cloned().unwrap_or_default();
     let mut labels = vec![0u32; n];
-    let mut acc: Option<McPredictive> = None;
     for _ in 0..passes {
         let mut logits_all: Vec<f32> = Vec::new();
         let mut classes = 0;
@@ -57,16 +136,92 @@ pub fn predict(
                 labels[i] = batch.labels[row];
             }
         }
-        let mc = match acc.as_mut() {
-            Some(mc) => mc,
-            None => acc.insert(McPredictive::new(n, classes)?),
-        };
-        mc.push_logits(&logits_all)?;
+        visit(&logits_all, classes)?;
     }
-    let predictive = acc
-        .ok_or_else(|| TrainError::Config("empty evaluation set".into()))?
-        .finish()?;
-    Ok(Predictions { predictive, labels })
+    Ok(labels)
+}
+
+/// Every Monte-Carlo pass's logits on a data set, kept whole to fit a temperature on them
+/// (held-out data: `samples * n * classes` values in memory).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LogitSamples {
+    /// `samples` passes of row-major `[n, classes]` logits, one pass after the other.
+    pub logits: Vec<f32>,
+    /// Number of passes (ensemble members for [`predict_ensemble_logits`]).
+    pub samples: usize,
+    /// Number of examples.
+    pub n: usize,
+    /// Number of classes.
+    pub classes: usize,
+    /// True labels, in data-set order.
+    pub labels: Vec<u32>,
+}
+
+impl LogitSamples {
+    /// The logits as [`McLogits`] (checked: shape, finite values).
+    pub fn mc(&self) -> Result<McLogits<'_>, TrainError> {
+        Ok(McLogits::new(
+            &self.logits,
+            self.samples,
+            self.n,
+            self.classes,
+        )?)
+    }
+
+    /// The temperature that minimises the NLL of these logits against their labels
+    /// ([`bnn_metrics::fit_temperature`]).
+    pub fn fit_temperature(&self) -> Result<TemperatureFit, TrainError> {
+        Ok(bnn_metrics::fit_temperature(&self.mc()?, &self.labels)?)
+    }
+}
+
+/// The logits of [`predict`]'s passes (one pass for a deterministic model or `samples <= 1`),
+/// kept whole: what a temperature is fitted on.
+pub fn predict_logits(
+    model: &Network,
+    loader: &DataLoader,
+    samples: usize,
+) -> Result<LogitSamples, TrainError> {
+    let (mut logits, mut passes, mut classes) = (Vec::new(), 0, 0);
+    let labels = for_each_pass(model, loader, samples, |pass, c| {
+        logits.extend_from_slice(pass);
+        passes += 1;
+        classes = c;
+        Ok(())
+    })?;
+    Ok(LogitSamples {
+        logits,
+        samples: passes,
+        n: labels.len(),
+        classes,
+        labels,
+    })
+}
+
+/// A deep ensemble's logits, one member's mean pass after the other: the members are the
+/// Monte-Carlo samples of [`predict_ensemble`].
+pub fn predict_ensemble_logits(
+    members: &[Network],
+    loader: &DataLoader,
+) -> Result<LogitSamples, TrainError> {
+    let mut out: Option<LogitSamples> = None;
+    for member in members {
+        let one = predict_logits(member, loader, 1)?;
+        match out.as_mut() {
+            None => out = Some(one),
+            Some(all) => {
+                if (one.n, one.classes) != (all.n, all.classes) {
+                    return Err(TrainError::Config(format!(
+                        "ensemble members disagree: {} x {} logits against {} x {}",
+                        one.n, one.classes, all.n, all.classes
+                    )));
+                }
+                all.logits.extend_from_slice(&one.logits);
+                all.samples += 1;
+            }
+        }
+    }
+    out.ok_or_else(|| TrainError::Config("an ensemble needs members".into()))
 }
 
 /// Accuracy, NLL, ECE (15 bins) and the rest, plus OOD detection against a second data set.
@@ -138,27 +293,82 @@ pub fn evaluate_with_predictions(
     Ok((ev, pred, out))
 }
 
+/// An evaluation with the predictions it was computed from.
+pub type EvaluatedPredictions = (Evaluation, Predictions, Option<Predictions>);
+
+/// [`evaluate_with_predictions`] at each of `temperatures`, from one set of forward passes
+/// ([`predict_tempered`]): the raw evaluation is the one at `T = 1`.
+pub fn evaluate_tempered(
+    model: &Network,
+    test: &DataLoader,
+    ood: Option<&DataLoader>,
+    samples: usize,
+    temperatures: &[f64],
+) -> Result<Vec<EvaluatedPredictions>, TrainError> {
+    let preds = predict_tempered(model, test, samples, temperatures)?;
+    let outs = match ood {
+        Some(l) => predict_tempered(model, l, samples, temperatures)?
+            .into_iter()
+            .map(Some)
+            .collect(),
+        None => vec![None; temperatures.len()],
+    };
+    preds
+        .into_iter()
+        .zip(outs)
+        .map(|(pred, out)| {
+            let ev = evaluation_of(&pred, out.as_ref().map(|p| &p.predictive), samples)?;
+            Ok((ev, pred, out))
+        })
+        .collect()
+}
+
 /// A deep ensemble's predictions (Lakshminarayanan et al. 2017): each member's probabilities
 /// (one mean pass each), averaged. The mutual information is the members' disagreement.
 pub fn predict_ensemble(
     members: &[Network],
     loader: &DataLoader,
 ) -> Result<Predictions, TrainError> {
-    let mut acc: Option<(McPredictive, Vec<u32>)> = None;
+    let mut out = predict_ensemble_tempered(members, loader, &[1.0])?;
+    Ok(out.remove(0))
+}
+
+/// [`predict_ensemble`] at each of `temperatures`: each member's logits divided by the
+/// temperature before its softmax, then the members' probabilities averaged.
+pub fn predict_ensemble_tempered(
+    members: &[Network],
+    loader: &DataLoader,
+    temperatures: &[f64],
+) -> Result<Vec<Predictions>, TrainError> {
+    check_temperatures(temperatures)?;
+    let mut acc: Option<(Vec<McPredictive>, Vec<u32>)> = None;
     for member in members {
-        let pred = predict(member, loader, 1)?;
-        let probs = pred.predictive.probabilities();
-        let (mc, _) = match acc.as_mut() {
+        let preds = predict_tempered(member, loader, 1, temperatures)?;
+        let (mcs, _) = match acc.as_mut() {
             Some(a) => a,
-            None => acc.insert((McPredictive::new(probs.n(), probs.classes())?, pred.labels)),
+            None => {
+                let probs = preds[0].predictive.probabilities();
+                let mcs = temperatures
+                    .iter()
+                    .map(|_| McPredictive::new(probs.n(), probs.classes()))
+                    .collect::<Result<Vec<_>, _>>()?;
+                acc.insert((mcs, preds[0].labels.clone()))
+            }
         };
-        mc.push_probabilities(probs)?;
+        for (mc, pred) in mcs.iter_mut().zip(&preds) {
+            mc.push_probabilities(pred.predictive.probabilities())?;
+        }
     }
-    let (mc, labels) = acc.ok_or_else(|| TrainError::Config("an ensemble needs members".into()))?;
-    Ok(Predictions {
-        predictive: mc.finish()?,
-        labels,
-    })
+    let (mcs, labels) =
+        acc.ok_or_else(|| TrainError::Config("an ensemble needs members".into()))?;
+    mcs.into_iter()
+        .map(|mc| {
+            Ok(Predictions {
+                predictive: mc.finish()?,
+                labels: labels.clone(),
+            })
+        })
+        .collect()
 }
 
 /// [`evaluate`] for a deep ensemble ([`predict_ensemble`]); `samples` in the result is the
@@ -174,6 +384,28 @@ pub fn evaluate_ensemble(
         None => None,
     };
     evaluation_of(&pred, out.as_ref(), members.len())
+}
+
+/// [`evaluate_ensemble`] at each of `temperatures` ([`predict_ensemble_tempered`]).
+pub fn evaluate_ensemble_tempered(
+    members: &[Network],
+    test: &DataLoader,
+    ood: Option<&DataLoader>,
+    temperatures: &[f64],
+) -> Result<Vec<Evaluation>, TrainError> {
+    let preds = predict_ensemble_tempered(members, test, temperatures)?;
+    let outs = match ood {
+        Some(l) => predict_ensemble_tempered(members, l, temperatures)?
+            .into_iter()
+            .map(|p| Some(p.predictive))
+            .collect(),
+        None => vec![None; temperatures.len()],
+    };
+    preds
+        .iter()
+        .zip(&outs)
+        .map(|(pred, out)| evaluation_of(pred, out.as_ref(), members.len()))
+        .collect()
 }
 
 /// The metrics of [`Evaluation`] from predictions already made on the test set and,

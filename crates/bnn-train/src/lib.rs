@@ -29,8 +29,10 @@ pub use checkpoint::{CheckpointState, Checkpointer, load_model, write_atomic};
 pub use config::{ADAM_EPSILON, LrSchedule, MomentumCycle, OptimizerKind, TrainConfig};
 pub use error::TrainError;
 pub use evaluate::{
-    Evaluation, Predictions, UncertaintyDiagnostics, evaluate, evaluate_ensemble,
-    evaluate_with_predictions, evaluation_of, predict, predict_ensemble,
+    EvaluatedPredictions, Evaluation, LogitSamples, Predictions, UncertaintyDiagnostics, evaluate,
+    evaluate_ensemble, evaluate_ensemble_tempered, evaluate_tempered, evaluate_with_predictions,
+    evaluation_of, predict, predict_ensemble, predict_ensemble_logits, predict_ensemble_tempered,
+    predict_logits, predict_tempered,
 };
 pub use grads::mean_mu_gradients;
 pub use parallel::{DataParallel, DevicesError};

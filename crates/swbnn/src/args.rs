@@ -67,6 +67,16 @@ pub fn threads(s: &str) -> Result<usize, String> {
     in_range(s, 1, MAX_THREADS)
 }
 
+/// A calibration temperature (`--temperature`): finite and within
+/// [`bnn_metrics::TEMPERATURE_RANGE`], as a stored one must be.
+pub fn temperature(s: &str) -> Result<f64, String> {
+    let t = s
+        .trim()
+        .parse::<f64>()
+        .map_err(|e| format!("`{s}` is not a number ({e})"))?;
+    bnn_metrics::validate_temperature(t).map_err(|e| e.to_string())
+}
+
 /// An error and its causes on one line, each cause once: a cause whose text the message
 /// already holds (a wrapper that prints its source) is not repeated.
 pub fn error_message(error: &anyhow::Error) -> String {
@@ -103,6 +113,14 @@ mod tests {
         assert!(samples("100000000").unwrap_err().contains("out of range"));
         assert_eq!(epochs_or_none("0"), Ok(0));
         assert!(side("0").is_err() && side("16385").is_err());
+        assert_eq!(temperature("1.5"), Ok(1.5));
+        for bad in ["nan", "0", "-1", "inf", "1e30", "x"] {
+            let e = temperature(bad).unwrap_err();
+            assert!(
+                e.contains("temperature") || e.contains("not a number"),
+                "{bad}: {e}"
+            );
+        }
     }
 
     #[test]

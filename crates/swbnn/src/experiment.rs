@@ -17,7 +17,7 @@ use bnn_data::{Corrupted, Corruption, Dataset, NormStats};
 use bnn_layers::{bayes_from_deterministic, count_params, export_posterior};
 use bnn_metrics::WeightStats;
 use bnn_models::{Kind, ModelConfig, Network};
-use bnn_train::{Evaluation, Observer, TrainConfig, evaluate, evaluate_with_predictions, train};
+use bnn_train::{Evaluation, Observer, TrainConfig, evaluate, evaluate_tempered, train};
 use burn::module::Module;
 use burn::prelude::*;
 use swshare::burn_edges::full_bnn_data;
@@ -26,10 +26,12 @@ use swshare::format::full_bnn_to_bytes;
 use swshare::retrain_stop::RetrainStop;
 
 use crate::Error;
+use crate::calibration::{self, Calibration};
 use crate::data::{ExperimentData, eval_loader, train_loader};
 use crate::method::Method;
 use crate::results::{
-    CorruptionRow, Outcome, Row, SeedSummary, markdown_seeds, mean_corruptions, summarise,
+    CalibratedShift, CorruptionRow, Outcome, Row, SeedSummary, markdown_seeds, mean_corruptions,
+    summarise,
 };
 use crate::setup::Setup;
 use crate::store::{self, StageDir};
@@ -48,7 +50,9 @@ pub trait Progress: Observer {
 pub const CORRUPTION_SEED: u64 = 0x00c0_7707;
 
 /// Evaluates `model` on each corruption of `test` (normalised with `stats`) with `samples` MC
-/// samples.
+/// samples; with a `temperature`, each row also holds the metrics at it (from the same
+/// forward passes).
+#[allow(clippy::too_many_arguments)]
 pub fn evaluate_corruptions(
     model: &Network,
     method: &str,
@@ -57,6 +61,7 @@ pub fn evaluate_corruptions(
     corruptions: &[Corruption],
     samples: usize,
     workers: usize,
+    temperature: Option<f64>,
 ) -> Result<Vec<CorruptionRow>, Error> {
     evaluate_corruptions_into(
         model,
@@ -66,12 +71,18 @@ pub fn evaluate_corruptions(
         corruptions,
         samples,
         workers,
+        temperature,
         None,
     )
 }
 
-/// [`evaluate_corruptions`], with `keep` also writing each corrupted set's predictions as
-/// NumPy arrays into the folder `keep` (prefix `<kind>-<severity>`, see
+/// The temperatures of an evaluation: 1 (the raw predictive), then the fitted one if any.
+fn temperatures(temperature: Option<f64>) -> Vec<f64> {
+    std::iter::once(1.0).chain(temperature).collect()
+}
+
+/// [`evaluate_corruptions`], with `keep` also writing each corrupted set's (raw) predictions
+/// as NumPy arrays into the folder `keep` (prefix `<kind>-<severity>`, see
 /// [`store::save_predictions_npy`]).
 #[allow(clippy::too_many_arguments)]
 pub fn evaluate_corruptions_into(
@@ -82,6 +93,7 @@ pub fn evaluate_corruptions_into(
     corruptions: &[Corruption],
     samples: usize,
     workers: usize,
+    temperature: Option<f64>,
     keep: Option<&Path>,
 ) -> Result<Vec<CorruptionRow>, Error> {
     if let Some(d) = keep {
@@ -92,11 +104,22 @@ pub fn evaluate_corruptions_into(
         .map(|&c| {
             let data: Arc<dyn Dataset> = Arc::new(Corrupted::new(test.clone(), c, CORRUPTION_SEED));
             let loader = eval_loader(stats, data, 256, workers)?;
-            let (ev, pred, _) = evaluate_with_predictions(model, &loader, None, samples)?;
+            let mut evs =
+                evaluate_tempered(model, &loader, None, samples, &temperatures(temperature))?
+                    .into_iter();
+            let (ev, pred, _) = evs.next().ok_or_else(no_evaluation)?;
             if let Some(d) = keep {
                 let prefix = c.to_string().replace(':', "-");
                 store::save_predictions_npy(d, &prefix, &pred)?;
             }
+            let calibrated = temperature
+                .zip(evs.next())
+                .map(|(t, (cal, _, _))| CalibratedShift {
+                    temperature: t,
+                    nll: cal.summary.nll,
+                    ece: cal.summary.ece,
+                    mean_confidence: cal.summary.mean_confidence,
+                });
             Ok(CorruptionRow {
                 method: method.to_string(),
                 corruption: c,
@@ -104,6 +127,7 @@ pub fn evaluate_corruptions_into(
                 nll: ev.summary.nll,
                 ece: ev.summary.ece,
                 mean_confidence: ev.summary.mean_confidence,
+                calibrated,
             })
         })
         .collect()
@@ -119,19 +143,67 @@ pub fn weight_stats(model: &Network) -> Result<Vec<WeightStats>, Error> {
         .collect()
 }
 
-/// Evaluates `model` with `samples` Monte Carlo samples, keeping the predictions in the
+fn no_evaluation() -> Error {
+    Error::Usage("an evaluation at temperature 1 was asked for but not made".into())
+}
+
+/// Evaluates `model` with `samples` Monte Carlo samples, keeping the (raw) predictions in the
 /// stage's directory ([`StageDir::save_predictions`]): the report's figures reuse them instead
-/// of a second Monte Carlo pass over the saved model.
+/// of a second Monte Carlo pass over the saved model. With a `temperature`, also returns the
+/// evaluation at it, from the same forward passes.
 fn evaluate_and_keep(
     stage: &StageDir,
     model: &Network,
     data: &ExperimentData,
     samples: usize,
-) -> Result<Evaluation, Error> {
-    let (ev, test_pred, ood_pred) =
-        evaluate_with_predictions(model, &data.test_loader, data.ood_loader.as_ref(), samples)?;
+    temperature: Option<f64>,
+) -> Result<(Evaluation, Option<Evaluation>), Error> {
+    let mut evs = evaluate_tempered(
+        model,
+        &data.test_loader,
+        data.ood_loader.as_ref(),
+        samples,
+        &temperatures(temperature),
+    )?
+    .into_iter();
+    let (ev, test_pred, ood_pred) = evs.next().ok_or_else(no_evaluation)?;
     stage.save_predictions(samples, &test_pred, ood_pred.as_ref())?;
-    Ok(ev)
+    Ok((ev, evs.next().map(|(cal, _, _)| cal)))
+}
+
+/// A row with its calibrated metrics when there is a temperature.
+fn calibrated_row(row: Row, temperature: Option<f64>, calibrated: Option<Evaluation>) -> Row {
+    match temperature.zip(calibrated) {
+        Some((t, ev)) => row.with_calibrated(t, &ev),
+        None => row,
+    }
+}
+
+/// Salt of the device seed before a temperature fit, so the fit's weight samples differ from
+/// the test evaluation's (both seeded from the method's [`evaluation_seed`]).
+const CALIBRATION_SEED_SALT: u64 = 0xca1b_0000;
+
+/// Fits `model`'s temperature on the validation split (`None` when the run holds none out),
+/// with the device seeded from `seed`, and keeps it in `stage`'s directory
+/// ([`crate::calibration::CALIBRATION_FILE`]). Returns the fitted temperature.
+pub(crate) fn calibrate_stage(
+    stage: &StageDir,
+    model: &Network,
+    validation: Option<&DataLoader>,
+    samples: usize,
+    device: &Device,
+    seed: u64,
+) -> Result<Option<Calibration>, Error> {
+    let Some(validation) = validation else {
+        return Ok(None);
+    };
+    if validation.dataset().is_empty() {
+        return Ok(None);
+    }
+    device.seed(seed ^ CALIBRATION_SEED_SALT);
+    let fit = calibration::fit(model, validation, samples)?;
+    stage.model().write_calibration(&fit)?;
+    Ok(Some(fit))
 }
 
 /// Bytes of the model's burn record (what a deterministic network's file takes).
@@ -225,19 +297,43 @@ pub(crate) fn gbnn_stage(
     stage.save_plan(&compressed.plan)?;
     let parameters = count_params(&model).trainable;
     let row = stage.row(|| {
+        let fit = calibrate_stage(
+            &stage,
+            &model,
+            calibration_split(data),
+            setup.samples,
+            device,
+            cfg.retrain.seed,
+        )?;
+        let t = fit.map(|c| c.temperature);
+        // The file a user gets carries the temperature; its size is the row's.
+        let mut bytes = sizes.total;
+        if t.is_some() {
+            let swb = stage.model().swb_path();
+            swshare::format::set_temperature(&swb, t)?;
+            bytes = std::fs::metadata(&swb)
+                .map_err(|e| Error::io(&swb, e))?
+                .len();
+        }
         device.seed(cfg.retrain.seed);
-        let ev = evaluate_and_keep(&stage, &model, data, setup.samples)?;
-        Ok(Row::new(
+        let (ev, cal) = evaluate_and_keep(&stage, &model, data, setup.samples, t)?;
+        let row = Row::new(
             setup.arch,
             Method::Gbnn2d,
             ev,
             parameters,
-            sizes.total,
+            bytes,
             seconds,
             weight_stats(&model)?,
         )
-        .with_plan(&compressed.report))
+        .with_plan(&compressed.report);
+        Ok(calibrated_row(row, t, cal))
     })?;
+    // `save_and_reload` rewrote the file: it carries the stage's temperature again, whether
+    // fitted just now or by the run whose row is cached.
+    if let Some(c) = stage.model().read_calibration()? {
+        swshare::format::set_temperature(stage.model().swb_path(), Some(c.temperature))?;
+    }
     Ok(GbnnStage {
         stage,
         row,
@@ -282,8 +378,17 @@ impl Experiment<'_> {
         let model = self.config.init(&self.device)?;
         let (det, seconds) = train_stage(&stage, model, &self.config, &loader, tc, progress)?;
         let row = stage.row(|| {
-            let ev = evaluate_and_keep(&stage, &det, &self.data, 1)?;
-            Ok(Row::new(
+            let fit = calibrate_stage(
+                &stage,
+                &det,
+                calibration_split(&self.data),
+                1,
+                &self.device,
+                evaluation_seed(setup, Method::Deterministic),
+            )?;
+            let t = fit.map(|c| c.temperature);
+            let (ev, cal) = evaluate_and_keep(&stage, &det, &self.data, 1, t)?;
+            let row = Row::new(
                 setup.arch,
                 Method::Deterministic,
                 ev,
@@ -291,7 +396,8 @@ impl Experiment<'_> {
                 record_bytes(&det)?,
                 seconds,
                 Vec::new(),
-            ))
+            );
+            Ok(calibrated_row(row, t, cal))
         })?;
         Ok((stage, det, row))
     }
@@ -310,9 +416,18 @@ impl Experiment<'_> {
         let (bayes, seconds) =
             train_stage(&stage, bayes, &self.bayes_config, &loader, tc, progress)?;
         let row = stage.row(|| {
+            let fit = calibrate_stage(
+                &stage,
+                &bayes,
+                calibration_split(&self.data),
+                setup.samples,
+                &self.device,
+                evaluation_seed(setup, Method::Bbb),
+            )?;
+            let t = fit.map(|c| c.temperature);
             // Seeded, so the numbers do not depend on whether training ran or was resumed.
             self.device.seed(evaluation_seed(setup, Method::Bbb));
-            let ev = evaluate_and_keep(&stage, &bayes, &self.data, setup.samples)?;
+            let (ev, cal) = evaluate_and_keep(&stage, &bayes, &self.data, setup.samples, t)?;
             let full = full_bnn_data(&bayes, &self.bayes_config)?;
             let full_bytes = full_bnn_to_bytes(
                 &full.arch,
@@ -320,9 +435,10 @@ impl Experiment<'_> {
                 &full.mu,
                 &full.rho,
                 &full.unshared,
+                t,
             )?
             .len() as u64;
-            Ok(Row::new(
+            let row = Row::new(
                 setup.arch,
                 Method::Bbb,
                 ev,
@@ -330,7 +446,8 @@ impl Experiment<'_> {
                 full_bytes,
                 seconds,
                 weight_stats(&bayes)?,
-            ))
+            );
+            Ok(calibrated_row(row, t, cal))
         })?;
         Ok((stage, bayes, row))
     }
@@ -380,6 +497,7 @@ impl Experiment<'_> {
                 &setup.corruptions,
                 method.passes(setup.samples),
                 setup.workers,
+                calibration::ModelFile::at(stage.path()).temperature()?,
                 Some(&stage.corruption_predictions_dir()),
             )
         })
@@ -396,6 +514,12 @@ pub(crate) fn evaluation_seed(setup: &Setup, method: Method) -> u64 {
         Method::Bbb | Method::Qbnn => setup.bbb.seed,
         Method::Gbnn2d => setup.compress.retrain.seed,
     }
+}
+
+/// The run's validation split, the data every temperature is fitted on (`None`: the run holds
+/// none out, and its rows have no calibrated metrics).
+pub(crate) fn calibration_split(data: &ExperimentData) -> Option<&DataLoader> {
+    Some(&data.validation_loader).filter(|_| !data.validation.is_empty())
 }
 
 fn missing_stage(setup: &Setup, method: Method) -> Error {
@@ -454,12 +578,16 @@ pub fn run(setup: &Setup, device: &Device, progress: &mut dyn Progress) -> Resul
                     &exp.device,
                     progress,
                 )?;
-                // A copy of the model beside the tables, under the architecture's name.
-                g.compressed.save(setup.out_dir.join(format!(
-                    "{}-{}.swb",
-                    setup.arch.name(),
-                    method.name()
-                )))?;
+                // A copy of the model beside the tables, under the architecture's name, with
+                // its temperature.
+                let copy =
+                    setup
+                        .out_dir
+                        .join(format!("{}-{}.swb", setup.arch.name(), method.name()));
+                g.compressed.save(&copy)?;
+                if let Some(c) = g.stage.model().read_calibration()? {
+                    swshare::format::set_temperature(&copy, Some(c.temperature))?;
+                }
                 report = Some(g.compressed.report);
                 (g.stage, g.model, g.row)
             }

@@ -458,6 +458,7 @@ mod tests {
             nll: 2.0 * accuracy,
             ece: 0.1 * accuracy,
             mean_confidence: 0.5,
+            calibrated: None,
         }
     }
 

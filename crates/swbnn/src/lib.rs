@@ -1,14 +1,16 @@
 //! The `swbnn` command line's library: data loading with the paper's transforms, the
 //! three-method experiment of the paper's tables ([`experiment::run`], over the methods of
 //! [`method::Method`]) with its [`setup::Setup`] and presets ([`presets`], [`paper_presets`]),
-//! its results ([`results`]), the run directory ([`store`]), the baselines ([`baselines`]) and
-//! the paper's other tables ([`tables`]), the metrics choices are made on ([`validation`]), the figures of `swbnn plot` ([`figures`], [`plot`],
-//! [`run_dir`]) and the reproduction's report ([`report`]), shared by the `swbnn` binary and
+//! its results ([`results`]), the run directory ([`store`]), post-hoc calibration
+//! ([`calibration`]), the baselines ([`baselines`]) and the paper's other tables ([`tables`]),
+//! the metrics choices are made on ([`validation`]), the figures of `swbnn plot` ([`figures`],
+//! [`plot`], [`run_dir`]) and the reproduction's report ([`report`]), shared by the `swbnn` binary and
 //! `cargo xtask reproduce`, whose one entry point is [`reproduce`].
 #![warn(missing_docs)]
 
 pub mod args;
 pub mod baselines;
+pub mod calibration;
 pub mod checks;
 pub mod data;
 pub mod experiment;

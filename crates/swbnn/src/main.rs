@@ -26,12 +26,13 @@ use bnn_data::{Dataset, DatasetId, Split};
 use bnn_layers::{Estimator, bayes_from_deterministic, device_by_name};
 use bnn_models::{Arch, Kind, ModelConfig, Network};
 use bnn_train::{
-    Checkpointer, DataParallel, EpochStats, Observer, StepInfo, TrainConfig, evaluate,
+    Checkpointer, DataParallel, EpochStats, Observer, StepInfo, TrainConfig, evaluate_tempered,
     train_data_parallel,
 };
 use burn::prelude::*;
 use clap::{Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
+use swbnn::calibration::ModelFile;
 use swbnn::data::{
     check_input, eval_loader, open_ood, open_split, subset, subset_at_most, train_loader,
     training_split,
@@ -153,9 +154,10 @@ enum Command {
         #[arg(long, default_value_t = ValidationSplit::DEFAULT_SIZE, value_parser = args::count)]
         validation: usize,
     },
-    /// Evaluate a model (.swb file or a training directory): accuracy, NLL, ECE, OOD AUROC.
+    /// Evaluate a model (.swb or .qbnn file, or a training directory): accuracy, NLL, ECE,
+    /// OOD AUROC.
     Eval {
-        /// A .swb file or a directory with model.bpk and config.json.
+        /// A .swb or .qbnn file, or a directory with model.bpk and config.json.
         model: PathBuf,
         #[arg(long)]
         dataset: DatasetId,
@@ -182,6 +184,40 @@ enum Command {
         /// translation, blur; severities 1-3).
         #[arg(long)]
         corruptions: bool,
+        /// Also report the metrics at the model's fitted temperature (`swbnn calibrate`),
+        /// beside the raw ones. A model without one is an error.
+        #[arg(long, conflicts_with = "temperature")]
+        calibrated: bool,
+        /// Also report the metrics at this temperature (0.05 to 20), beside the raw ones.
+        #[arg(long, value_parser = args::temperature)]
+        temperature: Option<f64>,
+    },
+    /// Fit a model's temperature (post-hoc calibration) on the validation split, by NLL, and
+    /// store it with the model: in a .swb or .qbnn file, or as calibration.json in a model
+    /// directory.
+    Calibrate {
+        /// A .swb or .qbnn file, or a directory with model.bpk and config.json.
+        model: PathBuf,
+        #[arg(long)]
+        dataset: DatasetId,
+        /// The data folder (used alone: a folder without the data set is an error).
+        #[arg(long)]
+        data: Option<PathBuf>,
+        /// Training images held out as the validation split, as `swbnn train --validation`
+        /// held them out (default 5,000). For a model in a run directory (a `setup.json` at or
+        /// above it), the run's split; a different number is an error.
+        #[arg(long, value_parser = args::positive)]
+        validation: Option<usize>,
+        /// Seed of the hold-out (default: the fixed seed every run and `swbnn train` use; in
+        /// a run directory, the run's).
+        #[arg(long)]
+        validation_seed: Option<u64>,
+        /// Monte-Carlo samples per image (one pass for a deterministic network).
+        #[arg(long, default_value_t = 30, value_parser = args::samples)]
+        samples: usize,
+        /// Seed of the Monte-Carlo weight samples: the same seed gives the same temperature.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
     },
     /// Draw a figure (reliability, ood, weights, per-class, corruptions) of a run directory,
     /// a .swb file or a training directory, as PNG or SVG.
@@ -274,13 +310,18 @@ fn load_dir_model(dir: &Path, device: &Device) -> Result<(Network, ModelConfig)>
     Ok(ModelDir::new(dir).load(device)?)
 }
 
-/// A `.swb` file, a directory holding `model.swb` (a reproduction's 2DGBNN stage), or a
-/// directory with `model.bpk` and `config.json` (`swbnn train`, a reproduction's other stages).
+/// A `.swb` or `.qbnn` file, a directory holding `model.swb` or `model.qbnn` (a
+/// reproduction's 2DGBNN and quantised-BNN stages), or a directory with `model.bpk` and
+/// `config.json` (`swbnn train`, a reproduction's other stages).
 fn load_any_model(path: &Path, device: &Device) -> Result<(Network, ModelConfig)> {
-    let swb = if path.is_dir() {
-        Some(ModelDir::new(path).swb_path()).filter(|p| p.exists())
-    } else {
-        Some(path.to_path_buf())
+    let swb = match ModelFile::at(path) {
+        ModelFile::Swb(file) => Some(file),
+        ModelFile::Qbnn(file) => {
+            let data = swshare::format::qbnn::load(&file)?;
+            return swbnn::baselines::qbnn::from_qbnn(&data, device)
+                .with_context(|| format!("building the model of {}", file.display()));
+        }
+        ModelFile::Dir(_) => None,
     };
     match swb {
         Some(file) => {
@@ -564,7 +605,15 @@ fn run() -> Result<()> {
             subset: n,
             seed,
             corruptions,
+            calibrated,
+            temperature,
         } => {
+            let file = ModelFile::at(&model);
+            let temperature = if calibrated {
+                Some(file.require_temperature()?)
+            } else {
+                temperature
+            };
             let (net, net_config) = load_any_model(&model, &device)?;
             let test_data = subset(
                 open_split(dataset, Split::Test, data.as_deref())?,
@@ -592,8 +641,14 @@ fn run() -> Result<()> {
                 None => None,
             };
             device.seed(seed);
-            let ev = evaluate(&net, &test, ood_loader.as_ref(), samples)
-                .with_context(|| format!("evaluating {}", model.display()))?;
+            let temperatures: Vec<f64> = std::iter::once(1.0).chain(temperature).collect();
+            let mut evs =
+                evaluate_tempered(&net, &test, ood_loader.as_ref(), samples, &temperatures)
+                    .with_context(|| format!("evaluating {}", model.display()))?
+                    .into_iter()
+                    .map(|(ev, _, _)| ev);
+            let ev = evs.next().context("no evaluation at temperature 1")?;
+            let cal = temperature.zip(evs.next());
             let shifted = if corruptions {
                 swbnn::experiment::evaluate_corruptions(
                     &net,
@@ -603,6 +658,7 @@ fn run() -> Result<()> {
                     &bnn_data::Corruption::all(),
                     samples,
                     2,
+                    temperature,
                 )?
             } else {
                 Vec::new()
@@ -613,25 +669,74 @@ fn run() -> Result<()> {
                     "{}",
                     serde_json::to_string(&serde_json::json!({
                         "evaluation": ev,
+                        "calibrated": cal.as_ref().map(|(t, ev)| serde_json::json!({
+                            "temperature": t,
+                            "evaluation": ev,
+                        })),
                         "weights": weights,
                         "corruptions": shifted,
                     }))?
                 );
             } else {
-                let s = ev.summary;
-                println!(
-                    "accuracy {:.4}  nll {:.4}  ece {:.4}  mce {:.4}  brier {:.4}  (n = {}, {} samples)",
-                    s.accuracy, s.nll, s.ece, s.mce, s.brier, s.n, ev.samples
-                );
-                if let (Some(a), Some(b)) = (ev.ood_max_prob, ev.ood_entropy) {
-                    println!(
-                        "OOD AUROC {:.4} (max-prob), {:.4} (entropy); AUPR-in {:.4}; FPR@95 {:.4}",
-                        a.auroc, b.auroc, a.aupr_in, a.fpr_at_95_tpr
+                print_evaluation("", &ev);
+                if let Some((t, ev)) = &cal {
+                    print_evaluation(&format!("calibrated (T = {t:.4}): "), ev);
+                } else if let Ok(Some(t)) = file.temperature() {
+                    eprintln!(
+                        "note: {} has a fitted temperature {t:.4}; --calibrated reports its calibrated metrics too",
+                        model.display()
                     );
                 }
                 if !shifted.is_empty() {
                     print!("{}", swbnn::results::markdown_corruptions(&shifted));
                 }
+            }
+        }
+        Command::Calibrate {
+            model,
+            dataset,
+            data,
+            validation,
+            validation_seed,
+            samples,
+            seed,
+        } => {
+            let file = ModelFile::at(&model);
+            let (split, run_dir) =
+                swbnn::calibration::split_for(&model, dataset, validation, validation_seed)?;
+            let (net, net_config) = load_any_model(&model, &device)?;
+            let train = open_split(dataset, Split::Train, data.as_deref())?;
+            let held_out = swbnn::calibration::validation_split(train, split)
+                .with_context(|| format!("the validation split of {} images", split.size))?;
+            check_input(&net_config, held_out.as_ref(), "validation data", true)?;
+            let loader = eval_loader(dataset.norm_stats(), held_out, 256, 2)?;
+            device.seed(seed);
+            let fit = swbnn::calibration::fit(&net, &loader, samples)
+                .with_context(|| format!("fitting the temperature of {}", model.display()))?;
+            file.store(&fit)
+                .with_context(|| format!("storing the temperature in {}", model.display()))?;
+            if cli.json {
+                println!("{}", serde_json::to_string(&fit)?);
+            } else {
+                println!(
+                    "temperature {:.4}: validation NLL {:.4} -> {:.4} ({} images held out with seed {}{}, {} samples); stored in {}",
+                    fit.temperature,
+                    fit.nll_before,
+                    fit.nll_after,
+                    fit.images,
+                    split.seed,
+                    run_dir
+                        .map(|d| format!(", the split of the run in {}", d.display()))
+                        .unwrap_or_default(),
+                    fit.samples,
+                    file.path().display()
+                );
+            }
+            if fit.at_bound {
+                eprintln!(
+                    "warning: the temperature lies on a bound of the searched range {:?}: the model or the validation data is unusual",
+                    bnn_metrics::TEMPERATURE_RANGE
+                );
             }
         }
         Command::Plot(args) => {
@@ -678,6 +783,21 @@ fn run() -> Result<()> {
     Ok(())
 }
 
+/// One evaluation's metrics, each line after `prefix`.
+fn print_evaluation(prefix: &str, ev: &bnn_train::Evaluation) {
+    let s = &ev.summary;
+    println!(
+        "{prefix}accuracy {:.4}  nll {:.4}  ece {:.4}  mce {:.4}  brier {:.4}  (n = {}, {} samples)",
+        s.accuracy, s.nll, s.ece, s.mce, s.brier, s.n, ev.samples
+    );
+    if let (Some(a), Some(b)) = (&ev.ood_max_prob, &ev.ood_entropy) {
+        println!(
+            "{prefix}OOD AUROC {:.4} (max-prob), {:.4} (entropy); AUPR-in {:.4}; FPR@95 {:.4}",
+            a.auroc, b.auroc, a.aupr_in, a.fpr_at_95_tpr
+        );
+    }
+}
+
 /// A model file's statistics: weights by fate, codebook size, parameters.
 fn describe(data: &swshare::format::SharedModelData, file_bytes: u64) -> serde_json::Value {
     use swshare::{OutlierCause, WeightFate};
@@ -702,6 +822,7 @@ fn describe(data: &swshare::format::SharedModelData, file_bytes: u64) -> serde_j
         "outliers": {"mean_threshold": mean, "gradient": grad, "small_cluster": small},
         "unshared_values": unshared,
         "layers": data.layers.len(),
+        "temperature": data.temperature,
     })
 }
 

@@ -291,6 +291,7 @@ fn model_corruptions(
         &Corruption::all(),
         samples,
         loaders.workers,
+        None,
     )?;
     let clean = CleanMetrics {
         method: label.to_string(),

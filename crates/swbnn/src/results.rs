@@ -1,5 +1,7 @@
 //! The results of a run: the table rows ([`Row`], [`CorruptionRow`]), their statistics over
-//! seeds ([`MeanSd`], [`SeedSummary`]) and their Markdown tables.
+//! seeds ([`MeanSd`], [`SeedSummary`]) and their Markdown tables. A row evaluated with a
+//! fitted temperature also carries its calibrated metrics ([`CalibratedMetrics`],
+//! [`CalibratedShift`]), which the tables show beside the raw ones, never instead.
 
 use bnn_data::Corruption;
 use bnn_metrics::WeightStats;
@@ -50,6 +52,55 @@ pub struct Row {
     pub uncertainty: UncertaintyDiagnostics,
     /// Posterior statistics per weight tensor (Bayesian rows).
     pub weights: Vec<WeightStats>,
+    /// The metrics at the temperature fitted on the validation split; `None` for a row made
+    /// without one (rows written before calibration existed among them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calibrated: Option<CalibratedMetrics>,
+}
+
+/// A model's test metrics at its fitted temperature (post-hoc calibration,
+/// [`crate::calibration`]). The accuracy is the raw row's: scaling never changes the arg-max.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CalibratedMetrics {
+    /// The temperature, fitted on the validation split.
+    pub temperature: f64,
+    /// Mean negative log-likelihood.
+    pub nll: f64,
+    /// Expected calibration error, 15 bins.
+    pub ece: f64,
+    /// Mean confidence on the test set.
+    pub mean_confidence: f64,
+    /// OOD AUROC with the max-probability score, if an OOD set was given.
+    pub ood_auroc: Option<f64>,
+    /// OOD AUROC with the predictive-entropy score.
+    pub ood_auroc_entropy: Option<f64>,
+}
+
+impl CalibratedMetrics {
+    /// The metrics of `ev`, an evaluation at `temperature`.
+    pub fn new(temperature: f64, ev: &Evaluation) -> Self {
+        Self {
+            temperature,
+            nll: ev.summary.nll,
+            ece: ev.summary.ece,
+            mean_confidence: ev.summary.mean_confidence,
+            ood_auroc: ev.ood_max_prob.as_ref().map(|o| o.auroc),
+            ood_auroc_entropy: ev.ood_entropy.as_ref().map(|o| o.auroc),
+        }
+    }
+}
+
+/// A model's metrics on a corrupted test set at its fitted temperature.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct CalibratedShift {
+    /// The temperature, fitted on the (clean) validation split.
+    pub temperature: f64,
+    /// Mean negative log-likelihood.
+    pub nll: f64,
+    /// ECE, 15 bins.
+    pub ece: f64,
+    /// Mean confidence.
+    pub mean_confidence: f64,
 }
 
 /// The results of [`crate::experiment::run`].
@@ -84,9 +135,13 @@ pub struct CorruptionRow {
     pub ece: f64,
     /// Mean confidence.
     pub mean_confidence: f64,
+    /// The metrics at the model's fitted temperature, if it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calibrated: Option<CalibratedShift>,
 }
 
-/// The mean over seeds of each (method, corruption) pair's metrics.
+/// The mean over seeds of each (method, corruption) pair's metrics; the calibrated metrics
+/// (and the temperatures) are averaged when every seed has them, else left out.
 pub fn mean_corruptions(rows: &[CorruptionRow]) -> Vec<CorruptionRow> {
     let mut out: Vec<(CorruptionRow, usize)> = Vec::new();
     for r in rows {
@@ -99,6 +154,15 @@ pub fn mean_corruptions(rows: &[CorruptionRow]) -> Vec<CorruptionRow> {
                 m.nll += r.nll;
                 m.ece += r.ece;
                 m.mean_confidence += r.mean_confidence;
+                m.calibrated = match (m.calibrated, r.calibrated) {
+                    (Some(a), Some(b)) => Some(CalibratedShift {
+                        temperature: a.temperature + b.temperature,
+                        nll: a.nll + b.nll,
+                        ece: a.ece + b.ece,
+                        mean_confidence: a.mean_confidence + b.mean_confidence,
+                    }),
+                    _ => None,
+                };
                 *n += 1;
             }
             None => out.push((r.clone(), 1)),
@@ -111,35 +175,50 @@ pub fn mean_corruptions(rows: &[CorruptionRow]) -> Vec<CorruptionRow> {
             m.nll /= n;
             m.ece /= n;
             m.mean_confidence /= n;
+            if let Some(c) = m.calibrated.as_mut() {
+                c.temperature /= n;
+                c.nll /= n;
+                c.ece /= n;
+                c.mean_confidence /= n;
+            }
             m
         })
         .collect()
 }
 
 /// The corruption rows as a Markdown table: one line per corruption, accuracy / NLL / ECE of
-/// each method side by side.
+/// each method side by side; a method with calibrated rows also gets its calibrated NLL and
+/// ECE columns ("cal."), right after its raw ones.
 pub fn markdown_corruptions(rows: &[CorruptionRow]) -> String {
-    let mut methods: Vec<&str> = Vec::new();
+    let mut methods: Vec<(&str, bool)> = Vec::new();
     let mut corruptions: Vec<Corruption> = Vec::new();
     for r in rows {
-        if !methods.contains(&r.method.as_str()) {
-            methods.push(&r.method);
+        match methods.iter_mut().find(|(m, _)| *m == r.method) {
+            Some((_, cal)) => *cal |= r.calibrated.is_some(),
+            None => methods.push((&r.method, r.calibrated.is_some())),
         }
         if !corruptions.contains(&r.corruption) {
             corruptions.push(r.corruption);
         }
     }
     let mut s = String::from("| Corruption |");
-    for m in &methods {
+    let mut rule = String::from("|---|");
+    for (m, cal) in &methods {
         s.push_str(&format!(" {m} acc | {m} NLL | {m} ECE |"));
+        rule.push_str("---|---|---|");
+        if *cal {
+            s.push_str(&format!(" {m} cal. NLL | {m} cal. ECE |"));
+            rule.push_str("---|---|");
+        }
     }
-    s.push_str("\n|---|");
-    s.push_str(&"---|---|---|".repeat(methods.len()));
+    s.push('\n');
+    s.push_str(&rule);
     s.push('\n');
     for c in corruptions {
         s.push_str(&format!("| {c} |"));
-        for m in &methods {
-            match rows.iter().find(|r| r.corruption == c && r.method == *m) {
+        for (m, cal) in &methods {
+            let row = rows.iter().find(|r| r.corruption == c && r.method == *m);
+            match row {
                 Some(r) => s.push_str(&format!(
                     " {:.2}% | {:.3} | {:.4} |",
                     100.0 * r.accuracy,
@@ -147,6 +226,12 @@ pub fn markdown_corruptions(rows: &[CorruptionRow]) -> String {
                     r.ece
                 )),
                 None => s.push_str(" - | - | - |"),
+            }
+            if *cal {
+                match row.and_then(|r| r.calibrated) {
+                    Some(k) => s.push_str(&format!(" {:.3} | {:.4} |", k.nll, k.ece)),
+                    None => s.push_str(" - | - |"),
+                }
             }
         }
         s.push('\n');
@@ -185,7 +270,14 @@ impl Row {
             train_seconds: seconds,
             uncertainty: ev.uncertainty,
             weights,
+            calibrated: None,
         }
+    }
+
+    /// The row with its metrics at the fitted `temperature` (`ev`, the evaluation there).
+    pub fn with_calibrated(mut self, temperature: f64, ev: &Evaluation) -> Row {
+        self.calibrated = Some(CalibratedMetrics::new(temperature, ev));
+        self
     }
 
     /// The row with the 2DGBNN plan's counts (outliers, ellipses, Gaussians, compression).
@@ -198,7 +290,9 @@ impl Row {
     }
 }
 
-/// The rows as a Markdown table in the paper's columns.
+/// The rows as a Markdown table in the paper's columns; a row with calibrated metrics is
+/// followed by its calibrated row (`<method>, T = <temperature>`: same accuracy, its own
+/// NLL, ECE, confidence and OOD AUROC).
 pub fn markdown(rows: &[Row]) -> String {
     let opt = |v: Option<usize>| v.map_or("-".to_string(), |v| v.to_string());
     let mut s = String::from(
@@ -229,6 +323,23 @@ pub fn markdown(rows: &[Row]) -> String {
             ood,
             r.train_seconds
         ));
+        if let Some(c) = &r.calibrated {
+            let ood = match (c.ood_auroc, c.ood_auroc_entropy) {
+                (Some(a), Some(b)) => format!("{a:.3} / {b:.3}"),
+                _ => "-".into(),
+            };
+            s.push_str(&format!(
+                "| {} | {}, T = {:.3} | {:.2}% | {:.3} | {:.4} | {:.4} | - | - | - | - | - | {} | - |\n",
+                r.arch,
+                r.method,
+                c.temperature,
+                100.0 * r.accuracy,
+                c.nll,
+                c.ece,
+                c.mean_confidence,
+                ood,
+            ));
+        }
     }
     s
 }
@@ -260,6 +371,49 @@ pub struct SeedSummary {
     pub compression_ratio: Option<f64>,
     /// Model bytes (mean).
     pub model_bytes: f64,
+    /// The calibrated metrics over seeds, when every seed's row has them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calibrated: Option<CalibratedSummary>,
+}
+
+/// [`CalibratedMetrics`] over seeds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CalibratedSummary {
+    /// The fitted temperature.
+    pub temperature: MeanSd,
+    /// NLL.
+    pub nll: MeanSd,
+    /// ECE.
+    pub ece: MeanSd,
+    /// Mean confidence.
+    pub mean_confidence: MeanSd,
+    /// OOD AUROC, max-probability score.
+    pub ood_auroc: Option<MeanSd>,
+    /// OOD AUROC, entropy score.
+    pub ood_auroc_entropy: Option<MeanSd>,
+}
+
+/// The calibrated metrics of `rows` over seeds, if every row has them.
+pub(crate) fn summarise_calibrated(rows: &[&Row]) -> Option<CalibratedSummary> {
+    let cal: Vec<&CalibratedMetrics> = rows
+        .iter()
+        .map(|r| r.calibrated.as_ref())
+        .collect::<Option<_>>()?;
+    let of = |f: &dyn Fn(&CalibratedMetrics) -> f64| {
+        MeanSd::of(&cal.iter().map(|c| f(c)).collect::<Vec<_>>())
+    };
+    let opt = |f: &dyn Fn(&CalibratedMetrics) -> Option<f64>| {
+        let v: Option<Vec<f64>> = cal.iter().map(|c| f(c)).collect();
+        v.and_then(|v| MeanSd::of(&v))
+    };
+    Some(CalibratedSummary {
+        temperature: of(&|c| c.temperature)?,
+        nll: of(&|c| c.nll)?,
+        ece: of(&|c| c.ece)?,
+        mean_confidence: of(&|c| c.mean_confidence)?,
+        ood_auroc: opt(&|c| c.ood_auroc),
+        ood_auroc_entropy: opt(&|c| c.ood_auroc_entropy),
+    })
 }
 
 /// Aggregates per-seed rows (`runs[seed][row]`, rows in the same method order) into one
@@ -294,12 +448,14 @@ pub fn summarise(runs: &[Vec<Row>]) -> Vec<SeedSummary> {
                 parameters: r0.parameters,
                 compression_ratio: opt(&|r| r.compression_ratio).map(|m| m.mean),
                 model_bytes: of(&|r| r.model_bytes as f64).mean,
+                calibrated: summarise_calibrated(&rows),
             }
         })
         .collect()
 }
 
-/// The per-method summaries as a Markdown table (mean ± sd over seeds).
+/// The per-method summaries as a Markdown table (mean ± sd over seeds); a method with
+/// calibrated metrics gets a second row, `<method>, T = <mean ± sd>`.
 pub fn markdown_seeds(summaries: &[SeedSummary]) -> String {
     let pm = |m: &MeanSd, d: usize| format!("{:.d$} ± {:.d$}", m.mean, m.sd);
     let mut s = String::from(
@@ -329,6 +485,129 @@ pub fn markdown_seeds(summaries: &[SeedSummary]) -> String {
             ratio,
             r.model_bytes,
         ));
+        if let Some(c) = &r.calibrated {
+            s.push_str(&format!(
+                "| {} | {}, T = {} | {} | {}% | {} | {} | {} | {} | {} | - | - |\n",
+                r.arch,
+                r.method,
+                pm(&c.temperature, 3),
+                r.seeds,
+                pm(&acc, 2),
+                pm(&c.nll, 3),
+                pm(&c.ece, 4),
+                pm(&c.mean_confidence, 4),
+                opt(&c.ood_auroc),
+                opt(&c.ood_auroc_entropy),
+            ));
+        }
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bnn_data::CorruptionKind;
+
+    fn shift(method: &str, nll: f64, calibrated: Option<(f64, f64)>) -> CorruptionRow {
+        CorruptionRow {
+            method: method.into(),
+            corruption: Corruption::new(CorruptionKind::GaussianNoise, 2).unwrap(),
+            accuracy: 0.5,
+            nll,
+            ece: 0.1,
+            mean_confidence: 0.7,
+            calibrated: calibrated.map(|(temperature, nll)| CalibratedShift {
+                temperature,
+                nll,
+                ece: 0.05,
+                mean_confidence: 0.6,
+            }),
+        }
+    }
+
+    /// The calibrated columns appear beside the raw ones, for the methods that have them, and
+    /// the means over seeds keep them only when every seed has them.
+    #[test]
+    fn calibrated_corruption_columns_sit_beside_the_raw_ones() {
+        let rows = [
+            shift("bbb", 1.0, Some((2.0, 0.8))),
+            shift("deterministic", 1.5, None),
+        ];
+        let md = markdown_corruptions(&rows);
+        let header = md.lines().next().unwrap();
+        assert!(
+            header.contains("bbb NLL | bbb ECE | bbb cal. NLL | bbb cal. ECE | deterministic acc"),
+            "{md}"
+        );
+        assert!(!header.contains("deterministic cal."), "{md}");
+        let line = md.lines().nth(2).unwrap();
+        assert!(line.contains("| 1.000 | 0.1000 | 0.800 | 0.0500 |"), "{md}");
+        assert_eq!(
+            md.lines().nth(1).unwrap().matches("---").count(),
+            header.matches('|').count() - 1
+        );
+
+        let means = mean_corruptions(&[
+            shift("bbb", 1.0, Some((2.0, 0.8))),
+            shift("bbb", 2.0, Some((4.0, 0.6))),
+        ]);
+        let c = means[0].calibrated.unwrap();
+        assert_eq!((means[0].nll, c.temperature, c.nll), (1.5, 3.0, 0.7));
+        let mixed =
+            mean_corruptions(&[shift("bbb", 1.0, Some((2.0, 0.8))), shift("bbb", 2.0, None)]);
+        assert_eq!(mixed[0].calibrated, None);
+    }
+
+    /// A row as `row.json` held it before calibration existed, with `calibrated` optionally
+    /// added.
+    fn row(calibrated: Option<serde_json::Value>) -> Row {
+        let mut v = serde_json::json!({
+            "arch": "lenet5", "method": "bbb", "accuracy": 0.9, "nll": 0.3, "ece": 0.02,
+            "mean_confidence": 0.93, "outliers": null, "ellipses": null, "gaussians": null,
+            "parameters": 10, "compression_ratio": null, "model_bytes": 100,
+            "ood_auroc": 0.8, "ood_auroc_entropy": 0.85, "train_seconds": 1.0,
+            "uncertainty": {
+                "mean_entropy": 0.2, "mean_mutual_information": null,
+                "ood_mean_confidence": null, "ood_mean_entropy": null,
+                "ood_mean_mutual_information": null, "ood_auroc_mutual_information": null
+            },
+            "weights": []
+        });
+        if let Some(c) = calibrated {
+            v["calibrated"] = c;
+        }
+        serde_json::from_value(v).unwrap()
+    }
+
+    /// Old rows read back without calibrated metrics and print as before; a calibrated row is
+    /// followed by its calibrated row, the raw one unchanged; over seeds the calibrated
+    /// summary needs every seed.
+    #[test]
+    fn calibrated_rows_follow_the_raw_ones() {
+        let old = row(None);
+        assert_eq!(old.calibrated, None);
+        let cal = row(Some(serde_json::json!({
+            "temperature": 1.25, "nll": 0.25, "ece": 0.01, "mean_confidence": 0.9,
+            "ood_auroc": 0.81, "ood_auroc_entropy": 0.86
+        })));
+        let raw_md = markdown(std::slice::from_ref(&old));
+        let md = markdown(std::slice::from_ref(&cal));
+        assert!(md.starts_with(&raw_md), "{md}");
+        let extra = &md[raw_md.len()..];
+        assert!(
+            extra.starts_with("| lenet5 | bbb, T = 1.250 | 90.00% | 0.250 | 0.0100 | 0.9000 |"),
+            "{extra}"
+        );
+        assert!(extra.contains("0.810 / 0.860"), "{extra}");
+        let back: Row = serde_json::from_str(&serde_json::to_string(&cal).unwrap()).unwrap();
+        assert_eq!(back, cal);
+        assert!(!serde_json::to_string(&old).unwrap().contains("calibrated"));
+
+        let both = summarise(&[vec![cal.clone()], vec![cal.clone()]]);
+        let c = both[0].calibrated.as_ref().unwrap();
+        assert_eq!((c.temperature.mean, c.temperature.sd), (1.25, 0.0));
+        assert!(markdown_seeds(&both).contains("| bbb, T = 1.250 ± 0.000 | 2 |"));
+        assert_eq!(summarise(&[vec![cal], vec![old]])[0].calibrated, None);
+    }
 }

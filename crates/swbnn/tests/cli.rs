@@ -880,12 +880,15 @@ fn inspect_refuses_what_eval_refuses() {
         bytes
     };
     // The meta section's length does not depend on the options; the codebook follows it
-    // with a one-byte count (K = 4), then the means.
+    // with a one-byte count (K = 4), then the means. The `header` part also counts the
+    // calibration section: one byte (tag 0) for a model without a temperature.
+    assert_eq!(data.temperature, None);
     let meta = swshare::format::encoded_sizes(&data, &Default::default())
         .unwrap()
         .header as usize
         - swshare::format::HEADER_LEN
-        - swshare::format::CHECKSUM_LEN;
+        - swshare::format::CHECKSUM_LEN
+        - 1;
     let mu0 = swshare::format::HEADER_LEN + meta + 1;
     assert_eq!(good[mu0..mu0 + 4], data.codebook_mu[0].to_le_bytes());
     let mut nan = good.clone();
@@ -918,4 +921,127 @@ fn inspect_refuses_what_eval_refuses() {
         refused(&["inspect", s(&file)], reason);
         refused(&["eval", s(&file), "--dataset", "fashion-mnist"], reason);
     }
+}
+
+/// Copies the files of `from` (a file or a model directory) to `to`.
+fn copy_model(from: &Path, to: &Path) {
+    if from.is_dir() {
+        std::fs::create_dir_all(to).unwrap();
+        for e in std::fs::read_dir(from).unwrap().flatten() {
+            if e.path().is_file() {
+                std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+            }
+        }
+    } else {
+        std::fs::copy(from, to).unwrap();
+    }
+}
+
+fn json(text: &str) -> serde_json::Value {
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+/// `calibrate` fits a temperature on held-out training images and stores it with the model
+/// (in the `.swb` file; as `calibration.json` in a model directory); `eval --calibrated`
+/// reports the metrics at it beside the raw ones, which stay what `eval` alone reports. A model
+/// without a temperature, and a bad temperature in a flag or a file, are clear errors.
+#[test]
+fn calibrate_stores_the_temperature_and_eval_reports_it_beside_the_raw_metrics() {
+    let m = models();
+    let tmp = tempfile::tempdir().unwrap();
+    let swb = tmp.path().join("m.swb");
+    let det = tmp.path().join("det");
+    copy_model(&m.swb, &swb);
+    copy_model(&m.det, &det);
+    let eval = |model: &Path, extra: &[&str]| -> Vec<String> {
+        let mut a: Vec<String> = [
+            "eval",
+            s(model),
+            "--dataset",
+            "fashion-mnist",
+            "--subset",
+            "300",
+            "--samples",
+            "3",
+            "--json",
+        ]
+        .map(String::from)
+        .to_vec();
+        a.extend(extra.iter().map(|x| x.to_string()));
+        a
+    };
+    for model in [&swb, &det] {
+        let err = refused(
+            &strs(&eval(model, &["--calibrated"])),
+            "no fitted temperature",
+        );
+        assert!(err.contains("swbnn calibrate"), "{err}");
+        let fit = json(&ok(&[
+            "calibrate",
+            s(model),
+            "--dataset",
+            "fashion-mnist",
+            "--samples",
+            "3",
+            "--json",
+        ]));
+        let t = fit["temperature"].as_f64().unwrap();
+        assert!((0.05..=20.0).contains(&t), "{fit}");
+        assert!(
+            fit["nll_after"].as_f64() <= fit["nll_before"].as_f64(),
+            "{fit}"
+        );
+        // The images `swbnn train` held out by default.
+        assert_eq!(fit["images"], 5000);
+
+        let raw = json(&ok(&strs(&eval(model, &[]))));
+        let both = json(&ok(&strs(&eval(model, &["--calibrated"]))));
+        assert_eq!(both["evaluation"], raw["evaluation"], "raw metrics changed");
+        assert_eq!(both["calibrated"]["temperature"].as_f64(), Some(t));
+        let cal = &both["calibrated"]["evaluation"]["summary"];
+        assert_eq!(cal["accuracy"], raw["evaluation"]["summary"]["accuracy"]);
+        assert!(raw["calibrated"].is_null());
+        // The temperature given by hand gives the same calibrated numbers.
+        let by_hand = json(&ok(&strs(&eval(model, &["--temperature", &t.to_string()]))));
+        assert_eq!(by_hand["calibrated"], both["calibrated"]);
+    }
+    assert!(det.join("calibration.json").is_file());
+    // The corruption rows carry the calibrated metrics at the stored temperature.
+    let shifted = json(&ok(&strs(&eval(&swb, &["--calibrated", "--corruptions"]))));
+    let t = shifted["calibrated"]["temperature"].as_f64().unwrap();
+    let rows = shifted["corruptions"].as_array().unwrap();
+    assert_eq!(rows.len(), 15);
+    for r in rows {
+        assert_eq!(r["calibrated"]["temperature"].as_f64(), Some(t), "{r}");
+        assert!(r["calibrated"]["nll"].as_f64().unwrap().is_finite(), "{r}");
+    }
+    let inspect = json(&ok(&["inspect", s(&swb), "--json"]));
+    assert!(inspect["temperature"].as_f64().is_some(), "{inspect}");
+
+    for bad in ["nan", "0", "-2", "1e9"] {
+        let flag = format!("--temperature={bad}");
+        refused(&strs(&eval(&swb, &[&flag])), "temperature");
+    }
+    refused(
+        &strs(&eval(&swb, &["--calibrated", "--temperature", "2"])),
+        "--temperature",
+    );
+    refused(
+        &[
+            "calibrate",
+            s(&swb),
+            "--dataset",
+            "fashion-mnist",
+            "--validation",
+            "1000000",
+        ],
+        "1000000",
+    );
+    // A damaged temperature in a model directory's file names the file.
+    let file = det.join("calibration.json");
+    let mut c = json(&std::fs::read_to_string(&file).unwrap());
+    c["temperature"] = serde_json::json!(-1.0);
+    std::fs::write(&file, c.to_string()).unwrap();
+    let err = refused(&strs(&eval(&det, &["--calibrated"])), "calibration.json");
+    assert!(err.contains("temperature"), "{err}");
 }

@@ -53,6 +53,40 @@ fn three_methods_on_a_fashion_mnist_subset() {
             assert!(r.ood_auroc.is_some());
         }
     }
+    // Every method's temperature is fitted on the validation split, stored with its model,
+    // and its calibrated metrics sit beside the raw ones.
+    let temperature_of = |stage: &str| {
+        swbnn::calibration::ModelFile::at(&out.path().join("stages").join(stage))
+            .temperature()
+            .unwrap()
+    };
+    for (r, stage) in outcome.rows.iter().zip(["deterministic", "bbb", "2dgbnn"]) {
+        let c = r
+            .calibrated
+            .as_ref()
+            .unwrap_or_else(|| panic!("{stage}: no calibration"));
+        assert!((0.05..=20.0).contains(&c.temperature), "{stage}: {c:?}");
+        assert!(
+            c.nll.is_finite() && (0.0..=1.0).contains(&c.ece),
+            "{stage}: {c:?}"
+        );
+        assert_eq!(temperature_of(stage), Some(c.temperature), "{stage}");
+        assert!(
+            out.path()
+                .join("stages")
+                .join(stage)
+                .join(swbnn::calibration::CALIBRATION_FILE)
+                .is_file()
+        );
+    }
+    let swb = out.path().join("stages/2dgbnn/model.swb");
+    assert_eq!(
+        outcome.rows[2].model_bytes,
+        std::fs::metadata(&swb).unwrap().len(),
+        "the row's bytes are those of the file with its temperature"
+    );
+    let copy = swbnn::calibration::ModelFile::at(&out.path().join("mlp-2dgbnn.swb"));
+    assert_eq!(copy.temperature().unwrap(), temperature_of("2dgbnn"));
     let g = &outcome.rows[2];
     let r = &outcome.report;
     assert_eq!(
@@ -89,11 +123,9 @@ fn three_methods_on_a_fashion_mnist_subset() {
     ] {
         assert!(json[2].get(key).is_some(), "table.json lacks {key}");
     }
-    assert!(
-        std::fs::read_to_string(out.path().join("table.md"))
-            .unwrap()
-            .contains("2dgbnn")
-    );
+    let table = std::fs::read_to_string(out.path().join("table.md")).unwrap();
+    assert!(table.contains("2dgbnn"));
+    assert!(table.contains("| bbb, T = "), "{table}");
 
     // Every method on the validation split against its tile-shuffled copy, in its own file and
     // never beside the test rows.
@@ -136,6 +168,12 @@ fn three_methods_on_a_fashion_mnist_subset() {
     );
     assert_eq!(resumed.rows[2].parameters, g.parameters);
     assert!(resumed.rows[2].accuracy > 0.35);
+    let t = resumed.rows[2].calibrated.as_ref().unwrap().temperature;
+    assert_eq!(
+        temperature_of("2dgbnn"),
+        Some(t),
+        "the re-saved file carries the temperature"
+    );
 
     // Resuming with a longer stage 3 trains it on from its checkpoint: the row evaluated before
     // describes the shorter run and must not be reported for the longer one.
@@ -166,6 +204,7 @@ fn three_methods_on_a_fashion_mnist_subset() {
                 "200",
                 "--samples",
                 "2",
+                "--calibrated",
             ])
             .output()
             .unwrap();
@@ -178,6 +217,11 @@ fn three_methods_on_a_fashion_mnist_subset() {
         let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
         let acc = json["evaluation"]["summary"]["accuracy"].as_f64().unwrap();
         assert!(acc > 0.3, "{stage}: accuracy {acc}");
+        assert_eq!(
+            json["calibrated"]["temperature"].as_f64(),
+            temperature_of(stage),
+            "{stage}: eval --calibrated applies the run's temperature"
+        );
         assert_eq!(
             json["weights"].as_array().unwrap().is_empty(),
             stage == "deterministic",

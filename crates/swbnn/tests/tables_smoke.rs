@@ -189,8 +189,32 @@ fn cifar10_preset_makes_every_table_and_resumes() {
         "the preset's tau_w row is the main row, not retrained"
     );
     assert!(!stages.join("tau-w-0.2").exists());
+    // Every row of every table has its temperature, fitted on the validation split and kept
+    // with its model: in the .qbnn file, in the ensemble's stage.
+    for r in &outcome.rows {
+        let c = r.row.calibrated.as_ref();
+        assert!(
+            c.is_some(),
+            "{} {}: no calibrated metrics",
+            r.table,
+            r.label
+        );
+    }
+    let q2_file = swbnn::calibration::ModelFile::at(&stages.join("qbnn-sigma2"));
+    assert_eq!(
+        q2_file.temperature().unwrap(),
+        q2.calibrated.as_ref().map(|c| c.temperature)
+    );
+    assert_eq!(
+        swbnn::store::ModelDir::new(stages.join("ensemble"))
+            .read_calibration()
+            .unwrap()
+            .map(|c| c.temperature),
+        ens.calibrated.as_ref().map(|c| c.temperature)
+    );
 
     let md = std::fs::read_to_string(out.path().join("tables.md")).unwrap();
+    assert!(md.contains("Calibrated T"), "{md}");
     for title in [
         "## Main table",
         "## Quantised BNN",

@@ -92,6 +92,7 @@ fn synthetic_model(zipf_s: f64, seed: u64) -> SharedModelData {
         outlier_rho: vec![],
         outlier_causes: vec![],
         unshared: unshared(&norms, &mut rng),
+        temperature: None,
     };
     for _ in 0..n {
         let u: f64 = rng.random();
@@ -159,6 +160,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         &vec![0.0; n],
         &vec![0.0; n],
         &model.unshared,
+        None,
     )?
     .len() as u64;
 

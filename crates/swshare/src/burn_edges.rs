@@ -212,6 +212,7 @@ pub fn initial_swb(
         outlier_rho,
         outlier_causes: plan.outliers().map(|(_, c)| c).collect(),
         unshared,
+        temperature: None,
     })
 }
 
@@ -312,6 +313,7 @@ pub fn to_swb(
             .filter(|t| !is_shared_part(&t.path))
             .map(to_format)
             .collect(),
+        temperature: None,
     })
 }
 
@@ -590,6 +592,7 @@ pub fn uniform_swb(config: &ModelConfig, device: &Device) -> Result<SharedModelD
         outlier_rho: Vec::new(),
         outlier_causes: Vec::new(),
         unshared,
+        temperature: None,
     })
 }
 
@@ -707,6 +710,7 @@ pub fn full_bnn_data(model: &Network, config: &ModelConfig) -> Result<FullBnnDat
             .filter(|t| !bayes_paths.contains(&t.path))
             .map(to_format)
             .collect(),
+        temperature: None,
     })
 }
 

@@ -156,6 +156,7 @@ fn cost_seed(k: u32, layers: &[usize]) -> SharedModelData {
         outlier_rho: vec![-4.0],
         outlier_causes: vec![OutlierCause::Gradient],
         unshared: Vec::new(),
+        temperature: None,
     }
 }
 

@@ -5,16 +5,19 @@
 //!
 //! Member 0 is the main table's deterministic network (stage `deterministic`); member `i > 0`
 //! trains in stage `ensemble-<i>` with every seed shifted by `i` ([`member_config`]), so an
-//! interrupted run resumes member by member.
+//! interrupted run resumes member by member. One temperature for the whole ensemble (each
+//! member's logits divided by it) is fitted on the validation split and kept in stage
+//! `ensemble` ([`crate::calibration::CALIBRATION_FILE`]).
 
 use bnn_layers::count_params;
 use bnn_models::{Kind, ModelConfig, Network};
-use bnn_train::{TrainConfig, evaluate_ensemble};
+use bnn_train::{TrainConfig, evaluate_ensemble_tempered};
 use burn::prelude::*;
 
 use crate::Error;
+use crate::calibration;
 use crate::data::{ExperimentData, train_loader};
-use crate::experiment::{Progress, record_bytes, train_stage};
+use crate::experiment::{Progress, calibration_split, record_bytes, train_stage};
 use crate::method::Method;
 use crate::results::Row;
 use crate::setup::Setup;
@@ -48,11 +51,26 @@ pub(crate) fn run(
         return Ok(r);
     }
     let nets = train_members(setup, data, members, device, progress)?;
-    let ev = evaluate_ensemble(
-        &nets.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>(),
+    let models: Vec<Network> = nets.iter().map(|(n, _)| n.clone()).collect();
+    let fit = match calibration_split(data) {
+        Some(v) if !v.dataset().is_empty() => {
+            let fit = calibration::fit_ensemble(&models, v)?;
+            stage.model().write_calibration(&fit)?;
+            Some(fit.temperature)
+        }
+        _ => None,
+    };
+    let temperatures: Vec<f64> = std::iter::once(1.0).chain(fit).collect();
+    let mut evs = evaluate_ensemble_tempered(
+        &models,
         &data.test_loader,
         data.ood_loader.as_ref(),
-    )?;
+        &temperatures,
+    )?
+    .into_iter();
+    let ev = evs
+        .next()
+        .ok_or_else(|| Error::Usage("no ensemble evaluation at temperature 1".into()))?;
     let mut parameters = 0;
     let mut bytes = 0;
     let mut seconds = det_row.train_seconds;
@@ -61,7 +79,7 @@ pub(crate) fn run(
         bytes += record_bytes(net)?;
         seconds += s;
     }
-    let r = Row::new(
+    let mut r = Row::new(
         setup.arch,
         Method::Ensemble,
         ev,
@@ -70,6 +88,9 @@ pub(crate) fn run(
         seconds,
         Vec::new(),
     );
+    if let Some((t, cal)) = fit.zip(evs.next()) {
+        r = r.with_calibrated(t, &cal);
+    }
     stage.save_row(&r)?;
     Ok(r)
 }

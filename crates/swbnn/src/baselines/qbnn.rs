@@ -256,6 +256,7 @@ pub fn quantize(bayes: &Network, config: &ModelConfig, sigma_bits: u8) -> Result
                 epsilon: p.epsilon,
             })
             .collect(),
+        temperature: None,
     })
 }
 

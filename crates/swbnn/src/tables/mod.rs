@@ -28,7 +28,7 @@ mod variants;
 use std::time::Instant;
 
 use bnn_models::{ModelConfig, Network};
-use bnn_train::evaluate;
+use bnn_train::evaluate_tempered;
 use burn::prelude::*;
 use serde::{Deserialize, Serialize};
 use swshare::compress::CompressConfig;
@@ -41,7 +41,8 @@ use crate::Error;
 use crate::baselines::{ensemble, qbnn};
 use crate::data::ExperimentData;
 use crate::experiment::{
-    self, Progress, evaluation_seed, gbnn_stage, open_gbnn_stage, weight_stats,
+    self, Progress, calibrate_stage, calibration_split, evaluation_seed, gbnn_stage,
+    open_gbnn_stage, weight_stats,
 };
 use crate::method::Method;
 use crate::results::{Outcome, Row};
@@ -327,7 +328,8 @@ fn variant_row(
 }
 
 /// The quantised-BNN row at `bits`: quantise, write the `.qbnn` file, rebuild the model from
-/// its bytes, evaluate (stage `qbnn-sigma<bits>`).
+/// its bytes, fit its temperature on the validation split (kept in the file), evaluate (stage
+/// `qbnn-sigma<bits>`).
 fn qbnn_row(
     setup: &Setup,
     bits: u8,
@@ -342,17 +344,40 @@ fn qbnn_row(
         let started = Instant::now();
         let file = qbnn::quantize(bayes, bayes_config, bits)?;
         let path = stage.path().join(store::QBNN_FILE);
-        let bytes = swshare::format::qbnn::save(&path, &file)?;
+        let mut bytes = swshare::format::qbnn::save(&path, &file)?;
         let seconds = started.elapsed().as_secs_f64();
         let (model, _) = qbnn::from_qbnn(&swshare::format::qbnn::load(&path)?, device)?;
+        let fit = calibrate_stage(
+            &stage,
+            &model,
+            calibration_split(data),
+            setup.samples,
+            device,
+            evaluation_seed(setup, Method::Qbnn),
+        )?;
+        let t = fit.map(|c| c.temperature);
+        if let Some(c) = &fit {
+            // The file carries its temperature; its size is the row's.
+            let with_t = swshare::format::qbnn::QbnnData {
+                temperature: Some(c.temperature),
+                ..file
+            };
+            bytes = swshare::format::qbnn::save(&path, &with_t)?;
+        }
         // Seeded, as every stage's evaluation: a resumed run gives the same row.
         device.seed(evaluation_seed(setup, Method::Qbnn));
-        let ev = evaluate(
+        let mut evs = evaluate_tempered(
             &model,
             &data.test_loader,
             data.ood_loader.as_ref(),
             setup.samples,
-        )?;
+            &std::iter::once(1.0).chain(t).collect::<Vec<_>>(),
+        )?
+        .into_iter()
+        .map(|(ev, _, _)| ev);
+        let ev = evs
+            .next()
+            .ok_or_else(|| Error::Usage("no evaluation at temperature 1".into()))?;
         let mut r = Row::new(
             setup.arch,
             Method::Qbnn,
@@ -363,6 +388,9 @@ fn qbnn_row(
             weight_stats(&model)?,
         );
         r.compression_ratio = Some(0.0);
+        if let Some((t, cal)) = t.zip(evs.next()) {
+            r = r.with_calibrated(t, &cal);
+        }
         Ok(r)
     })
 }

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{ReportContext, TableId, TableRow, TablesConfig, TablesOutcome, TimingRow};
 use crate::method::Method;
-use crate::results::MeanSd;
+use crate::results::{CalibratedSummary, MeanSd, summarise_calibrated};
 use crate::setup::Setup;
 
 /// One row of one table over seeds.
@@ -44,6 +44,10 @@ pub struct TableSummary {
     pub model_bytes: f64,
     /// Training seconds of the row's own stage, mean.
     pub train_seconds: f64,
+    /// The metrics at the temperature fitted on the validation split, when every seed's row
+    /// has them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calibrated: Option<CalibratedSummary>,
 }
 
 fn mean(v: impl Iterator<Item = f64>) -> f64 {
@@ -96,6 +100,7 @@ pub fn summarise(outcomes: &[TablesOutcome]) -> Vec<TableSummary> {
                 parameters: mean(rows.iter().map(|r| r.row.parameters as f64)),
                 model_bytes: mean(rows.iter().map(|r| r.row.model_bytes as f64)),
                 train_seconds: mean(rows.iter().map(|r| r.row.train_seconds)),
+                calibrated: summarise_calibrated(&rows.iter().map(|r| &r.row).collect::<Vec<_>>()),
             }
         })
         .collect()
@@ -176,7 +181,31 @@ fn rows_of(summaries: &[TableSummary], table: TableId) -> Vec<&TableSummary> {
     summaries.iter().filter(|s| s.table == table).collect()
 }
 
-/// A model table: `first` columns, then the metrics, then `last` columns.
+/// The calibrated columns (temperature, NLL, ECE at it), when every row has them (rows made
+/// without a validation split have none).
+fn calibrated_header(rows: &[&TableSummary]) -> Vec<&'static str> {
+    if !rows.is_empty() && rows.iter().all(|r| r.calibrated.is_some()) {
+        vec!["Calibrated T", "Calibrated NLL", "Calibrated ECE"]
+    } else {
+        Vec::new()
+    }
+}
+
+fn calibrated_cells(s: &TableSummary, columns: bool) -> Vec<String> {
+    match (&s.calibrated, columns) {
+        (_, false) => Vec::new(),
+        (Some(c), true) => vec![
+            pm(&c.temperature, s.seeds, 1.0, 3),
+            pm(&c.nll, s.seeds, 1.0, 3),
+            pm(&c.ece, s.seeds, 1.0, 4),
+        ],
+        // The columns exist only when every row has a temperature (`calibrated_header`).
+        (None, true) => vec!["not measured".into(); 3],
+    }
+}
+
+/// A model table: `first` columns, then the metrics (raw, then calibrated when a row has a
+/// fitted temperature), then `last` columns.
 fn model_table(
     rows: &[&TableSummary],
     first: &[&str],
@@ -187,12 +216,16 @@ fn model_table(
     let ood = has_ood(rows);
     let mut header: Vec<&str> = first.to_vec();
     header.extend(metric_header(ood));
+    let calibrated = calibrated_header(rows);
+    let columns = !calibrated.is_empty();
+    header.extend(calibrated);
     header.extend(last);
     let cells: Vec<Vec<String>> = rows
         .iter()
         .map(|s| {
             let mut c = first_cells(s);
             c.extend(metric_cells(s, ood));
+            c.extend(calibrated_cells(s, columns));
             c.extend(last_cells(s));
             c
         })

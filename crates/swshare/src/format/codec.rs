@@ -8,7 +8,7 @@
 use super::adaptive::{AdaptiveParams, AdaptiveStream, ContextKind};
 use super::checksum::{self, CHECKSUM_LEN};
 use super::error::FormatError;
-use super::header::{self, FileKind, HEADER_LEN};
+use super::header::{self, CALIBRATION_VERSION, FORMAT_VERSION, FileKind, HEADER_LEN};
 use super::huffman::HuffmanStream;
 use super::index::{self, IndexContext, IndexSection, IndexWidth};
 use super::model::{self, EllipseEntry, FullBnnData, LayerShape, NamedTensor, SharedModelData};
@@ -233,6 +233,33 @@ fn read_unshared(r: &mut Reader<'_>) -> Result<Vec<NamedTensor>, FormatError> {
         .collect()
 }
 
+const CALIBRATION_NONE: u64 = 0;
+const CALIBRATION_TEMPERATURE: u64 = 1;
+
+/// Calibration section (format version 3): tag 0 (none) or tag 1 and the temperature `f64`.
+pub(crate) fn put_calibration(out: &mut Vec<u8>, temperature: Option<f64>) {
+    match temperature {
+        None => wire::put_varint(out, CALIBRATION_NONE),
+        Some(t) => {
+            wire::put_varint(out, CALIBRATION_TEMPERATURE);
+            out.extend_from_slice(&t.to_le_bytes());
+        }
+    }
+}
+
+/// Reads the calibration section; its temperature must pass
+/// [`bnn_metrics::validate_temperature`].
+pub(crate) fn read_calibration(r: &mut Reader<'_>) -> Result<Option<f64>, FormatError> {
+    r.section("calibration");
+    if u64::from(r.tag("calibration", 2)?) == CALIBRATION_NONE {
+        return Ok(None);
+    }
+    let start = r.offset();
+    let t = r.f64("temperature")?;
+    model::validate_temperature(Some(t)).map_err(|e| r.error_at(start, e))?;
+    Ok(Some(t))
+}
+
 fn cause_to_bits(c: OutlierCause) -> u8 {
     match c {
         OutlierCause::MeanThreshold => 0,
@@ -284,11 +311,11 @@ fn layer_sizes(layers: &[LayerShape]) -> Result<Vec<usize>, String> {
         .collect()
 }
 
-/// Wraps `payload` in header and checksum.
-fn frame(kind: FileKind, payload: Vec<u8>) -> Vec<u8> {
+/// Wraps `payload` in the header of a format `version` file and the checksum.
+fn frame(kind: FileKind, version: u16, payload: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(HEADER_LEN + payload.len() + CHECKSUM_LEN);
-    header::write(&mut out, kind, payload.len() as u64);
-    out.extend_from_slice(&payload);
+    header::write(&mut out, kind, version, payload.len() as u64);
+    out.extend_from_slice(payload);
     checksum::append(&mut out);
     out
 }
@@ -320,15 +347,21 @@ pub(crate) fn encode_shared(
     model: &SharedModelData,
     opts: &SaveOptions,
 ) -> Result<(Vec<u8>, FileSizes), FormatError> {
-    encode_shared_with(model, opts, false, true)
+    encode_shared_with(model, opts, false, true, FORMAT_VERSION)
 }
 
 /// The bytes of `model` without validating it first (tests of files that break invariants).
 #[cfg(test)]
 pub(crate) fn encode_shared_unchecked(model: &SharedModelData) -> Vec<u8> {
-    encode_shared_with(model, &SaveOptions::default(), false, false)
+    encode_shared_with(model, &SaveOptions::default(), false, false, FORMAT_VERSION)
         .unwrap()
         .0
+}
+
+/// The bytes the version 2 writer produced (tests of old files): no calibration section.
+#[cfg(test)]
+pub(crate) fn encode_shared_v2(model: &SharedModelData, opts: &SaveOptions) -> Vec<u8> {
+    encode_shared_with(model, opts, false, true, 2).unwrap().0
 }
 
 /// The bytes the version 1 writer produced with a Huffman index (tests of old files).
@@ -338,22 +371,25 @@ pub(crate) fn encode_shared_v1_huffman(model: &SharedModelData) -> Vec<u8> {
         entropy_index: true,
         int8_outliers: false,
     };
-    let mut bytes = encode_shared_with(model, &opts, true, true).unwrap().0;
-    bytes[super::MAGIC.len()..super::MAGIC.len() + 2].copy_from_slice(&1u16.to_le_bytes());
-    let n = bytes.len() - CHECKSUM_LEN;
-    bytes.truncate(n);
-    checksum::append(&mut bytes);
-    bytes
+    encode_shared_with(model, &opts, true, true, 1).unwrap().0
 }
 
+/// Encodes `model` in the layout of format `version` (below [`CALIBRATION_VERSION`] only in
+/// tests of old files, and only for a model without a temperature).
 fn encode_shared_with(
     model: &SharedModelData,
     opts: &SaveOptions,
     huffman: bool,
     validate: bool,
+    version: u16,
 ) -> Result<(Vec<u8>, FileSizes), FormatError> {
     if validate {
         model.validate().map_err(FormatError::InvalidModel)?;
+    }
+    if version < CALIBRATION_VERSION && model.temperature.is_some() {
+        return Err(FormatError::InvalidModel(format!(
+            "a format version {version} file cannot hold a temperature"
+        )));
     }
     let k = model.codebook_len();
     IndexWidth::for_codebook(k).map_err(FormatError::InvalidModel)?;
@@ -389,9 +425,13 @@ fn encode_shared_with(
     let outliers = size(&payload);
     put_unshared(&mut payload, &model.unshared);
     let unshared = size(&payload);
-    let bytes = frame(FileKind::Shared, payload);
+    if version >= CALIBRATION_VERSION {
+        put_calibration(&mut payload, model.temperature);
+    }
+    let calibration = size(&payload);
+    let bytes = frame(FileKind::Shared, version, &payload);
     let sizes = FileSizes {
-        header: meta + (HEADER_LEN + CHECKSUM_LEN) as u64,
+        header: meta + calibration + (HEADER_LEN + CHECKSUM_LEN) as u64,
         codebook,
         index,
         alphas,
@@ -408,6 +448,15 @@ pub(crate) fn decode_shared(
     bytes: &[u8],
     check: &mut dyn FnMut(&ModelMeta<'_>) -> Result<(), String>,
 ) -> Result<SharedModelData, FormatError> {
+    decode_shared_at(bytes, check).map(|(model, _)| model)
+}
+
+/// [`decode_shared`], also returning where the calibration section starts (or would start, in a
+/// file before version 3) in the payload.
+fn decode_shared_at(
+    bytes: &[u8],
+    check: &mut dyn FnMut(&ModelMeta<'_>) -> Result<(), String>,
+) -> Result<(SharedModelData, usize), FormatError> {
     let (version, payload) = unframe(bytes, FileKind::Shared)?;
     let mut r = Reader::new(payload, HEADER_LEN);
     let (arch, layers) = read_meta(&mut r)?;
@@ -444,6 +493,12 @@ pub(crate) fn decode_shared(
     let ellipses = read_ellipses(&mut r)?;
     let (outlier_mu, outlier_rho, causes) = read_outliers(&mut r)?;
     let unshared = read_unshared(&mut r)?;
+    let calibration_at = r.offset() - HEADER_LEN;
+    let temperature = if version >= CALIBRATION_VERSION {
+        read_calibration(&mut r)?
+    } else {
+        None
+    };
     r.finish()?;
 
     let marker = index::outlier_marker(k);
@@ -462,9 +517,10 @@ pub(crate) fn decode_shared(
         outlier_rho,
         outlier_causes,
         unshared,
+        temperature,
     };
     model.validate().map_err(|e| corrupt("model", e))?;
-    Ok(model)
+    Ok((model, calibration_at))
 }
 
 /// Encodes a full BNN (every weight's own `mu` and `rho`).
@@ -474,23 +530,66 @@ pub(crate) fn encode_full(
     mu: &[f32],
     rho: &[f32],
     unshared: &[NamedTensor],
+    temperature: Option<f64>,
+) -> Result<Vec<u8>, FormatError> {
+    encode_full_at(arch, layers, mu, rho, unshared, temperature, FORMAT_VERSION)
+}
+
+/// The bytes the version 2 writer produced for a full BNN (tests of old files).
+#[cfg(test)]
+pub(crate) fn encode_full_v2(data: &FullBnnData) -> Vec<u8> {
+    encode_full_at(
+        &data.arch,
+        &data.layers,
+        &data.mu,
+        &data.rho,
+        &data.unshared,
+        None,
+        2,
+    )
+    .unwrap()
+}
+
+fn encode_full_at(
+    arch: &str,
+    layers: &[LayerShape],
+    mu: &[f32],
+    rho: &[f32],
+    unshared: &[NamedTensor],
+    temperature: Option<f64>,
+    version: u16,
 ) -> Result<Vec<u8>, FormatError> {
     model::validate_full(layers, mu, rho, unshared).map_err(FormatError::InvalidModel)?;
+    model::validate_temperature(temperature).map_err(FormatError::InvalidModel)?;
     let mut payload = Vec::new();
     put_meta(&mut payload, arch, layers);
     put_pair(&mut payload, mu, rho);
     put_unshared(&mut payload, unshared);
-    Ok(frame(FileKind::FullBnn, payload))
+    if version >= CALIBRATION_VERSION {
+        put_calibration(&mut payload, temperature);
+    }
+    Ok(frame(FileKind::FullBnn, version, &payload))
 }
 
 /// Decodes a full BNN from a whole file's bytes.
 pub(crate) fn decode_full(bytes: &[u8]) -> Result<FullBnnData, FormatError> {
-    let (_version, payload) = unframe(bytes, FileKind::FullBnn)?;
+    decode_full_at(bytes).map(|(data, _)| data)
+}
+
+/// [`decode_full`], also returning where the calibration section starts in the payload.
+fn decode_full_at(bytes: &[u8]) -> Result<(FullBnnData, usize), FormatError> {
+    let (version, payload) = unframe(bytes, FileKind::FullBnn)?;
     let mut r = Reader::new(payload, HEADER_LEN);
     let (arch, layers) = read_meta(&mut r)?;
     r.section("weights");
     let (mu, rho) = read_pair(&mut r, "weight")?;
     let unshared = read_unshared(&mut r)?;
+    let calibration_at = r.offset() - HEADER_LEN;
+    let temperature = if version >= CALIBRATION_VERSION {
+        read_calibration(&mut r)?
+    } else {
+        None
+    };
     r.finish()?;
     let data = FullBnnData {
         arch,
@@ -498,7 +597,33 @@ pub(crate) fn decode_full(bytes: &[u8]) -> Result<FullBnnData, FormatError> {
         mu,
         rho,
         unshared,
+        temperature,
     };
     data.validate().map_err(|e| corrupt("model", e))?;
-    Ok(data)
+    Ok((data, calibration_at))
 }
+
+/// The bytes of a `.swb` or full-BNN file of any readable version with its temperature
+/// replaced by `temperature`, as a current-version file: the file is decoded and checked
+/// whole first, and every section before the calibration keeps its bytes (a version 1 file's
+/// Huffman index among them).
+pub(crate) fn with_temperature(
+    bytes: &[u8],
+    temperature: Option<f64>,
+) -> Result<Vec<u8>, FormatError> {
+    model::validate_temperature(temperature).map_err(FormatError::InvalidModel)?;
+    let kind = match bytes.get(MAGIC_AND_VERSION) {
+        Some(1) => FileKind::FullBnn,
+        _ => FileKind::Shared,
+    };
+    let calibration_at = match kind {
+        FileKind::Shared => decode_shared_at(bytes, &mut |_| Ok(()))?.1,
+        FileKind::FullBnn => decode_full_at(bytes)?.1,
+    };
+    let mut payload = bytes[HEADER_LEN..HEADER_LEN + calibration_at].to_vec();
+    put_calibration(&mut payload, temperature);
+    Ok(frame(kind, FORMAT_VERSION, &payload))
+}
+
+/// Offset of the kind byte: after the magic and the version.
+const MAGIC_AND_VERSION: usize = super::MAGIC.len() + 2;

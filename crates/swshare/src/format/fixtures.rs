@@ -1,6 +1,7 @@
 //! Files written by earlier versions of the writer, committed under `tests/fixtures/`: every
-//! one must decode to the content it was made from, and re-encoding that content must give
-//! the same bytes.
+//! one must decode to the content it was made from (files before the calibration section with
+//! no temperature), and re-encoding that content with the writer of its version must give the
+//! same bytes.
 //!
 //! The fixtures were written by the bincode-derived writer that preceded the hand-written
 //! codec of `docs/swb-format.md`; the test proves the two agree byte for byte. Regenerate
@@ -91,6 +92,7 @@ pub(crate) fn fixture_model(k: u32, n: usize) -> SharedModelData {
                 data: vec![1.0, 2.0, f32::MIN_POSITIVE],
             },
         ],
+        temperature: None,
     }
 }
 
@@ -104,6 +106,7 @@ pub(crate) fn fixture_full() -> FullBnnData {
         mu: (0..n).map(|i| (i as f32 - 60.0) * 0.00390625).collect(),
         rho: (0..n).map(|i| -6.0 + i as f32 * 0.0078125).collect(),
         unshared: m.unshared,
+        temperature: None,
     }
 }
 
@@ -141,6 +144,7 @@ pub(crate) fn qbnn_sample(sigma_bits: u8) -> QbnnData {
             path: "bn".into(),
             epsilon: 1e-5,
         }],
+        temperature: None,
     }
 }
 
@@ -171,23 +175,64 @@ const SHARED: [(&str, u32, usize, SaveOptions); 4] = [
 const V1_HUFFMAN: &str = "shared-v1-huffman.swb";
 const FULL: &str = "full-bnn.swb";
 const QBNN: &str = "baseline.qbnn";
+/// Format version 3 (`.qbnn` version 2) files with a fitted temperature.
+const V3_SHARED: &str = "shared-v3-calibrated.swb";
+const V3_FULL: &str = "full-bnn-v3-calibrated.swb";
+const V2_QBNN: &str = "baseline-v2-calibrated.qbnn";
+/// The temperature of the calibrated fixtures.
+const FIXTURE_TEMPERATURE: f64 = 1.375;
+
+fn calibrated_shared() -> SharedModelData {
+    SharedModelData {
+        temperature: Some(FIXTURE_TEMPERATURE),
+        ..fixture_model(40, 900)
+    }
+}
+
+fn calibrated_full() -> FullBnnData {
+    FullBnnData {
+        temperature: Some(FIXTURE_TEMPERATURE),
+        ..fixture_full()
+    }
+}
+
+fn calibrated_qbnn() -> qbnn::QbnnData {
+    qbnn::QbnnData {
+        temperature: Some(FIXTURE_TEMPERATURE),
+        ..fixture_qbnn()
+    }
+}
+
+fn full_bytes(f: &FullBnnData) -> Vec<u8> {
+    full_bnn_to_bytes(
+        &f.arch,
+        &f.layers,
+        &f.mu,
+        &f.rho,
+        &f.unshared,
+        f.temperature,
+    )
+    .unwrap()
+}
 
 /// The bytes of every fixture as the current writer produces them.
 fn current_bytes() -> Vec<(&'static str, Vec<u8>)> {
     let mut out: Vec<(&'static str, Vec<u8>)> = SHARED
         .iter()
-        .map(|&(name, k, n, opts)| (name, to_bytes(&fixture_model(k, n), &opts).unwrap()))
+        .map(|&(name, k, n, opts)| (name, codec::encode_shared_v2(&fixture_model(k, n), &opts)))
         .collect();
     out.push((
         V1_HUFFMAN,
         codec::encode_shared_v1_huffman(&fixture_model(40, 600)),
     ));
-    let f = fixture_full();
+    out.push((FULL, codec::encode_full_v2(&fixture_full())));
+    out.push((QBNN, qbnn::to_bytes_v1(&fixture_qbnn()).unwrap()));
     out.push((
-        FULL,
-        full_bnn_to_bytes(&f.arch, &f.layers, &f.mu, &f.rho, &f.unshared).unwrap(),
+        V3_SHARED,
+        to_bytes(&calibrated_shared(), &ADAPTIVE).unwrap(),
     ));
-    out.push((QBNN, qbnn::to_bytes(&fixture_qbnn()).unwrap()));
+    out.push((V3_FULL, full_bytes(&calibrated_full())));
+    out.push((V2_QBNN, qbnn::to_bytes(&calibrated_qbnn()).unwrap()));
     out
 }
 
@@ -229,27 +274,85 @@ fn fixtures_decode_to_their_content_and_reencode_to_the_same_bytes() {
         } else {
             assert_eq!(back, want, "{name}");
         }
-        assert_eq!(to_bytes(&want, &opts).unwrap(), bytes, "{name} re-encoded");
+        assert_eq!(
+            codec::encode_shared_v2(&want, &opts),
+            bytes,
+            "{name} re-encoded"
+        );
     }
     let v1 = read(V1_HUFFMAN);
     assert_eq!(&v1[MAGIC.len()..MAGIC.len() + 2], &[1, 0]);
     assert_eq!(from_bytes(&v1).unwrap(), fixture_model(40, 600));
     assert_eq!(codec::encode_shared_v1_huffman(&fixture_model(40, 600)), v1);
     let full = read(FULL);
-    let want = fixture_full();
-    assert_eq!(full_bnn_from_bytes(&full).unwrap(), want);
-    assert_eq!(
-        full_bnn_to_bytes(
-            &want.arch,
-            &want.layers,
-            &want.mu,
-            &want.rho,
-            &want.unshared
-        )
-        .unwrap(),
-        full
-    );
+    assert_eq!(&full[MAGIC.len()..MAGIC.len() + 2], &[2, 0]);
+    assert_eq!(full_bnn_from_bytes(&full).unwrap(), fixture_full());
+    assert_eq!(codec::encode_full_v2(&fixture_full()), full);
     let q = read(QBNN);
+    assert_eq!(&q[7..9], &[1, 0]);
     assert_eq!(qbnn::from_bytes(&q).unwrap(), fixture_qbnn());
-    assert_eq!(qbnn::to_bytes(&fixture_qbnn()).unwrap(), q);
+    assert_eq!(qbnn::to_bytes_v1(&fixture_qbnn()).unwrap(), q);
+
+    let v3 = read(V3_SHARED);
+    assert_eq!(&v3[MAGIC.len()..MAGIC.len() + 2], &[3, 0]);
+    assert_eq!(from_bytes(&v3).unwrap(), calibrated_shared());
+    assert_eq!(to_bytes(&calibrated_shared(), &ADAPTIVE).unwrap(), v3);
+    let v3 = read(V3_FULL);
+    assert_eq!(&v3[MAGIC.len()..MAGIC.len() + 2], &[3, 0]);
+    assert_eq!(full_bnn_from_bytes(&v3).unwrap(), calibrated_full());
+    assert_eq!(full_bytes(&calibrated_full()), v3);
+    let q = read(V2_QBNN);
+    assert_eq!(&q[7..9], &[2, 0]);
+    assert_eq!(qbnn::from_bytes(&q).unwrap(), calibrated_qbnn());
+    assert_eq!(qbnn::to_bytes(&calibrated_qbnn()).unwrap(), q);
+}
+
+/// A temperature set on every old file gives a current-version file holding it, with the
+/// same model; the bytes before the calibration section are the old file's.
+#[test]
+fn a_temperature_set_on_an_old_file_keeps_its_model() {
+    for (name, k, n, _) in SHARED {
+        let old = read(name);
+        let before = from_bytes(&old).unwrap();
+        assert_eq!(before.temperature, None, "{name}");
+        let new = with_temperature(&old, Some(2.5)).unwrap();
+        assert_eq!(&new[MAGIC.len()..MAGIC.len() + 2], &[3, 0], "{name}");
+        let after = from_bytes(&new).unwrap();
+        assert_eq!(after.temperature, Some(2.5), "{name}");
+        assert_eq!(
+            SharedModelData {
+                temperature: None,
+                ..after
+            },
+            before,
+            "{name} (K = {k}, {n} weights)"
+        );
+        let payload_v2 = &old[HEADER_LEN..old.len() - CHECKSUM_LEN];
+        assert_eq!(&new[HEADER_LEN..HEADER_LEN + payload_v2.len()], payload_v2);
+        // Removing it again leaves a file with no temperature, not the old version.
+        let cleared = with_temperature(&new, None).unwrap();
+        assert_eq!(from_bytes(&cleared).unwrap().temperature, None);
+    }
+    let v1 = with_temperature(&read(V1_HUFFMAN), Some(0.5)).unwrap();
+    let back = from_bytes(&v1).unwrap();
+    assert_eq!(back.temperature, Some(0.5));
+    assert_eq!(
+        SharedModelData {
+            temperature: None,
+            ..back
+        },
+        fixture_model(40, 600)
+    );
+    let full = with_temperature(&read(FULL), Some(3.0)).unwrap();
+    assert_eq!(
+        full_bnn_from_bytes(&full).unwrap(),
+        FullBnnData {
+            temperature: Some(3.0),
+            ..fixture_full()
+        }
+    );
+    for bad in [f64::NAN, 0.0, -1.0, 1e9] {
+        let e = with_temperature(&read(FULL), Some(bad)).unwrap_err();
+        assert!(e.to_string().contains("temperature"), "{bad}: {e}");
+    }
 }

@@ -13,9 +13,13 @@ use super::error::FormatError;
 pub const MAGIC: [u8; 7] = *b"SWBNN\0\x01";
 /// The format version this code writes.
 ///
-/// Version 2 added the context-adaptive range-coded index ([`adaptive`](super::adaptive));
-/// its layout is otherwise that of version 1, so version 1 files still load.
-pub const FORMAT_VERSION: u16 = 2;
+/// Version 3 added the calibration section (a fitted temperature) after the unshared one;
+/// version 2 the context-adaptive range-coded index ([`adaptive`](super::adaptive)). Each
+/// layout is otherwise its predecessor's, so files of versions 1 and 2 still load (with no
+/// temperature).
+pub const FORMAT_VERSION: u16 = 3;
+/// The first format version with the calibration section.
+pub const CALIBRATION_VERSION: u16 = 3;
 /// The oldest format version this code reads.
 pub const OLDEST_READABLE_VERSION: u16 = 1;
 /// Length of the fixed header in bytes.
@@ -56,10 +60,10 @@ impl fmt::Display for FileKind {
     }
 }
 
-/// Appends the header for a payload of `payload_len` bytes.
-pub(crate) fn write(out: &mut Vec<u8>, kind: FileKind, payload_len: u64) {
+/// Appends the header of a format `version` file with a payload of `payload_len` bytes.
+pub(crate) fn write(out: &mut Vec<u8>, kind: FileKind, version: u16, payload_len: u64) {
     out.extend_from_slice(&MAGIC);
-    out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+    out.extend_from_slice(&version.to_le_bytes());
     out.push(kind.to_byte());
     out.extend_from_slice(&payload_len.to_le_bytes());
 }
@@ -107,7 +111,7 @@ mod tests {
     #[test]
     fn header_round_trip() {
         let mut out = Vec::new();
-        write(&mut out, FileKind::FullBnn, 12345);
+        write(&mut out, FileKind::FullBnn, FORMAT_VERSION, 12345);
         assert_eq!(out.len(), HEADER_LEN);
         assert_eq!(
             read(&out, FileKind::FullBnn).unwrap(),
@@ -125,7 +129,7 @@ mod tests {
     #[test]
     fn short_prefix_of_magic_is_truncated_not_bad_magic() {
         let mut out = Vec::new();
-        write(&mut out, FileKind::Shared, 0);
+        write(&mut out, FileKind::Shared, FORMAT_VERSION, 0);
         for n in 0..HEADER_LEN {
             assert!(matches!(
                 read(&out[..n], FileKind::Shared),

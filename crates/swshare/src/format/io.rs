@@ -43,7 +43,8 @@ pub fn load_checked(
 }
 
 /// Writes a plain full-BNN file (every weight's `mu` and `rho` as `f32`, same header and
-/// checksum scheme as `.swb`) as the size baseline; returns the file's length in bytes.
+/// checksum scheme as `.swb`, and the fitted calibration temperature if any) as the size
+/// baseline; returns the file's length in bytes.
 pub fn save_full_bnn(
     path: impl AsRef<Path>,
     arch: &str,
@@ -51,10 +52,11 @@ pub fn save_full_bnn(
     mu: &[f32],
     rho: &[f32],
     unshared: &[NamedTensor],
+    temperature: Option<f64>,
 ) -> Result<u64, SwbError> {
     let path = path.as_ref();
-    let bytes =
-        codec::encode_full(arch, layers, mu, rho, unshared).map_err(|e| format_err(path, e))?;
+    let bytes = codec::encode_full(arch, layers, mu, rho, unshared, temperature)
+        .map_err(|e| format_err(path, e))?;
     write_atomic(path, &bytes)?;
     Ok(bytes.len() as u64)
 }
@@ -63,6 +65,16 @@ pub fn save_full_bnn(
 pub fn load_full_bnn(path: impl AsRef<Path>) -> Result<FullBnnData, SwbError> {
     let path = path.as_ref();
     codec::decode_full(&read(path)?).map_err(|e| format_err(path, e))
+}
+
+/// Replaces the calibration temperature of the `.swb` or full-BNN file at `path`
+/// ([`with_temperature`](super::with_temperature)), atomically: the file is rewritten as a
+/// current-version file with the same model, or left untouched on error.
+pub fn set_temperature(path: impl AsRef<Path>, temperature: Option<f64>) -> Result<(), SwbError> {
+    let path = path.as_ref();
+    let bytes =
+        codec::with_temperature(&read(path)?, temperature).map_err(|e| format_err(path, e))?;
+    write_atomic(path, &bytes)
 }
 
 fn format_err(path: &Path, source: FormatError) -> SwbError {

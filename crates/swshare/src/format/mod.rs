@@ -6,7 +6,7 @@
 //! bounds-checked primitives, and files written by earlier versions are kept as test
 //! fixtures.
 //!
-//! # Layout (format version 2)
+//! # Layout (format version 3)
 //!
 //! | part | bytes | content |
 //! |---|---|---|
@@ -17,21 +17,26 @@
 //! | alphas | var. | per ellipse weight: 1..=5 distinct codebook indices and their alphas (`f32`, summing to 1) |
 //! | outliers | var. | outlier `mu` and `rho` as `f32` or 8-bit ([`quant`]), causes packed 2 bits each |
 //! | unshared | var. | every other parameter tensor: path, shape, `f32` data |
+//! | calibration | 1 or 9 | the fitted temperature, if any (version 3) |
 //! | checksum | 4 | CRC-32 of everything before it, `u32` LE |
 //!
 //! Integers and lengths inside the sections are variable-length (one byte below 251, else a
 //! tag byte 251/252/253 and a `u16`/`u32`/`u64`), floats are little-endian IEEE 754. In
-//! [`FileSizes`] the `header` part counts the fixed header, the meta section and the checksum.
+//! [`FileSizes`] the `header` part counts the fixed header, the meta and calibration sections
+//! and the checksum.
 //!
 //! The index reserves symbol `K` for `Ellipse` and `K + 1` for `Outlier` fates, so its plain
 //! width is one byte when `K + 2 <= 256` and two bytes up to `K + 2 <= 65536` (see
 //! [`IndexWidth`]).
 //!
-//! **Versions.** Version 2 (written since this crate's index coder change) differs from
-//! version 1 only in the index section: it may hold the adaptive range-coded variant, and the
-//! writer no longer produces Huffman indices. Readers load versions
-//! [`OLDEST_READABLE_VERSION`]`..=`[`FORMAT_VERSION`] (so version 1 files still load) and
-//! refuse others with [`FormatError::UnsupportedVersion`], which names both.
+//! **Versions.** Version 3 adds the calibration section: the temperature that post-hoc
+//! calibration fitted on held-out data ([`SharedModelData::temperature`], `None` when none was
+//! fitted), which [`with_temperature`] and [`set_temperature`] replace in an existing file.
+//! Version 2 differs from version 1 only in the index section: it may hold the adaptive
+//! range-coded variant, and the writer no longer produces Huffman indices. Readers load
+//! versions [`OLDEST_READABLE_VERSION`]`..=`[`FORMAT_VERSION`] (so version 1 and 2 files still
+//! load, with no temperature) and refuse others with [`FormatError::UnsupportedVersion`], which
+//! names both.
 //!
 //! Readers reject, with a specific [`FormatError`]: other magic bytes, unsupported versions,
 //! the other file kind, truncated or over-long files, checksum mismatches, and sections whose
@@ -62,6 +67,7 @@
 //!     outlier_rho: vec![-3.0],
 //!     outlier_causes: vec![OutlierCause::MeanThreshold],
 //!     unshared: vec![],
+//!     temperature: Some(1.5),
 //! };
 //! let opts = SaveOptions { entropy_index: true, int8_outliers: false };
 //! let bytes = format::to_bytes(&model, &opts).unwrap();
@@ -92,8 +98,8 @@ pub use error::{FormatError, SwbError};
 pub use header::{FORMAT_VERSION, FileKind, HEADER_LEN, MAGIC, OLDEST_READABLE_VERSION};
 pub use index::IndexWidth;
 pub use io::{
-    load, load_checked, load_full_bnn, remove_stale_temps, save, save_full_bnn, temp_path,
-    write_atomic,
+    load, load_checked, load_full_bnn, remove_stale_temps, save, save_full_bnn, set_temperature,
+    temp_path, write_atomic,
 };
 pub use model::{EllipseEntry, FullBnnData, LayerShape, NamedTensor, SharedModelData};
 
@@ -187,15 +193,26 @@ pub fn encoded_sizes(
     codec::encode_shared(model, opts).map(|(_, sizes)| sizes)
 }
 
-/// Encodes a full BNN into the bytes [`save_full_bnn`] writes.
+/// Encodes a full BNN, with its fitted calibration temperature if any, into the bytes
+/// [`save_full_bnn`] writes.
 pub fn full_bnn_to_bytes(
     arch: &str,
     layers: &[LayerShape],
     mu: &[f32],
     rho: &[f32],
     unshared: &[NamedTensor],
+    temperature: Option<f64>,
 ) -> Result<Vec<u8>, FormatError> {
-    codec::encode_full(arch, layers, mu, rho, unshared)
+    codec::encode_full(arch, layers, mu, rho, unshared, temperature)
+}
+
+/// The bytes of a `.swb` or full-BNN file (any readable version) with its calibration
+/// temperature replaced by `temperature` (`None` removes it), written as a current-version
+/// file. The file is decoded and checked whole first; every section before the calibration
+/// keeps its bytes, so the model is unchanged. A temperature outside
+/// [`bnn_metrics::TEMPERATURE_RANGE`] or not finite is [`FormatError::InvalidModel`].
+pub fn with_temperature(bytes: &[u8], temperature: Option<f64>) -> Result<Vec<u8>, FormatError> {
+    codec::with_temperature(bytes, temperature)
 }
 
 /// Decodes the bytes of a full-BNN file.

@@ -37,7 +37,8 @@ pub struct NamedTensor {
 
 /// A weight-shared Bayesian model: everything a `.swb` file stores.
 ///
-/// Invariants (checked by [`validate`](Self::validate) on save and after load):
+/// Invariants (checked by [`validate`](Self::validate) on save and after load): a
+/// `temperature`, if any, is finite and within [`bnn_metrics::TEMPERATURE_RANGE`];
 /// `codebook_mu` and `codebook_rho` have the same length `K` and finite values; the layer
 /// shapes hold `fates.len()` weights in total; `Shared(k)` has `k < K`; the `j`-th `Ellipse`
 /// fate in weight order is `Ellipse(j)` and `ellipses` has one entry per ellipse fate, each
@@ -68,6 +69,11 @@ pub struct SharedModelData {
     pub outlier_causes: Vec<OutlierCause>,
     /// All parameters that are not shareable weights.
     pub unshared: Vec<NamedTensor>,
+    /// The temperature fitted by post-hoc calibration (each Monte-Carlo sample's logits are
+    /// divided by it before the softmax), `None` when none was fitted: the model's own
+    /// predictive, as `T = 1`. Files before format version 3 hold none.
+    #[serde(default)]
+    pub temperature: Option<f64>,
 }
 
 /// A plain (not shared) Bayesian model: every weight keeps its own `(mu, rho)`.
@@ -85,6 +91,9 @@ pub struct FullBnnData {
     pub rho: Vec<f32>,
     /// All other parameters.
     pub unshared: Vec<NamedTensor>,
+    /// The fitted calibration temperature, as [`SharedModelData::temperature`].
+    #[serde(default)]
+    pub temperature: Option<f64>,
 }
 
 /// Total weight count of `layers`, or a description of the first shape that overflows `usize`.
@@ -105,6 +114,17 @@ pub(crate) fn shape_len(shape: &[usize]) -> Option<usize> {
 fn check_finite(what: &str, values: &[f32]) -> Result<(), String> {
     match values.iter().position(|v| !v.is_finite()) {
         Some(i) => Err(format!("{what}[{i}] is {}", values[i])),
+        None => Ok(()),
+    }
+}
+
+/// Checks a stored calibration temperature ([`bnn_metrics::validate_temperature`]: finite and
+/// within the range a fit returns).
+pub(crate) fn validate_temperature(temperature: Option<f64>) -> Result<(), String> {
+    match temperature {
+        Some(t) => bnn_metrics::validate_temperature(t)
+            .map(|_| ())
+            .map_err(|e| e.to_string()),
         None => Ok(()),
     }
 }
@@ -233,7 +253,8 @@ impl SharedModelData {
                 ));
             }
         }
-        validate_unshared(&self.unshared)
+        validate_unshared(&self.unshared)?;
+        validate_temperature(self.temperature)
     }
 }
 
@@ -241,7 +262,8 @@ impl FullBnnData {
     /// Checks that `mu` and `rho` hold one value per weight of `layers` and that every unshared
     /// tensor matches its shape.
     pub fn validate(&self) -> Result<(), String> {
-        validate_full(&self.layers, &self.mu, &self.rho, &self.unshared)
+        validate_full(&self.layers, &self.mu, &self.rho, &self.unshared)?;
+        validate_temperature(self.temperature)
     }
 }
 

@@ -21,12 +21,12 @@
 //!   [`QbnnData::folded_norms`]: its tensors hold the identity apart from `beta`, the folded
 //!   bias (bayesian-torch's `quantized_mu_bias`).
 //!
-//! # Layout (version 1)
+//! # Layout (version 2)
 //!
 //! | part | bytes | content |
 //! |---|---|---|
 //! | header | 17 | [`QBNN_MAGIC`], version `u16` LE, payload length `u64` LE |
-//! | payload | var. | the architecture JSON, `sigma_bits`, the tensors and the folded norms (`docs/swb-format.md`) |
+//! | payload | var. | the architecture JSON, `sigma_bits`, the tensors, the folded norms and (version 2) the calibration section of the `.swb` format (`docs/swb-format.md`) |
 //! | checksum | 4 | CRC-32 of everything before it |
 //!
 //! Means take one byte per weight and sigmas `b / 8`, so with 4-bit sigmas the file is
@@ -47,6 +47,7 @@
 //!                   values: QValues::SigmaBits(AffineBits::quantize(&sigma, 4).unwrap()) },
 //!     ],
 //!     folded_norms: vec![],
+//!     temperature: None,
 //! };
 //! let bytes = qbnn::to_bytes(&data).unwrap();
 //! assert_eq!(qbnn::from_bytes(&bytes).unwrap(), data);
@@ -59,14 +60,18 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::checksum::{self, CHECKSUM_LEN};
+use super::codec::{put_calibration, read_calibration};
 use super::error::{FormatError, SwbError};
 use super::io::write_atomic;
 use super::wire::{self, Reader};
 
 /// Magic bytes at the start of a `.qbnn` file.
 pub const QBNN_MAGIC: [u8; 7] = *b"SWQBNN\x01";
-/// The version this code writes and reads.
-pub const QBNN_VERSION: u16 = 1;
+/// The version this code writes. Version 2 added the calibration section (a fitted
+/// temperature); version 1 files still load, with none.
+pub const QBNN_VERSION: u16 = 2;
+/// The oldest version this code reads.
+pub const QBNN_OLDEST_READABLE_VERSION: u16 = 1;
 /// Length of the fixed header.
 pub const QBNN_HEADER_LEN: usize = QBNN_MAGIC.len() + 2 + 8;
 
@@ -293,14 +298,19 @@ pub struct QbnnData {
     pub tensors: Vec<QTensor>,
     /// Batch norms folded into their convolutions.
     pub folded_norms: Vec<FoldedNorm>,
+    /// The fitted calibration temperature, as
+    /// [`SharedModelData::temperature`](super::SharedModelData::temperature); version 1 files
+    /// hold none.
+    #[serde(default)]
+    pub temperature: Option<f64>,
 }
 
 const VALUES_F32: u32 = 0;
 const VALUES_MEAN_I8: u32 = 1;
 const VALUES_SIGMA_BITS: u32 = 2;
 
-/// The payload, as `docs/swb-format.md` ("The `.qbnn` file") lays it out.
-fn put_payload(out: &mut Vec<u8>, data: &QbnnData) {
+/// The payload of a `version` file, as `docs/swb-format.md` ("The `.qbnn` file") lays it out.
+fn put_payload(out: &mut Vec<u8>, data: &QbnnData, version: u16) {
     wire::put_bytes(out, data.arch.as_bytes());
     out.push(data.sigma_bits);
     wire::put_len(out, data.tensors.len());
@@ -333,9 +343,12 @@ fn put_payload(out: &mut Vec<u8>, data: &QbnnData) {
         wire::put_bytes(out, n.path.as_bytes());
         out.extend_from_slice(&n.epsilon.to_le_bytes());
     }
+    if version >= 2 {
+        put_calibration(out, data.temperature);
+    }
 }
 
-fn read_payload(r: &mut Reader<'_>) -> Result<QbnnData, FormatError> {
+fn read_payload(r: &mut Reader<'_>, version: u16) -> Result<QbnnData, FormatError> {
     r.section("qbnn");
     let arch = r.text("architecture")?;
     let sigma_bits = r.u8("sigma bits")?;
@@ -376,11 +389,17 @@ fn read_payload(r: &mut Reader<'_>) -> Result<QbnnData, FormatError> {
             })
         })
         .collect::<Result<Vec<_>, FormatError>>()?;
+    let temperature = if version >= 2 {
+        read_calibration(r)?
+    } else {
+        None
+    };
     Ok(QbnnData {
         arch,
         sigma_bits,
         tensors,
         folded_norms,
+        temperature,
     })
 }
 
@@ -438,17 +457,32 @@ fn check(data: &QbnnData) -> Result<(), FormatError> {
             QValues::F32(_) => {}
         }
     }
-    Ok(())
+    super::model::validate_temperature(data.temperature).map_err(invalid)
 }
 
 /// Encodes `data` into the bytes of a `.qbnn` file.
 pub fn to_bytes(data: &QbnnData) -> Result<Vec<u8>, FormatError> {
+    to_bytes_at(data, QBNN_VERSION)
+}
+
+/// The bytes the version 1 writer produced (tests of old files).
+#[cfg(test)]
+pub(crate) fn to_bytes_v1(data: &QbnnData) -> Result<Vec<u8>, FormatError> {
+    if data.temperature.is_some() {
+        return Err(invalid(
+            "a version 1 .qbnn file holds no temperature".into(),
+        ));
+    }
+    to_bytes_at(data, 1)
+}
+
+fn to_bytes_at(data: &QbnnData, version: u16) -> Result<Vec<u8>, FormatError> {
     check(data)?;
     let mut body = Vec::new();
-    put_payload(&mut body, data);
+    put_payload(&mut body, data, version);
     let mut out = Vec::with_capacity(QBNN_HEADER_LEN + body.len() + CHECKSUM_LEN);
     out.extend_from_slice(&QBNN_MAGIC);
-    out.extend_from_slice(&QBNN_VERSION.to_le_bytes());
+    out.extend_from_slice(&version.to_le_bytes());
     out.extend_from_slice(&(body.len() as u64).to_le_bytes());
     out.extend_from_slice(&body);
     checksum::append(&mut out);
@@ -472,10 +506,10 @@ pub fn from_bytes(bytes: &[u8]) -> Result<QbnnData, FormatError> {
         });
     }
     let version = u16::from_le_bytes([bytes[7], bytes[8]]);
-    if version != QBNN_VERSION {
+    if !(QBNN_OLDEST_READABLE_VERSION..=QBNN_VERSION).contains(&version) {
         return Err(FormatError::UnsupportedVersion {
             found: version,
-            oldest: QBNN_VERSION,
+            oldest: QBNN_OLDEST_READABLE_VERSION,
             newest: QBNN_VERSION,
         });
     }
@@ -500,7 +534,7 @@ pub fn from_bytes(bytes: &[u8]) -> Result<QbnnData, FormatError> {
     checksum::verify(bytes)?;
     let body = &bytes[QBNN_HEADER_LEN..bytes.len() - CHECKSUM_LEN];
     let mut r = Reader::new(body, QBNN_HEADER_LEN);
-    let data = read_payload(&mut r)?;
+    let data = read_payload(&mut r, version)?;
     r.finish()?;
     check(&data).map_err(|e| corrupt(e.to_string()))?;
     Ok(data)
@@ -604,6 +638,31 @@ mod tests {
     }
 
     #[test]
+    fn the_temperature_round_trips_and_a_bad_one_is_refused() {
+        let mut data = sample();
+        data.temperature = Some(1.75);
+        let bytes = to_bytes(&data).unwrap();
+        assert_eq!(from_bytes(&bytes).unwrap().temperature, Some(1.75));
+        for t in [f64::NAN, 0.0, -2.0, 1e6] {
+            data.temperature = Some(t);
+            let e = to_bytes(&data).unwrap_err().to_string();
+            assert!(e.contains("temperature"), "{t}: {e}");
+        }
+        // A damaged temperature in a file: the calibration section is the payload's last
+        // 9 bytes (tag, f64); the checksum is recomputed so that the value itself is refused.
+        let mut bad = bytes.clone();
+        let at = bad.len() - CHECKSUM_LEN - 8;
+        bad[at..at + 8].copy_from_slice(&(-1.0f64).to_le_bytes());
+        bad.truncate(bad.len() - CHECKSUM_LEN);
+        checksum::append(&mut bad);
+        let e = from_bytes(&bad).unwrap_err().to_string();
+        assert!(
+            e.contains("calibration") && e.contains("temperature"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn damaged_files_are_clear_errors() {
         let bytes = to_bytes(&sample()).unwrap();
         assert!(matches!(
@@ -627,12 +686,12 @@ mod tests {
             Err(FormatError::ChecksumMismatch { .. })
         ));
         let mut newer = bytes.clone();
-        newer[7] = 2;
+        newer[7] = 3;
         assert!(matches!(
             from_bytes(&newer),
             Err(FormatError::UnsupportedVersion {
-                found: 2,
-                oldest: QBNN_VERSION,
+                found: 3,
+                oldest: QBNN_OLDEST_READABLE_VERSION,
                 newest: QBNN_VERSION
             })
         ));

@@ -63,6 +63,7 @@ fn model(k: u32, n: usize) -> SharedModelData {
                 data: vec![1.0, 2.0, f32::MIN_POSITIVE],
             },
         ],
+        temperature: None,
     }
 }
 
@@ -143,6 +144,7 @@ fn empty_model_round_trips() {
         outlier_rho: vec![],
         outlier_causes: vec![],
         unshared: vec![],
+        temperature: None,
     };
     for opts in SaveOptions::ALL {
         assert_eq!(from_bytes(&to_bytes(&m, &opts).unwrap()).unwrap(), m);
@@ -206,7 +208,7 @@ fn wrong_magic_future_version_and_wrong_kind_are_specific_errors() {
     );
     assert!(
         err.to_string()
-            .contains("unsupported .swb format version 3 (this reader supports versions 1 to 2)"),
+            .contains("unsupported .swb format version 4 (this reader supports versions 1 to 3)"),
         "{err}"
     );
     let mut ancient = bytes.clone();
@@ -215,7 +217,7 @@ fn wrong_magic_future_version_and_wrong_kind_are_specific_errors() {
         from_bytes(&ancient),
         Err(FormatError::UnsupportedVersion { found: 0, .. })
     ));
-    let full = full_bnn_to_bytes("{}", &[], &[], &[], &[]).unwrap();
+    let full = full_bnn_to_bytes("{}", &[], &[], &[], &[], None).unwrap();
     assert!(matches!(
         from_bytes(&full),
         Err(FormatError::WrongKind {
@@ -246,9 +248,80 @@ fn version_1_files_still_load() {
         assert_eq!(&v1[MAGIC.len()..MAGIC.len() + 2], &[1, 0]);
         assert_eq!(from_bytes(&v1).unwrap(), m);
         // Plain index: the version 1 and 2 layouts are the same.
-        let plain = to_bytes(&m, &SaveOptions::default()).unwrap();
+        let plain = codec::encode_shared_v2(&m, &SaveOptions::default());
         assert_eq!(from_bytes(&with_version(&plain, 1)).unwrap(), m);
     }
+}
+
+#[test]
+fn the_temperature_round_trips_with_every_option_and_old_files_have_none() {
+    for opts in SaveOptions::ALL {
+        for t in [
+            None,
+            Some(0.05),
+            Some(1.0),
+            Some(1.2345678901234),
+            Some(20.0),
+        ] {
+            let m = SharedModelData {
+                temperature: t,
+                ..small()
+            };
+            let bytes = to_bytes(&m, &opts).unwrap();
+            assert_eq!(from_bytes(&bytes).unwrap().temperature, t, "{opts:?}");
+            assert_eq!(encoded_sizes(&m, &opts).unwrap().total, bytes.len() as u64);
+        }
+        let v2 = codec::encode_shared_v2(&small(), &opts);
+        assert_eq!(&v2[MAGIC.len()..MAGIC.len() + 2], &[2, 0]);
+        assert_eq!(from_bytes(&v2).unwrap().temperature, None);
+        // A version 2 file has no calibration section: a version 3 reader of those bytes
+        // runs out of payload, and a version 2 reader of a version 3 file finds one byte too many.
+        assert!(from_bytes(&with_version(&v2, 3)).is_err());
+        let v3 = to_bytes(&small(), &opts).unwrap();
+        assert!(from_bytes(&with_version(&v3, 2)).is_err());
+    }
+}
+
+#[test]
+fn a_bad_temperature_is_refused_on_save_and_on_load() {
+    for t in [f64::NAN, f64::INFINITY, 0.0, -1.5, 0.001, 1e12] {
+        let m = SharedModelData {
+            temperature: Some(t),
+            ..small()
+        };
+        let e = to_bytes(&m, &SaveOptions::default()).unwrap_err();
+        assert!(
+            matches!(e, FormatError::InvalidModel(_)) && e.to_string().contains("temperature"),
+            "{t}: {e}"
+        );
+        // The same value in a file behind a valid checksum: the last 8 payload bytes.
+        let good = SharedModelData {
+            temperature: Some(2.0),
+            ..small()
+        };
+        let mut bytes = to_bytes(&good, &SaveOptions::default()).unwrap();
+        bytes.truncate(bytes.len() - CHECKSUM_LEN);
+        let at = bytes.len() - 8;
+        bytes[at..].copy_from_slice(&t.to_le_bytes());
+        checksum::append(&mut bytes);
+        let e = from_bytes(&bytes).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                FormatError::Corrupt {
+                    section: "calibration",
+                    ..
+                }
+            ) && e.to_string().contains("temperature"),
+            "{t}: {e}"
+        );
+    }
+    let mut bytes = to_bytes(&small(), &SaveOptions::default()).unwrap();
+    bytes.truncate(bytes.len() - CHECKSUM_LEN);
+    *bytes.last_mut().unwrap() = 2;
+    checksum::append(&mut bytes);
+    let e = from_bytes(&bytes).unwrap_err().to_string();
+    assert!(e.contains("calibration"), "{e}");
 }
 
 #[test]
@@ -295,7 +368,12 @@ fn entropy_index_beats_huffman_on_a_layered_index() {
 /// A file with a valid header and checksum around an arbitrary payload.
 fn framed(payload: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
-    header::write(&mut out, FileKind::Shared, payload.len() as u64);
+    header::write(
+        &mut out,
+        FileKind::Shared,
+        FORMAT_VERSION,
+        payload.len() as u64,
+    );
     out.extend_from_slice(payload);
     checksum::append(&mut out);
     out
@@ -337,7 +415,7 @@ fn absurd_lengths_behind_a_valid_checksum_are_errors_not_allocations() {
 
     // A header promising more payload than any file holds.
     let mut huge = Vec::new();
-    header::write(&mut huge, FileKind::Shared, u64::MAX - 3);
+    header::write(&mut huge, FileKind::Shared, FORMAT_VERSION, u64::MAX - 3);
     assert!(matches!(
         from_bytes(&huge),
         Err(FormatError::Truncated { .. })
@@ -397,13 +475,35 @@ fn save_and_load_files_atomically() {
     // Full-BNN baseline file.
     let full_path = dir.path().join("full.bnn");
     let (mu, rho) = (vec![0.1f32; 40], vec![-5.0f32; 40]);
-    let len = save_full_bnn(&full_path, &m.arch, &m.layers, &mu, &rho, &m.unshared).unwrap();
+    let len = save_full_bnn(
+        &full_path,
+        &m.arch,
+        &m.layers,
+        &mu,
+        &rho,
+        &m.unshared,
+        Some(0.8),
+    )
+    .unwrap();
     assert_eq!(std::fs::metadata(&full_path).unwrap().len(), len);
     let full = load_full_bnn(&full_path).unwrap();
     assert_eq!(
-        (full.mu, full.rho, full.layers),
-        (mu, rho, m.layers.clone())
+        (full.mu, full.rho, full.layers, full.temperature),
+        (mu, rho, m.layers.clone(), Some(0.8))
     );
+    // The temperature is replaced in place, atomically, and the weights stay.
+    set_temperature(&full_path, Some(1.6)).unwrap();
+    let again = load_full_bnn(&full_path).unwrap();
+    assert_eq!(again.temperature, Some(1.6));
+    assert_eq!(again.mu, vec![0.1f32; 40]);
+    let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert_eq!(names.len(), 2, "temporary file left behind");
+    let err = set_temperature(&full_path, Some(f64::NAN)).unwrap_err();
+    assert!(
+        err.to_string().contains("full.bnn") && err.to_string().contains("temperature"),
+        "{err}"
+    );
+    assert_eq!(load_full_bnn(&full_path).unwrap().temperature, Some(1.6));
     let err = load(&full_path).unwrap_err();
     assert!(err.to_string().contains("full.bnn"), "{err}");
     assert!(matches!(

@@ -110,7 +110,8 @@ impl<'a> Reader<'a> {
         self.error_at(self.offset(), detail)
     }
 
-    fn error_at(&self, offset: usize, detail: impl std::fmt::Display) -> FormatError {
+    /// An error in the current section at `offset`.
+    pub(crate) fn error_at(&self, offset: usize, detail: impl std::fmt::Display) -> FormatError {
         FormatError::Corrupt {
             section: self.section,
             detail: format!("at byte {offset}: {detail}"),

@@ -1,0 +1,503 @@
+//! Post-hoc calibration: temperature scaling fitted on the validation split and stored with
+//! the model.
+//!
+//! Every method gets one temperature `T` (Guo et al. 2017; [`bnn_metrics::fit_temperature`]):
+//! each Monte-Carlo sample's logits (an ensemble member's, a deterministic network's single
+//! pass) are divided by `T` before the softmax, the probabilities averaged, and `T` minimises
+//! the validation NLL. Accuracy never changes; confidence, NLL, ECE and OOD scores do.
+//!
+//! Where `T` is kept ([`ModelFile`]):
+//! - a `.swb` file (2DGBNN) and a full-BNN file: the file's calibration section
+//!   (`docs/swb-format.md`);
+//! - a `.qbnn` file: its calibration section;
+//! - a model directory (`config.json` and `model.bpk`: the deterministic network, Bayes by
+//!   Backprop, an ensemble's stage): [`CALIBRATION_FILE`] beside the weights.
+//!
+//! A model without a stored `T` is evaluated as it is (`T = 1`); asking for its calibrated
+//! evaluation is an error that says how to fit one.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bnn_data::{DataLoader, Dataset, DatasetId};
+use bnn_metrics::{TemperatureFit, validate_temperature};
+use bnn_models::Network;
+use bnn_train::{LogitSamples, predict_ensemble_logits, predict_logits};
+use serde::{Deserialize, Serialize};
+use swshare::format::{self, qbnn};
+
+use crate::Error;
+use crate::data::training_split;
+use crate::setup::{Setup, ValidationSplit};
+use crate::store::{ModelDir, QBNN_FILE, SETUP_FILE, read_json, read_setup, write_json};
+
+/// A model directory's fitted temperature and how it was fitted.
+pub const CALIBRATION_FILE: &str = "calibration.json";
+
+/// A temperature fitted on held-out data, with what the fit saw.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Calibration {
+    /// The fitted temperature (within [`bnn_metrics::TEMPERATURE_RANGE`]).
+    pub temperature: f64,
+    /// Validation NLL at `T = 1`.
+    pub nll_before: f64,
+    /// Validation NLL at the fitted temperature (never above `nll_before`).
+    pub nll_after: f64,
+    /// Whether the temperature lies on a bound of the searched range: a sign of a broken model
+    /// or of validation data unlike the training data.
+    pub at_bound: bool,
+    /// Validation images the temperature was fitted on.
+    pub images: usize,
+    /// Monte-Carlo passes per image (ensemble members for an ensemble; 1 for a deterministic
+    /// network).
+    pub samples: usize,
+}
+
+impl Calibration {
+    /// The calibration of a fit on `logits`.
+    pub fn of(fit: &TemperatureFit, logits: &LogitSamples) -> Self {
+        Self {
+            temperature: fit.temperature,
+            nll_before: fit.nll_before,
+            nll_after: fit.nll_after,
+            at_bound: fit.at_bound,
+            images: logits.n,
+            samples: logits.samples,
+        }
+    }
+}
+
+/// Fits the temperature of `model` on `validation` with `samples` Monte-Carlo passes (one for
+/// a deterministic network). The device's generator draws the weight samples: seed it first
+/// for a reproducible fit.
+pub fn fit(model: &Network, validation: &DataLoader, samples: usize) -> Result<Calibration, Error> {
+    let logits = predict_logits(model, validation, samples)?;
+    Ok(Calibration::of(&logits.fit_temperature()?, &logits))
+}
+
+/// Fits one temperature for a deep ensemble on `validation`: each member's logits are divided
+/// by it, as the Monte-Carlo samples of a Bayesian model are.
+pub fn fit_ensemble(members: &[Network], validation: &DataLoader) -> Result<Calibration, Error> {
+    let logits = predict_ensemble_logits(members, validation)?;
+    Ok(Calibration::of(&logits.fit_temperature()?, &logits))
+}
+
+/// The validation split of the training split `full`: the images [`training_split`] holds out
+/// for `split`, as a run, `swbnn train` and `swbnn compress` hold them out. An empty split, or
+/// one that leaves no training data, is an error.
+pub fn validation_split(
+    full: Arc<dyn Dataset>,
+    split: ValidationSplit,
+) -> Result<Arc<dyn Dataset>, Error> {
+    if split.size == 0 {
+        return Err(Error::Usage(
+            "a temperature is fitted on a validation split, and this one is empty (--validation 0)"
+                .into(),
+        ));
+    }
+    Ok(training_split(full, split, None)?.1)
+}
+
+/// The run directory `model` lies in (the nearest directory at or above it holding
+/// [`SETUP_FILE`]) and its setup; `None` for a model outside a run.
+pub fn run_of(model: &Path) -> Result<Option<(PathBuf, Setup)>, Error> {
+    let start = if model.is_dir() {
+        model
+    } else {
+        model.parent().unwrap_or(model)
+    };
+    for dir in start.ancestors() {
+        let dir = if dir.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            dir
+        };
+        if dir.join(SETUP_FILE).is_file() {
+            return Ok(Some((dir.to_path_buf(), read_setup(dir)?)));
+        }
+    }
+    Ok(None)
+}
+
+/// The validation split of `model`'s temperature fit: its run's ([`run_of`]; a `size` or
+/// `seed` given besides must agree with it, and a run that held none out is an error), else
+/// `size` (default [`ValidationSplit::DEFAULT_SIZE`], as `swbnn train` holds out) with `seed`
+/// (default [`ValidationSplit::SEED`]). Returns the split and the run directory, if any.
+pub fn split_for(
+    model: &Path,
+    dataset: DatasetId,
+    size: Option<usize>,
+    seed: Option<u64>,
+) -> Result<(ValidationSplit, Option<PathBuf>), Error> {
+    let Some((dir, setup)) = run_of(model)? else {
+        let split = ValidationSplit {
+            size: size.unwrap_or(ValidationSplit::DEFAULT_SIZE),
+            seed: seed.unwrap_or(ValidationSplit::SEED),
+        };
+        return Ok((split, None));
+    };
+    let run = setup.validation;
+    let named = dir.join(SETUP_FILE);
+    if setup.dataset != dataset {
+        return Err(Error::Usage(format!(
+            "{} belongs to the run in {}, which trained on {}, not {dataset}",
+            model.display(),
+            dir.display(),
+            setup.dataset
+        )));
+    }
+    if run.size == 0 {
+        return Err(Error::Usage(format!(
+            "the run in {} held out no validation split (its {} trained on every training              image), so no image is left to fit a temperature on",
+            dir.display(),
+            named.display()
+        )));
+    }
+    for (flag, given, recorded) in [
+        ("--validation", size.map(|v| v as u64), run.size as u64),
+        ("--validation-seed", seed, run.seed),
+    ] {
+        if given.is_some_and(|g| g != recorded) {
+            return Err(Error::Usage(format!(
+                "{flag} {} differs from the split of the run in {} ({recorded}, in {}); leave                  it out to use the run's",
+                given.unwrap_or_default(),
+                dir.display(),
+                named.display()
+            )));
+        }
+    }
+    Ok((run, Some(dir)))
+}
+
+/// Where a model and its temperature are stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ModelFile {
+    /// A `.swb` file (a 2DGBNN model).
+    Swb(PathBuf),
+    /// A `.qbnn` file (a quantised BNN).
+    Qbnn(PathBuf),
+    /// A model directory with `config.json` and `model.bpk`.
+    Dir(ModelDir),
+}
+
+impl ModelFile {
+    /// The model at `path`: a directory holding [`SWB_FILE`](crate::store::SWB_FILE) is that file, one holding
+    /// [`QBNN_FILE`] that file, any other directory a model directory; a file is a `.qbnn` file
+    /// when its first bytes are the `.qbnn` magic, else a `.swb` file (whose reader names
+    /// anything else as "not a .swb file").
+    pub fn at(path: &Path) -> Self {
+        if path.is_dir() {
+            let dir = ModelDir::new(path);
+            let qbnn = path.join(QBNN_FILE);
+            return if dir.swb_path().is_file() {
+                ModelFile::Swb(dir.swb_path())
+            } else if qbnn.is_file() {
+                ModelFile::Qbnn(qbnn)
+            } else {
+                ModelFile::Dir(dir)
+            };
+        }
+        if starts_with(path, &qbnn::QBNN_MAGIC) {
+            ModelFile::Qbnn(path.to_path_buf())
+        } else {
+            ModelFile::Swb(path.to_path_buf())
+        }
+    }
+
+    /// The file or directory.
+    pub fn path(&self) -> &Path {
+        match self {
+            ModelFile::Swb(p) | ModelFile::Qbnn(p) => p,
+            ModelFile::Dir(d) => d.path(),
+        }
+    }
+
+    /// The stored temperature; `None` when none was fitted (files written before calibration
+    /// existed among them). A stored value that is not finite or outside
+    /// [`bnn_metrics::TEMPERATURE_RANGE`] is an error naming the file.
+    pub fn temperature(&self) -> Result<Option<f64>, Error> {
+        Ok(match self {
+            ModelFile::Swb(p) => format::load(p)?.temperature,
+            ModelFile::Qbnn(p) => qbnn::load(p)?.temperature,
+            ModelFile::Dir(d) => d.read_calibration()?.map(|c| c.temperature),
+        })
+    }
+
+    /// Stores `calibration`'s temperature with the model, atomically: in the `.swb` or `.qbnn`
+    /// file (the model's bytes unchanged), or as [`CALIBRATION_FILE`] in a model directory. A
+    /// file in a run's stage directory, whose [`CALIBRATION_FILE`] records the run's fit, gets
+    /// that record replaced too, so a resumed run keeps the new temperature.
+    pub fn store(&self, calibration: &Calibration) -> Result<(), Error> {
+        validate_temperature(calibration.temperature)?;
+        match self {
+            ModelFile::Swb(p) => format::set_temperature(p, Some(calibration.temperature))?,
+            ModelFile::Qbnn(p) => {
+                let data = qbnn::QbnnData {
+                    temperature: Some(calibration.temperature),
+                    ..qbnn::load(p)?
+                };
+                qbnn::save(p, &data)?;
+            }
+            ModelFile::Dir(d) => d.write_calibration(calibration)?,
+        }
+        if let ModelFile::Swb(p) | ModelFile::Qbnn(p) = self
+            && let Some(dir) = p.parent().map(ModelDir::new)
+            && dir.calibration_path().is_file()
+        {
+            dir.write_calibration(calibration)?;
+        }
+        Ok(())
+    }
+
+    /// The temperature `eval --calibrated` applies: the stored one, or an error that names the
+    /// model and the command that fits one.
+    pub fn require_temperature(&self) -> Result<f64, Error> {
+        self.temperature()?.ok_or_else(|| {
+            Error::Usage(format!(
+                "{} holds no fitted temperature; fit one on the validation split with \
+                 `swbnn calibrate {} --dataset ...` (or give one with --temperature)",
+                self.path().display(),
+                self.path().display()
+            ))
+        })
+    }
+}
+
+/// Whether the file at `path` starts with `magic` (unreadable or shorter: no).
+fn starts_with(path: &Path, magic: &[u8]) -> bool {
+    use std::io::Read;
+    let mut head = vec![0u8; magic.len()];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut head))
+        .is_ok_and(|()| head == magic)
+}
+
+impl ModelDir {
+    /// The directory's [`CALIBRATION_FILE`].
+    pub fn calibration_path(&self) -> PathBuf {
+        self.path().join(CALIBRATION_FILE)
+    }
+
+    /// The directory's fitted calibration, `None` when it has none; a temperature that is not
+    /// finite or outside [`bnn_metrics::TEMPERATURE_RANGE`] is an error naming the file.
+    pub fn read_calibration(&self) -> Result<Option<Calibration>, Error> {
+        let path = self.calibration_path();
+        if !path.exists() {
+            return Ok(None);
+        }
+        let c: Calibration = read_json(&path)?;
+        validate_temperature(c.temperature)
+            .map_err(|e| Error::Usage(format!("{}: {e}", path.display())))?;
+        Ok(Some(c))
+    }
+
+    /// Writes `calibration` as the directory's [`CALIBRATION_FILE`], atomically.
+    pub fn write_calibration(&self, calibration: &Calibration) -> Result<(), Error> {
+        validate_temperature(calibration.temperature)?;
+        std::fs::create_dir_all(self.path()).map_err(|e| Error::io(self.path(), e))?;
+        write_json(&self.calibration_path(), calibration)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::SWB_FILE;
+
+    fn calibration(t: f64) -> Calibration {
+        Calibration {
+            temperature: t,
+            nll_before: 0.5,
+            nll_after: 0.4,
+            at_bound: false,
+            images: 100,
+            samples: 3,
+        }
+    }
+
+    #[test]
+    fn a_model_directory_keeps_its_temperature_beside_the_weights() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = ModelFile::at(dir.path());
+        assert!(matches!(file, ModelFile::Dir(_)));
+        assert_eq!(file.temperature().unwrap(), None);
+        let e = file.require_temperature().unwrap_err().to_string();
+        assert!(
+            e.contains("swbnn calibrate") && e.contains("no fitted temperature"),
+            "{e}"
+        );
+        file.store(&calibration(1.5)).unwrap();
+        assert_eq!(file.temperature().unwrap(), Some(1.5));
+        assert_eq!(
+            ModelDir::new(dir.path()).read_calibration().unwrap(),
+            Some(calibration(1.5))
+        );
+        for bad in [0.0, -1.0, f64::NAN, 1e9] {
+            assert!(file.store(&calibration(bad)).is_err(), "{bad}");
+        }
+        assert_eq!(file.temperature().unwrap(), Some(1.5));
+        // A damaged file names itself.
+        let path = dir.path().join(CALIBRATION_FILE);
+        let text = std::fs::read_to_string(&path).unwrap();
+        std::fs::write(&path, text.replace("1.5", "-3.0")).unwrap();
+        let e = file.temperature().unwrap_err().to_string();
+        assert!(
+            e.contains(CALIBRATION_FILE) && e.contains("temperature"),
+            "{e}"
+        );
+    }
+
+    /// A `.swb` and a `.qbnn` file keep the temperature in the file, the model unchanged.
+    #[test]
+    fn model_files_keep_their_temperature_inside() {
+        use swshare::format::qbnn::{QTensor, QValues, QbnnData};
+        use swshare::format::{LayerShape, SaveOptions, SharedModelData};
+        use swshare::{OutlierCause, WeightFate};
+        let dir = tempfile::tempdir().unwrap();
+        let swb = dir.path().join("m.swb");
+        let model = SharedModelData {
+            arch: "{}".into(),
+            codebook_mu: vec![-0.1, 0.1],
+            codebook_rho: vec![-5.0, -4.0],
+            layers: vec![LayerShape {
+                path: "fc.weight".into(),
+                shape: vec![2],
+            }],
+            fates: vec![
+                WeightFate::Shared(1),
+                WeightFate::Outlier(OutlierCause::Gradient),
+            ],
+            ellipses: vec![],
+            outlier_mu: vec![0.7],
+            outlier_rho: vec![-3.0],
+            outlier_causes: vec![OutlierCause::Gradient],
+            unshared: vec![],
+            temperature: None,
+        };
+        format::save(&swb, &model, &SaveOptions::default()).unwrap();
+        let file = ModelFile::at(&swb);
+        assert_eq!(file, ModelFile::Swb(swb.clone()));
+        assert_eq!(file.temperature().unwrap(), None);
+        file.store(&calibration(2.25)).unwrap();
+        assert_eq!(file.temperature().unwrap(), Some(2.25));
+        assert_eq!(
+            format::load(&swb).unwrap(),
+            SharedModelData {
+                temperature: Some(2.25),
+                ..model
+            }
+        );
+
+        let q = dir.path().join("m.qbnn");
+        let data = QbnnData {
+            arch: "{}".into(),
+            sigma_bits: 4,
+            tensors: vec![QTensor {
+                path: "fc.bias".into(),
+                shape: vec![2],
+                values: QValues::F32(vec![0.5, -0.5]),
+            }],
+            folded_norms: vec![],
+            temperature: None,
+        };
+        qbnn::save(&q, &data).unwrap();
+        let file = ModelFile::at(&q);
+        assert_eq!(file, ModelFile::Qbnn(q.clone()));
+        assert_eq!(file.temperature().unwrap(), None);
+        file.store(&calibration(0.75)).unwrap();
+        assert_eq!(
+            qbnn::load(&q).unwrap(),
+            QbnnData {
+                temperature: Some(0.75),
+                ..data
+            }
+        );
+        assert!(file.store(&calibration(f64::NAN)).is_err());
+        assert_eq!(file.temperature().unwrap(), Some(0.75));
+        // In a stage directory that records a fit, the record follows the file.
+        let dir_model = ModelDir::new(dir.path());
+        dir_model.write_calibration(&calibration(3.0)).unwrap();
+        ModelFile::at(&swb).store(&calibration(1.75)).unwrap();
+        assert_eq!(
+            dir_model.read_calibration().unwrap(),
+            Some(calibration(1.75))
+        );
+    }
+
+    /// A model in a run directory is calibrated on the run's validation split; flags that
+    /// disagree with it, another data set, and a run that held nothing out are errors.
+    #[test]
+    fn a_model_in_a_run_uses_the_runs_split() {
+        use crate::data::OodSearch;
+        let dir = tempfile::tempdir().unwrap();
+        let outside = dir.path().join("m.swb");
+        assert_eq!(
+            split_for(&outside, DatasetId::FashionMnist, None, None).unwrap(),
+            (ValidationSplit::standard(), None)
+        );
+        assert_eq!(
+            split_for(&outside, DatasetId::FashionMnist, Some(300), Some(2))
+                .unwrap()
+                .0,
+            ValidationSplit { size: 300, seed: 2 }
+        );
+        let run = dir.path().join("run");
+        let mut setup = crate::presets::setup(
+            DatasetId::FashionMnist,
+            None,
+            true,
+            &OodSearch::from_env(dir.path()),
+            run.clone(),
+        );
+        setup.validation = ValidationSplit { size: 700, seed: 9 };
+        crate::store::write_setup(&run, &setup).unwrap();
+        let stage = run.join("stages").join("bbb");
+        std::fs::create_dir_all(&stage).unwrap();
+        let want = (setup.validation, Some(run.clone()));
+        for model in [stage.clone(), run.join("lenet5-2dgbnn.swb")] {
+            assert_eq!(
+                split_for(&model, DatasetId::FashionMnist, None, None).unwrap(),
+                want
+            );
+        }
+        assert_eq!(
+            split_for(&stage, DatasetId::FashionMnist, Some(700), Some(9)).unwrap(),
+            want
+        );
+        for (size, seed, needle) in [
+            (Some(5000), None, "--validation 5000"),
+            (None, Some(4), "--validation-seed 4"),
+        ] {
+            let e = split_for(&stage, DatasetId::FashionMnist, size, seed)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(needle) && e.contains(SETUP_FILE), "{e}");
+        }
+        let e = split_for(&stage, DatasetId::Mnist, None, None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("trained on"), "{e}");
+        setup.validation = ValidationSplit::none();
+        crate::store::write_setup(&run, &setup).unwrap();
+        let e = split_for(&stage, DatasetId::FashionMnist, None, None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("held out no validation split"), "{e}");
+    }
+
+    #[test]
+    fn the_file_kind_is_told_by_directory_content_and_magic() {
+        let dir = tempfile::tempdir().unwrap();
+        let q = dir.path().join("m.bin");
+        std::fs::write(&q, qbnn::QBNN_MAGIC).unwrap();
+        assert_eq!(ModelFile::at(&q), ModelFile::Qbnn(q.clone()));
+        let s = dir.path().join("m.swb");
+        std::fs::write(&s, b"SWBNN").unwrap();
+        assert_eq!(ModelFile::at(&s), ModelFile::Swb(s.clone()));
+        std::fs::write(dir.path().join(SWB_FILE), b"").unwrap();
+        assert_eq!(
+            ModelFile::at(dir.path()),
+            ModelFile::Swb(dir.path().join(SWB_FILE))
+        );
+    }
+}
