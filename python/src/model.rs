@@ -41,6 +41,8 @@ pub enum Source {
     FullBnn {
         /// The file's size.
         bytes: u64,
+        /// The fitted temperature the file holds, if any.
+        temperature: Option<f64>,
     },
     /// A directory with `model.bpk` and `config.json`.
     Directory,
@@ -53,6 +55,9 @@ pub struct Model {
     config: ModelConfig,
     path: PathBuf,
     source: Source,
+    /// The fitted temperature stored with the model (`swbnn calibrate`), if any; replaced by
+    /// [`Model::fit_temperature_json`] with `store`.
+    temperature: Mutex<Option<f64>>,
 }
 
 /// Loads `path`: a `.swb` file, a full-BNN file, a directory holding `model.swb`, or a
@@ -90,8 +95,8 @@ fn load_file(path: &Path, device: &Device) -> Result<(Network, ModelConfig, Sour
             ))
         }
         Err(e) if matches!(e.format_error(), Some(FormatError::WrongKind { .. })) => {
-            let (net, config) = load_full_bnn(path, device)?;
-            Ok((net, config, Source::FullBnn { bytes }))
+            let (net, config, temperature) = load_full_bnn(path, device)?;
+            Ok((net, config, Source::FullBnn { bytes, temperature }))
         }
         Err(e) => Err(e.into()),
     }
@@ -99,7 +104,11 @@ fn load_file(path: &Path, device: &Device) -> Result<(Network, ModelConfig, Sour
 
 /// A Bayesian network from a full-BNN file: every weight's `(mu, rho)` and the other
 /// parameters by path; a parameter the file does not set is an error.
-fn load_full_bnn(path: &Path, device: &Device) -> Result<(Network, ModelConfig), swbnn::Error> {
+/// Also returns the file's temperature.
+fn load_full_bnn(
+    path: &Path,
+    device: &Device,
+) -> Result<(Network, ModelConfig, Option<f64>), swbnn::Error> {
     let data = format::load_full_bnn(path)?;
     let config: ModelConfig =
         serde_json::from_str(&data.arch).map_err(|e| swbnn::Error::parse(path, e))?;
@@ -130,13 +139,28 @@ fn load_full_bnn(path: &Path, device: &Device) -> Result<(Network, ModelConfig),
             tensors.len()
         )));
     }
-    Ok((net, config))
+    Ok((net, config, data.temperature))
+}
+
+/// The fitted temperature stored with a model loaded from `path` as `source`: in the file, or
+/// in a model directory's `calibration.json`.
+pub fn stored_temperature(path: &Path, source: &Source) -> Result<Option<f64>, swbnn::Error> {
+    Ok(match source {
+        Source::Shared { data, .. } => data.temperature,
+        Source::FullBnn { temperature, .. } => *temperature,
+        Source::Directory => swbnn::store::ModelDir::new(path)
+            .read_calibration()?
+            .map(|c| c.temperature),
+    })
 }
 
 /// Monte Carlo predictions of `net` on `[n, C, H, W]` images: `samples` stochastic passes
 /// (one mean pass for a deterministic model or `samples == 1`) in batches of
 /// [`EVAL_BATCH`], probabilities averaged as `bnn_train::predict` does. `seed`, when given,
 /// seeds the device first. Also returns each pass's probabilities when `keep` is set.
+/// `temperature`, when given, divides each pass's logits before its softmax
+/// (`bnn_train::predict_tempered`); `None` leaves them as they are.
+#[allow(clippy::too_many_arguments)]
 pub fn mc_predict(
     net: &Network,
     images: &[f32],
@@ -144,8 +168,72 @@ pub fn mc_predict(
     samples: usize,
     seed: Option<u64>,
     keep: bool,
+    temperature: Option<f64>,
     device: &Device,
 ) -> Result<(Predictive, Vec<Probabilities>), bnn_metrics::MetricsError> {
+    let mut acc: Option<McPredictive> = None;
+    let mut kept = Vec::new();
+    let n = shape[0];
+    for_each_pass(
+        net,
+        images,
+        shape,
+        samples,
+        seed,
+        device,
+        |mut logits, classes| {
+            if let Some(t) = temperature {
+                let inv = 1.0 / t;
+                logits
+                    .iter_mut()
+                    .for_each(|z| *z = (f64::from(*z) * inv) as f32);
+            }
+            let mc = match acc.as_mut() {
+                Some(mc) => mc,
+                None => acc.insert(McPredictive::new(n, classes)?),
+            };
+            if keep {
+                kept.push(Probabilities::from_logits(logits.clone(), n, classes)?);
+            }
+            mc.push_logits(&logits)
+        },
+    )?;
+    let pred = acc
+        .ok_or(bnn_metrics::MetricsError::Empty { what: "images" })?
+        .finish()?;
+    Ok((pred, kept))
+}
+
+/// Every pass's logits of `net` on `[n, C, H, W]` images, `[passes, n, classes]` (passes as in
+/// [`mc_predict`]), and the number of classes.
+pub fn mc_logits(
+    net: &Network,
+    images: &[f32],
+    shape: [usize; 4],
+    samples: usize,
+    seed: Option<u64>,
+    device: &Device,
+) -> Result<(Vec<f32>, usize, usize), bnn_metrics::MetricsError> {
+    let (mut all, mut passes, mut classes) = (Vec::new(), 0, 0);
+    for_each_pass(net, images, shape, samples, seed, device, |logits, c| {
+        all.extend_from_slice(&logits);
+        passes += 1;
+        classes = c;
+        Ok(())
+    })?;
+    Ok((all, passes, classes))
+}
+
+/// Runs the passes of [`mc_predict`] and hands each pass's `[n, classes]` logits to `f`.
+fn for_each_pass(
+    net: &Network,
+    images: &[f32],
+    shape: [usize; 4],
+    samples: usize,
+    seed: Option<u64>,
+    device: &Device,
+    mut f: impl FnMut(Vec<f32>, usize) -> Result<(), bnn_metrics::MetricsError>,
+) -> Result<(), bnn_metrics::MetricsError> {
     let valid = net.valid();
     let counts = count_params(&valid);
     let stochastic = samples > 1 && counts.bayes_weights + counts.shared_weights > 0;
@@ -154,10 +242,8 @@ pub fn mc_predict(
     if let Some(s) = seed {
         device.seed(s);
     }
-    let [n, c, h, w] = shape;
+    let [_, c, h, w] = shape;
     let per_image = c * h * w;
-    let mut acc: Option<McPredictive> = None;
-    let mut kept = Vec::new();
     for _ in 0..passes {
         let mut logits_all = Vec::new();
         let mut classes = 0;
@@ -168,19 +254,9 @@ pub fn mc_predict(
             classes = logits.dims()[1];
             logits_all.extend(to_vec(logits));
         }
-        let mc = match acc.as_mut() {
-            Some(mc) => mc,
-            None => acc.insert(McPredictive::new(n, classes)?),
-        };
-        if keep {
-            kept.push(Probabilities::from_logits(logits_all.clone(), n, classes)?);
-        }
-        mc.push_logits(&logits_all)?;
+        f(logits_all, classes)?;
     }
-    let pred = acc
-        .ok_or(bnn_metrics::MetricsError::Empty { what: "images" })?
-        .finish()?;
-    Ok((pred, kept))
+    Ok(())
 }
 
 impl Model {
@@ -207,18 +283,32 @@ impl Model {
         Ok((input, shape))
     }
 
-    fn run(
+    /// `labels` (`int64`, `(n,)`) as class indices, checked against `n` images.
+    fn labels(&self, obj: &Bound<'_, PyAny>, n: usize) -> PyResult<Vec<u32>> {
+        let labels = Input::<i64>::new(obj, "labels", Some(1))?;
+        let labels = labels.slice()?;
+        if labels.len() != n {
+            return Err(value_error(format!(
+                "labels has {} values but images has {n} images",
+                labels.len()
+            )));
+        }
+        labels
+            .iter()
+            .enumerate()
+            .map(|(i, &l)| {
+                u32::try_from(l)
+                    .map_err(|_| value_error(format!("labels[{i}] = {l} is not a class index")))
+            })
+            .collect()
+    }
+
+    /// Runs `f` on the model with the device's generator held, outside the GIL.
+    fn with_net<R: Send>(
         &self,
         py: Python<'_>,
-        images: &[f32],
-        shape: [usize; 4],
-        samples: usize,
-        seed: Option<u64>,
-        keep: bool,
-    ) -> PyResult<(Predictive, Vec<Probabilities>)> {
-        if samples == 0 {
-            return Err(value_error("samples must be at least 1"));
-        }
+        f: impl FnOnce(&Network, &Device) -> Result<R, bnn_metrics::MetricsError> + Send,
+    ) -> PyResult<R> {
         let device = cpu()?;
         let net = self
             .net
@@ -228,18 +318,48 @@ impl Model {
             // The backend's generator is global: no other call may draw between the seed
             // and the last sample.
             let _rng = bnn_layers::lock_device_rng();
-            mc_predict(&net, images, shape, samples, seed, keep, &device)
+            f(&net, &device)
         })
         .map_err(|e| value_error(e.to_string()))
     }
+
+    #[allow(clippy::too_many_arguments)]
+    fn run(
+        &self,
+        py: Python<'_>,
+        images: &[f32],
+        shape: [usize; 4],
+        samples: usize,
+        seed: Option<u64>,
+        keep: bool,
+        temperature: Option<f64>,
+    ) -> PyResult<(Predictive, Vec<Probabilities>)> {
+        if samples == 0 {
+            return Err(value_error("samples must be at least 1"));
+        }
+        self.with_net(py, |net, device| {
+            mc_predict(net, images, shape, samples, seed, keep, temperature, device)
+        })
+    }
+}
+
+/// `temperature` checked as `swbnn eval --temperature` checks it (finite, 0.05 to 20).
+fn checked_temperature(temperature: Option<f64>) -> PyResult<Option<f64>> {
+    temperature
+        .map(|t| {
+            bnn_metrics::validate_temperature(t)
+                .map_err(|e| value_error(format!("temperature: {e}")))
+        })
+        .transpose()
 }
 
 #[pymethods]
 impl Model {
     /// Predictive probabilities of `images` (`float32`, `(n, C, H, W)`, normalised as in
     /// training): the mean over `samples` Monte Carlo weight samples, `(n, classes)`, or
-    /// every sample's, `(samples, n, classes)`, with `return_samples`.
-    #[pyo3(signature = (images, samples = 30, seed = 0, return_samples = false))]
+    /// every sample's, `(samples, n, classes)`, with `return_samples`. `temperature` divides
+    /// each sample's logits before its softmax.
+    #[pyo3(signature = (images, samples = 30, seed = 0, return_samples = false, temperature = None))]
     fn predict<'py>(
         &self,
         py: Python<'py>,
@@ -247,7 +367,9 @@ impl Model {
         samples: usize,
         seed: u64,
         return_samples: bool,
+        temperature: Option<f64>,
     ) -> PyResult<Bound<'py, PyArrayDyn<f32>>> {
+        let temperature = checked_temperature(temperature)?;
         let (input, shape) = self.images(images, "images")?;
         let (pred, kept) = self.run(
             py,
@@ -256,6 +378,7 @@ impl Model {
             samples,
             Some(seed),
             return_samples,
+            temperature,
         )?;
         let (n, classes) = (pred.probabilities().n(), pred.probabilities().classes());
         if return_samples {
@@ -269,8 +392,10 @@ impl Model {
 
     /// Accuracy, NLL, ECE, MCE, Brier, entropy and mutual information on `(images, labels)`
     /// and, with `ood_images`, OOD detection: `bnn_train::Evaluation` as JSON text (the
-    /// Python wrapper parses it).
-    #[pyo3(signature = (images, labels, ood_images = None, samples = 30, seed = 0))]
+    /// Python wrapper parses it). `temperature` divides each sample's logits, of the OOD images
+    /// too.
+    #[pyo3(signature = (images, labels, ood_images = None, samples = 30, seed = 0, temperature = None))]
+    #[allow(clippy::too_many_arguments)]
     fn evaluate_json(
         &self,
         py: Python<'_>,
@@ -279,32 +404,29 @@ impl Model {
         ood_images: Option<&Bound<'_, PyAny>>,
         samples: usize,
         seed: u64,
+        temperature: Option<f64>,
     ) -> PyResult<String> {
+        let temperature = checked_temperature(temperature)?;
         let (input, shape) = self.images(images, "images")?;
-        let labels = Input::<i64>::new(labels, "labels", Some(1))?;
-        let labels = labels.slice()?;
-        if labels.len() != shape[0] {
-            return Err(value_error(format!(
-                "labels has {} values but images has {} images",
-                labels.len(),
-                shape[0]
-            )));
-        }
-        let labels: Vec<u32> = labels
-            .iter()
-            .enumerate()
-            .map(|(i, &l)| {
-                u32::try_from(l)
-                    .map_err(|_| value_error(format!("labels[{i}] = {l} is not a class index")))
-            })
-            .collect::<PyResult<_>>()?;
+        let labels = self.labels(labels, shape[0])?;
         let ood = match optional::<f32>(ood_images, "ood_images", Some(4))? {
             Some(_) => Some(self.images(ood_images.expect("checked above"), "ood_images")?),
             None => None,
         };
-        let (pred, _) = self.run(py, input.slice()?, shape, samples, Some(seed), false)?;
+        let (pred, _) = self.run(
+            py,
+            input.slice()?,
+            shape,
+            samples,
+            Some(seed),
+            false,
+            temperature,
+        )?;
         let ood_pred = match &ood {
-            Some((o, s)) => Some(self.run(py, o.slice()?, *s, samples, None, false)?.0),
+            Some((o, s)) => Some(
+                self.run(py, o.slice()?, *s, samples, None, false, temperature)?
+                    .0,
+            ),
             None => None,
         };
         let pred = Predictions {
@@ -314,6 +436,64 @@ impl Model {
         let ev = evaluation_of(&pred, ood_pred.as_ref(), samples)
             .map_err(|e| value_error(crate::errors::chain(&e)))?;
         serde_json::to_string(&ev).map_err(|e| runtime_error(&e))
+    }
+
+    /// The temperature stored with the model (`swbnn calibrate`, or
+    /// [`Model::fit_temperature_json`] with `store`); `None` when none was fitted.
+    #[getter]
+    fn temperature(&self) -> PyResult<Option<f64>> {
+        self.temperature
+            .lock()
+            .map(|t| *t)
+            .map_err(|_| value_error("the model was poisoned by a failed call"))
+    }
+
+    /// Fits the temperature that minimises the NLL of the Monte-Carlo predictive on held-out
+    /// `(images, labels)` (validation data, never the test set), as `swbnn calibrate` does;
+    /// with `store`, writes it into the model's file (`.swb`, full-BNN file, or
+    /// `calibration.json` in a model directory, atomically) and makes it the model's
+    /// [`temperature`](Model::temperature). The fit (`swbnn::calibration::Calibration`) as
+    /// JSON text.
+    #[pyo3(signature = (images, labels, samples = 30, seed = 0, store = false))]
+    fn fit_temperature_json(
+        &self,
+        py: Python<'_>,
+        images: &Bound<'_, PyAny>,
+        labels: &Bound<'_, PyAny>,
+        samples: usize,
+        seed: u64,
+        store: bool,
+    ) -> PyResult<String> {
+        if samples == 0 {
+            return Err(value_error("samples must be at least 1"));
+        }
+        let (input, shape) = self.images(images, "images")?;
+        let labels = self.labels(labels, shape[0])?;
+        let images = input.slice()?;
+        let calibration = self.with_net(py, |net, device| {
+            let (logits, passes, classes) =
+                mc_logits(net, images, shape, samples, Some(seed), device)?;
+            let mc = bnn_metrics::McLogits::new(&logits, passes, shape[0], classes)?;
+            let fit = bnn_metrics::fit_temperature(&mc, &labels)?;
+            Ok(swbnn::calibration::Calibration {
+                temperature: fit.temperature,
+                nll_before: fit.nll_before,
+                nll_after: fit.nll_after,
+                at_bound: fit.at_bound,
+                images: shape[0],
+                samples: passes,
+            })
+        })?;
+        if store {
+            py.detach(|| swbnn::calibration::ModelFile::at(&self.path).store(&calibration))
+                .map_err(pipeline_error)?;
+            *self
+                .temperature
+                .lock()
+                .map_err(|_| value_error("the model was poisoned by a failed call"))? =
+                Some(calibration.temperature);
+        }
+        serde_json::to_string(&calibration).map_err(|e| runtime_error(&e))
     }
 
     /// The model's architecture, parameter counts and, for a `.swb` file, its sharing
@@ -328,6 +508,10 @@ impl Model {
             "path": self.path.display().to_string(),
             "config": self.config,
             "parameters": counts,
+            "temperature": *self
+                .temperature
+                .lock()
+                .map_err(|_| value_error("the model was poisoned by a failed call"))?,
         });
         match &self.source {
             Source::Shared { data, bytes } => {
@@ -335,7 +519,7 @@ impl Model {
                 v["file_bytes"] = (*bytes).into();
                 v["sharing"] = sharing_stats(data);
             }
-            Source::FullBnn { bytes } => {
+            Source::FullBnn { bytes, .. } => {
                 v["source"] = "full-bnn".into();
                 v["file_bytes"] = (*bytes).into();
             }
@@ -399,13 +583,18 @@ fn sharing_stats(data: &SharedModelData) -> serde_json::Value {
 #[pyfunction]
 pub fn load(py: Python<'_>, path: PathBuf) -> PyResult<Model> {
     let device = cpu()?;
-    let (net, config, source) = py
-        .detach(|| load_any(&path, &device))
+    let (net, config, source, temperature) = py
+        .detach(|| {
+            let (net, config, source) = load_any(&path, &device)?;
+            let temperature = stored_temperature(&path, &source)?;
+            Ok::<_, swbnn::Error>((net, config, source, temperature))
+        })
         .map_err(pipeline_error)?;
     Ok(Model {
         net: Mutex::new(net),
         config,
         path,
         source,
+        temperature: Mutex::new(temperature),
     })
 }

@@ -9,6 +9,7 @@ use bnn_layers::Estimator;
 use bnn_models::{Arch, Kind, ModelConfig};
 use bnn_train::{
     Checkpointer, EpochStats, Observer, StepInfo, TrainConfig, evaluate as mc_evaluate,
+    evaluate_tempered,
 };
 use pyo3::prelude::*;
 use swbnn::Error;
@@ -21,7 +22,7 @@ use swbnn::store::ModelDir;
 use swshare::compress::{CompressConfig, compress as run_compress};
 
 use crate::errors::pipeline_error;
-use crate::model::{EVAL_BATCH, cpu, load_any};
+use crate::model::{EVAL_BATCH, cpu, load_any, stored_temperature};
 
 /// Loader threads, as the command line uses.
 const WORKERS: usize = 2;
@@ -331,11 +332,13 @@ fn check_output(out: &Path, model_dir: &Path, force: bool) -> Result<(), Error> 
 }
 
 /// Evaluates a model file or directory on a data set's test split (and an OOD set), as
-/// `swbnn eval` does; returns `bnn_train::Evaluation` as JSON text.
+/// `swbnn eval` does; returns `bnn_train::Evaluation` as JSON text. At `temperature`, or with
+/// `calibrated` at the model's stored one (an error when it has none), each sample's logits
+/// are divided by it first.
 #[pyfunction]
 #[pyo3(signature = (
     model, dataset, *, samples = 30, seed = 0, ood = None, ood_dir = None, data = None,
-    subset = None
+    subset = None, temperature = None, calibrated = false
 ))]
 #[allow(clippy::too_many_arguments)]
 pub fn evaluate_json(
@@ -348,6 +351,8 @@ pub fn evaluate_json(
     ood_dir: Option<PathBuf>,
     data: Option<PathBuf>,
     subset: Option<usize>,
+    temperature: Option<f64>,
+    calibrated: bool,
 ) -> PyResult<String> {
     let dataset = dataset.to_string();
     py.detach(|| {
@@ -360,9 +365,38 @@ pub fn evaluate_json(
             ood_dir.as_deref(),
             data.as_deref(),
             subset,
+            Scaling::of(temperature, calibrated)?,
         )
     })
     .map_err(pipeline_error)
+}
+
+/// Which temperature an evaluation applies.
+#[derive(Debug, Clone, Copy)]
+enum Scaling {
+    /// None: the raw predictive.
+    Raw,
+    /// This one.
+    Given(f64),
+    /// The model's stored one.
+    Stored,
+}
+
+impl Scaling {
+    fn of(temperature: Option<f64>, calibrated: bool) -> Result<Self, Error> {
+        match (temperature, calibrated) {
+            (Some(_), true) => Err(usage(
+                "give temperature or calibrated=True, not both".into(),
+            )),
+            (Some(t), false) => {
+                bnn_metrics::validate_temperature(t)
+                    .map_err(|e| usage(format!("temperature: {e}")))?;
+                Ok(Self::Given(t))
+            }
+            (None, true) => Ok(Self::Stored),
+            (None, false) => Ok(Self::Raw),
+        }
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -375,6 +409,7 @@ fn evaluate_impl(
     ood_dir: Option<&Path>,
     data: Option<&Path>,
     n: Option<usize>,
+    scaling: Scaling,
 ) -> Result<String, Error> {
     let id = dataset_id(dataset)?;
     if samples == 0 {
@@ -384,7 +419,19 @@ fn evaluate_impl(
         return Err(usage("ood_dir needs ood (the OOD data set's name)".into()));
     }
     let device = cpu().map_err(|e| usage(e.to_string()))?;
-    let (net, net_config, _) = load_any(model, &device)?;
+    let (net, net_config, source) = load_any(model, &device)?;
+    let temperature = match scaling {
+        Scaling::Raw => None,
+        Scaling::Given(t) => Some(t),
+        Scaling::Stored => Some(stored_temperature(model, &source)?.ok_or_else(|| {
+            usage(format!(
+                "{} holds no fitted temperature; fit one on validation data with \
+                 `swbnn calibrate {} --dataset ...` or Model.fit_temperature(..., store=True)",
+                model.display(),
+                model.display()
+            ))
+        })?),
+    };
     let test_data = subset(open_split(id, Split::Test, data)?, n, 2, "the test set")?;
     check_input(&net_config, test_data.as_ref(), "test data", true)?;
     let stats = id.norm_stats();
@@ -403,6 +450,12 @@ fn evaluate_impl(
     };
     let _rng = bnn_layers::lock_device_rng();
     device.seed(seed);
-    let ev = mc_evaluate(&net, &test, ood_loader.as_ref(), samples)?;
+    let ev = match temperature {
+        None => mc_evaluate(&net, &test, ood_loader.as_ref(), samples)?,
+        Some(t) => evaluate_tempered(&net, &test, ood_loader.as_ref(), samples, &[t])?
+            .pop()
+            .map(|(ev, _, _)| ev)
+            .ok_or_else(|| usage("no evaluation at the temperature".into()))?,
+    };
     serde_json::to_string(&ev).map_err(Error::json)
 }

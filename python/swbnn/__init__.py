@@ -4,7 +4,8 @@
 * ``swbnn.plan``: the method's stages 1-2 (outliers, GMM, ellipses, merging) on flat
   ``(mu, sigma[, grad])`` arrays, e.g. a PyTorch BNN's weights.
 * ``swbnn.load``: a ``.swb`` file, a full-BNN file or a model directory; ``Model.predict``,
-  ``Model.evaluate``, ``Model.info``.
+  ``Model.evaluate``, ``Model.info``, and temperature scaling: ``Model.fit_temperature``,
+  ``Model.temperature``, ``predict(..., calibrated=True)``.
 * ``swbnn.train``, ``swbnn.compress``, ``swbnn.evaluate``: the command line's steps.
 * ``swbnn.metrics``: ECE/MCE, NLL, Brier, entropy, mutual information, AUROC/AUPR/FPR@95.
 
@@ -139,18 +140,44 @@ class Model:
         """``(C, H, W)`` of the images the model takes."""
         return self._native.input_shape
 
+    @property
+    def temperature(self) -> Optional[float]:
+        """The fitted temperature stored with the model (``swbnn calibrate``, or
+        :meth:`fit_temperature` with ``store=True``); ``None`` when none was fitted."""
+        return self._native.temperature
+
+    def _temperature(self, temperature: Optional[float], calibrated: bool) -> Optional[float]:
+        if calibrated and temperature is not None:
+            raise ValueError("give temperature or calibrated=True, not both")
+        if not calibrated:
+            return temperature
+        t = self._native.temperature
+        if t is None:
+            raise ValueError(
+                f"{self!r} holds no fitted temperature; fit one on validation data with "
+                "Model.fit_temperature(images, labels, store=True) or `swbnn calibrate`"
+            )
+        return t
+
     def predict(
         self,
         images: np.ndarray,
         samples: int = 30,
         seed: int = 0,
         return_samples: bool = False,
+        *,
+        temperature: Optional[float] = None,
+        calibrated: bool = False,
     ) -> np.ndarray:
         """Predictive probabilities of float32 ``images`` ``(n, C, H, W)`` (normalised as in
         training): the mean over ``samples`` Monte Carlo weight samples, ``(n, classes)``, or
         each sample's, ``(samples, n, classes)``. The same seed gives the same numbers as
-        ``swbnn eval --seed`` on the same images."""
-        return self._native.predict(images, samples, seed, return_samples)
+        ``swbnn eval --seed`` on the same images.
+
+        With ``temperature`` (0.05 to 20), or ``calibrated=True`` for the model's stored
+        :attr:`temperature`, each sample's logits are divided by it before the softmax."""
+        t = self._temperature(temperature, calibrated)
+        return self._native.predict(images, samples, seed, return_samples, t)
 
     def evaluate(
         self,
@@ -159,12 +186,39 @@ class Model:
         ood_images: Optional[np.ndarray] = None,
         samples: int = 30,
         seed: int = 0,
+        *,
+        temperature: Optional[float] = None,
+        calibrated: bool = False,
     ) -> Dict[str, Any]:
         """Accuracy, NLL, ECE, MCE, Brier, entropy and mutual information on ``(images,
-        labels)`` and, with ``ood_images``, OOD detection (AUROC, AUPR, FPR@95)."""
+        labels)`` and, with ``ood_images``, OOD detection (AUROC, AUPR, FPR@95);
+        ``temperature`` and ``calibrated`` as in :meth:`predict`."""
+        labels = metrics._labels(labels)
+        t = self._temperature(temperature, calibrated)
+        return json.loads(
+            self._native.evaluate_json(images, labels, ood_images, samples, seed, t)
+        )
+
+    def fit_temperature(
+        self,
+        images: np.ndarray,
+        labels: np.ndarray,
+        samples: int = 30,
+        seed: int = 0,
+        *,
+        store: bool = False,
+    ) -> Dict[str, Any]:
+        """Fits the temperature that minimises the NLL of the Monte Carlo predictive on
+        held-out ``(images, labels)`` (validation data, never the test set), as ``swbnn
+        calibrate`` does. With ``store=True`` it is written into the model's file (or
+        ``calibration.json`` of a model directory) and becomes :attr:`temperature`.
+
+        Returns ``temperature``, ``nll_before`` and ``nll_after`` (on these images),
+        ``at_bound`` (the fit sits on an end of the searched range 0.05-20: a sign of a
+        broken model or unusual data), ``images`` and ``samples``."""
         labels = metrics._labels(labels)
         return json.loads(
-            self._native.evaluate_json(images, labels, ood_images, samples, seed)
+            self._native.fit_temperature_json(images, labels, samples, seed, store)
         )
 
     def info(self) -> Dict[str, Any]:
@@ -258,9 +312,13 @@ def evaluate(
     ood_dir: Optional[PathLike] = None,
     data: Optional[PathLike] = None,
     subset: Optional[int] = None,
+    temperature: Optional[float] = None,
+    calibrated: bool = False,
 ) -> Dict[str, Any]:
     """Evaluates a model on a data set's test split (and an OOD set) as ``swbnn eval``
-    does; returns the evaluation (summary, OOD metrics, uncertainty diagnostics)."""
+    does; returns the evaluation (summary, OOD metrics, uncertainty diagnostics). With
+    ``temperature``, or ``calibrated=True`` for the model's stored one, each sample's logits
+    are divided by it first."""
     return json.loads(
         _native.evaluate_json(
             os.fspath(model),
@@ -271,5 +329,7 @@ def evaluate(
             ood_dir=None if ood_dir is None else os.fspath(ood_dir),
             data=None if data is None else os.fspath(data),
             subset=subset,
+            temperature=temperature,
+            calibrated=calibrated,
         )
     )

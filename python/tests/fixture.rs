@@ -7,7 +7,8 @@
 //! - `data/tiny_full.swb`: the Bayesian MLP it was built from, as a full-BNN file;
 //! - `data/expected.json`: the GMM's mean log-likelihood on the cloud, the sharing plan's
 //!   counts on it, and `bnn_train::predict`'s probabilities of the `.swb` model on
-//!   [`images`] (5 samples, seed 7), and the Bayesian MLP's.
+//!   [`images`] (5 samples, seed 7), and the Bayesian MLP's; the `.swb` model's at temperature
+//!   2, and the temperature fitted on the images with labels that mostly agree with it.
 //!
 //! `cargo test -p swbnn-python --test fixture` checks the committed files against the
 //! library; `SWBNN_WRITE_FIXTURES=1` (re)writes them.
@@ -71,8 +72,11 @@ fn tiny_swb(device: &Device) -> format::SharedModelData {
     initial_swb(&config, &bayes, &table, &plan).unwrap()
 }
 
-fn predictions(net: &Network, device: &Device) -> Vec<f32> {
-    let loader = DataLoader::new(
+/// The temperature of the tempered predictions in the fixture.
+const TEMPERATURE: f64 = 2.0;
+
+fn loader() -> DataLoader {
+    DataLoader::new(
         images(),
         Compose::new(),
         LoaderConfig {
@@ -84,10 +88,58 @@ fn predictions(net: &Network, device: &Device) -> Vec<f32> {
             prefetch: 1,
         },
     )
-    .unwrap();
+    .unwrap()
+}
+
+fn predictions(net: &Network, device: &Device) -> Vec<f32> {
     device.seed(SEED);
-    let pred = bnn_train::predict(net, &loader, SAMPLES).unwrap();
+    let pred = bnn_train::predict(net, &loader(), SAMPLES).unwrap();
     pred.predictive.probabilities().as_slice().to_vec()
+}
+
+/// The predictions at [`TEMPERATURE`] (each sample's logits divided by it).
+fn tempered_predictions(net: &Network, device: &Device) -> Vec<f32> {
+    device.seed(SEED);
+    let mut preds = bnn_train::predict_tempered(net, &loader(), SAMPLES, &[TEMPERATURE]).unwrap();
+    let pred = preds.pop().unwrap();
+    pred.predictive.probabilities().as_slice().to_vec()
+}
+
+/// Labels the fitted temperature has an inside optimum on: the class of highest predictive
+/// probability, but the next class for every fourth image (a random network against arbitrary
+/// labels would be fitted to the upper bound).
+fn fit_labels(probs: &[f32]) -> Vec<u32> {
+    probs
+        .chunks_exact(3)
+        .enumerate()
+        .map(|(i, row)| {
+            let top = (0..3).fold(0, |b, c| if row[c] > row[b] { c } else { b }) as u32;
+            if i % 4 == 0 { (top + 1) % 3 } else { top }
+        })
+        .collect()
+}
+
+/// The temperature fitted on the fixture's images with `labels`, with the fit's NLLs.
+fn fitted_temperature(
+    net: &Network,
+    labels: &[u32],
+    device: &Device,
+) -> bnn_metrics::TemperatureFit {
+    device.seed(SEED);
+    let l = bnn_train::predict_logits(net, &loader(), SAMPLES).unwrap();
+    let mc = bnn_metrics::McLogits::new(&l.logits, l.samples, l.n, l.classes).unwrap();
+    bnn_metrics::fit_temperature(&mc, labels).unwrap()
+}
+
+fn assert_close(committed: &serde_json::Value, values: &[f32], what: &str) {
+    let got = committed.as_array().unwrap();
+    assert_eq!(got.len(), values.len(), "{what}");
+    for (a, b) in got.iter().zip(values) {
+        assert!(
+            (a.as_f64().unwrap() - f64::from(*b)).abs() < 1e-6,
+            "{what}: {a} vs {b}"
+        );
+    }
 }
 
 #[test]
@@ -142,8 +194,22 @@ fn fixtures_match_the_library() {
     // The full BNN's file is checked by the Python side only (it has the loader); these are
     // the predictions of the network it was written from.
     let full_probs = predictions(&tiny_bayes(&device).0, &device);
+    let tempered = tempered_predictions(&net, &device);
+    let labels = fit_labels(&probs);
+    let fit = fitted_temperature(&net, &labels, &device);
     // A fixture whose output ignores its input would test nothing.
     assert!(probs.chunks(3).any(|r| r != &probs[..3]), "{probs:?}");
+    // Nor would a temperature that changes nothing, or a fit that stays at 1.
+    assert!(
+        probs
+            .iter()
+            .zip(&tempered)
+            .any(|(a, b)| (a - b).abs() > 1e-3)
+    );
+    assert!(
+        (fit.temperature - 1.0).abs() > 1e-3 && fit.nll_after < fit.nll_before && !fit.at_bound,
+        "{fit:?}"
+    );
     let expected = serde_json::json!({
         "gmm": {"k": GMM_K, "seed": 0, "k_final": gmm.k_final, "log_likelihood": loglik},
         "plan": {"k": PLAN_K, "codebook": plan.k(), "counts": plan.counts()},
@@ -151,6 +217,14 @@ fn fixtures_match_the_library() {
             "images": IMAGES, "samples": SAMPLES, "seed": SEED, "classes": 3,
             "probabilities": probs,
             "full_bnn_probabilities": full_probs,
+            "temperature": TEMPERATURE,
+            "tempered_probabilities": tempered,
+            "fit": {
+                "labels": labels,
+                "temperature": fit.temperature,
+                "nll_before": fit.nll_before,
+                "nll_after": fit.nll_after,
+            },
         },
     });
     let path = dir.join("expected.json");
@@ -161,12 +235,16 @@ fn fixtures_match_the_library() {
         serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     assert_eq!(committed["gmm"], expected["gmm"]);
     assert_eq!(committed["plan"], expected["plan"]);
-    let got = committed["predict"]["probabilities"].as_array().unwrap();
-    assert_eq!(got.len(), probs.len());
-    for (a, b) in got.iter().zip(&probs) {
-        assert!(
-            (a.as_f64().unwrap() - f64::from(*b)).abs() < 1e-6,
-            "{a} vs {b}"
-        );
-    }
+    assert_close(
+        &committed["predict"]["probabilities"],
+        &probs,
+        "probabilities",
+    );
+    assert_close(
+        &committed["predict"]["tempered_probabilities"],
+        &tempered,
+        "tempered probabilities",
+    );
+    let t = committed["predict"]["fit"]["temperature"].as_f64().unwrap();
+    assert!((t - fit.temperature).abs() < 1e-9, "{t} vs {fit:?}");
 }

@@ -83,3 +83,64 @@ def test_full_bnn_file_equals_rust(data_dir, expected):
     assert m.info()["source"] == "full-bnn"
     p = m.predict(images(e), samples=e["samples"], seed=e["seed"])
     np.testing.assert_allclose(p.ravel(), np.array(e["full_bnn_probabilities"]), atol=1e-6, rtol=0)
+
+
+def test_temperature_scaling_equals_rust(data_dir, expected, tmp_path):
+    e = expected["predict"]
+    x = images(e)
+    m = swbnn.load(data_dir / "tiny.swb")
+    assert m.temperature is None and m.info()["temperature"] is None
+    tempered = m.predict(x, samples=e["samples"], seed=e["seed"], temperature=e["temperature"])
+    np.testing.assert_allclose(
+        tempered.ravel(), np.array(e["tempered_probabilities"]), atol=1e-6, rtol=0
+    )
+    labels = np.array(e["fit"]["labels"], dtype=np.int64)
+    fit = m.fit_temperature(x, labels, samples=e["samples"], seed=e["seed"])
+    assert fit["temperature"] == pytest.approx(e["fit"]["temperature"], rel=1e-6)
+    assert fit["nll_before"] == pytest.approx(e["fit"]["nll_before"], rel=1e-6)
+    assert fit["nll_after"] == pytest.approx(e["fit"]["nll_after"], rel=1e-6)
+    assert not fit["at_bound"] and fit["images"] == e["images"] and fit["samples"] == e["samples"]
+    # Without store the model keeps no temperature.
+    assert m.temperature is None
+
+
+def test_stored_temperature_is_used_and_survives_reloading(data_dir, expected, tmp_path):
+    e = expected["predict"]
+    x = images(e)
+    labels = np.array(e["fit"]["labels"], dtype=np.int64)
+    for name in ["tiny.swb", "tiny_full.swb"]:
+        path = tmp_path / name
+        path.write_bytes((data_dir / name).read_bytes())
+        m = swbnn.load(path)
+        with pytest.raises(ValueError, match="no fitted temperature"):
+            m.predict(x, calibrated=True)
+        fit = m.fit_temperature(x, labels, samples=e["samples"], seed=e["seed"], store=True)
+        t = fit["temperature"]
+        assert m.temperature == t
+        again = swbnn.load(path)
+        assert again.temperature == t and again.info()["temperature"] == t
+        calibrated = again.predict(x, samples=4, seed=3, calibrated=True)
+        assert np.array_equal(calibrated, again.predict(x, samples=4, seed=3, temperature=t))
+        assert not np.array_equal(calibrated, again.predict(x, samples=4, seed=3))
+        ev = again.evaluate(x, labels, samples=4, seed=3, calibrated=True)
+        assert ev["summary"]["nll"] == pytest.approx(
+            swbnn.metrics.nll(calibrated, labels), abs=1e-9
+        )
+
+
+def test_bad_temperatures(data_dir, expected, tmp_path):
+    m = swbnn.load(data_dir / "tiny.swb")
+    x = images(expected["predict"])
+    for t in [0.0, -1.0, 0.01, 25.0, float("nan"), float("inf")]:
+        with pytest.raises(ValueError, match="temperature"):
+            m.predict(x, temperature=t)
+    with pytest.raises(ValueError, match="not both"):
+        m.predict(x, temperature=2.0, calibrated=True)
+    with pytest.raises(ValueError, match="labels"):
+        m.fit_temperature(x, np.zeros(3, np.int64))
+    with pytest.raises(ValueError, match="samples"):
+        m.fit_temperature(x, np.zeros(len(x), np.int64), samples=0)
+    with pytest.raises(ValueError, match="not both"):
+        swbnn.evaluate(tmp_path, "fashion-mnist", temperature=2.0, calibrated=True)
+    with pytest.raises(ValueError, match="temperature"):
+        swbnn.evaluate(tmp_path, "fashion-mnist", temperature=50.0)
