@@ -65,9 +65,15 @@ pub fn setup(
         (5, 5, 5)
     };
     let mut swshare = SwshareConfig::default();
-    if quick || matches!(arch, Arch::Mlp | Arch::Lenet5 | Arch::VitTiny) {
+    if arch == Arch::Lenet5 {
         // A LeNet-5 has 61k weights: K = 2000 would leave ~30 weights per component, most of
-        // them below N_min. Scale K to the network (about 300 weights per component).
+        // them below N_min. Chosen on validation (seed numbers 0-2, docs/results.md, "Choices
+        // made on validation"): of K = 100, 200 and 400 only 100 keeps >= 98 % fewer trainable
+        // parameters than BBB (98.1 %; 200 gives 97.6 %), with validation ECE and OOD AUROC
+        // against BBB within noise of 200's.
+        swshare.gmm.k = 100;
+    } else if quick || matches!(arch, Arch::Mlp | Arch::VitTiny) {
+        // Small networks: K scaled down from the paper's 2000 (not re-decided on validation).
         swshare.gmm.k = 200;
     } else {
         // The target is >= 98 % fewer trainable parameters than BBB. On ResNet-20 (one BBB
@@ -275,7 +281,7 @@ mod tests {
             PathBuf::from("out"),
         );
         assert_eq!(s.arch, Arch::Lenet5);
-        assert_eq!(s.compress.sharing.gmm.k, 200);
+        assert_eq!(s.compress.sharing.gmm.k, 100);
         assert_eq!(
             (
                 s.deterministic.epochs,
