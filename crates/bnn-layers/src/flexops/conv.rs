@@ -310,22 +310,25 @@ fn im2col(s: &ConvShape, taps: &[Tap], x: &[f32], col: &mut [f32], ld: usize) {
             }
             row[..y_lo * ow].fill(0.0);
             row[y_hi * ow..].fill(0.0);
+            if x_lo == x_hi {
+                row[y_lo * ow..y_hi * ow].fill(0.0);
+                continue;
+            }
+            // Rows of a few pixels (7-28 here): per-row `fill` and iterator set-up were most of
+            // the time of a stride-2 layer, so the edges are written directly (`zero_edges`)
+            // and the strided copy indexes a slice cut to its exact extent.
+            let (n, first) = (x_hi - x_lo, (x_lo * sw) as isize + tap.offset[1]);
             for oy in y_lo..y_hi {
                 let dst = &mut row[oy * ow..][..ow];
-                dst[..x_lo].fill(0.0);
-                dst[x_hi..].fill(0.0);
-                if x_lo == x_hi {
-                    continue;
-                }
+                zero_edges(dst, ow, x_lo, x_hi);
                 let iy = ((oy * sh) as isize + tap.offset[0]) as usize;
-                let first = ((x_lo * sw) as isize + tap.offset[1]) as usize;
-                let src = &plane[iy * w + first..];
+                let src = &plane[iy * w + first as usize..][..(n - 1) * sw + 1];
                 let dst = &mut dst[x_lo..x_hi];
                 if sw == 1 {
-                    dst.copy_from_slice(&src[..dst.len()]);
+                    dst.copy_from_slice(src);
                 } else {
-                    for (d, v) in dst.iter_mut().zip(src.iter().step_by(sw)) {
-                        *d = *v;
+                    for (i, d) in dst.iter_mut().enumerate() {
+                        *d = src[i * sw];
                     }
                 }
             }
@@ -367,17 +370,19 @@ fn col2im(s: &ConvShape, taps: &[Tap], col: &mut [f32], ld: usize, x: &mut [f32]
                 continue;
             }
             let first = ((x_lo * sw) as isize + tap.offset[1]) as usize;
+            let n = x_hi - x_lo;
             for oy in y_lo..y_hi {
                 let iy = ((oy * sh) as isize + tap.offset[0]) as usize;
-                let dst = &mut plane[iy * w + first..];
+                // Cut to the exact extent, as in `im2col`: short rows, no per-row set-up.
+                let dst = &mut plane[iy * w + first..][..(n - 1) * sw + 1];
                 let src = &row[oy * ow + x_lo..oy * ow + x_hi];
                 if sw == 1 {
-                    for (d, v) in dst[..src.len()].iter_mut().zip(src) {
+                    for (d, v) in dst.iter_mut().zip(src) {
                         *d += v;
                     }
                 } else {
-                    for (d, v) in dst.iter_mut().step_by(sw).zip(src) {
-                        *d += v;
+                    for (i, v) in src.iter().enumerate() {
+                        dst[i * sw] += v;
                     }
                 }
             }
@@ -599,7 +604,9 @@ pub fn backward_weight(s: &ConvShape, x: &[f32], dy: &[f32]) -> Vec<f32> {
     let (k, p) = (s.rows(), s.pixels());
     let taps = taps(s);
     let group = group_len(s);
-    // acc (c_out x k) [+]= dy (c_out x cols) * col^T (cols x k), group after group in order.
+    // acc [+]= dy (c_out x cols) * col^T (cols x k), group after group in order, with acc
+    // column-major (`[k, c_out]` in memory): gemm then keeps the small dy on the left and reads
+    // the long column matrix as it lies, instead of transposing it into its packed panels.
     let chunk_sum = |images: std::ops::Range<usize>, acc: &mut [f32], par: Parallelism| {
         let mut first = true;
         for n0 in images.clone().step_by(group) {
@@ -615,8 +622,8 @@ pub fn backward_weight(s: &ConvShape, x: &[f32], dy: &[f32]) -> Vec<f32> {
                         [s.c_out, k, cols],
                         Mat {
                             ptr: acc_ptr,
-                            rs: k,
-                            cs: 1,
+                            rs: 1,
+                            cs: s.c_out,
                         },
                         !first,
                         Mat {
@@ -658,7 +665,7 @@ pub fn backward_weight(s: &ConvShape, x: &[f32], dy: &[f32]) -> Vec<f32> {
     if chunks == 1 {
         let par = group_parallelism(1).unwrap_or(Parallelism::None);
         chunk_sum(0..s.batch, &mut dw, par);
-        return dw;
+        return to_row_major(&dw, s.c_out, k);
     }
     // Chunk 0 accumulates into dw itself, the others into partial sums added after, in order.
     let mut partial = vec![0.0f32; (chunks - 1) * wl];
@@ -677,7 +684,16 @@ pub fn backward_weight(s: &ConvShape, x: &[f32], dy: &[f32]) -> Vec<f32> {
             }
         }
     });
-    dw
+    to_row_major(&dw, s.c_out, k)
+}
+
+/// The row-major `[rows, cols]` copy of a column-major `rows x cols` matrix.
+fn to_row_major(m: &[f32], rows: usize, cols: usize) -> Vec<f32> {
+    let mut out = Vec::with_capacity(m.len());
+    for r in 0..rows {
+        out.extend(m[r..].iter().step_by(rows).take(cols));
+    }
+    out
 }
 
 #[cfg(test)]
