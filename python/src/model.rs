@@ -470,19 +470,19 @@ impl Model {
         let (input, shape) = self.images(images, "images")?;
         let labels = self.labels(labels, shape[0])?;
         let images = input.slice()?;
-        let calibration = self.with_net(py, |net, device| {
+        let calibration = self.with_net(py, move |net, device| {
             let (logits, passes, classes) =
                 mc_logits(net, images, shape, samples, Some(seed), device)?;
-            let mc = bnn_metrics::McLogits::new(&logits, passes, shape[0], classes)?;
-            let fit = bnn_metrics::fit_temperature(&mc, &labels)?;
-            Ok(swbnn::calibration::Calibration {
-                temperature: fit.temperature,
-                nll_before: fit.nll_before,
-                nll_after: fit.nll_after,
-                at_bound: fit.at_bound,
-                images: shape[0],
+            let l = bnn_train::LogitSamples {
+                logits,
                 samples: passes,
-            })
+                n: shape[0],
+                classes,
+                labels,
+            };
+            let mc = bnn_metrics::McLogits::new(&l.logits, l.samples, l.n, l.classes)?;
+            let fit = bnn_metrics::fit_temperature(&mc, &l.labels)?;
+            Ok(swbnn::calibration::Calibration::of(&fit, &l))
         })?;
         if store {
             py.detach(|| swbnn::calibration::ModelFile::at(&self.path).store(&calibration))
