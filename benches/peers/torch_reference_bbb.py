@@ -131,6 +131,42 @@ def resnet20(bayes):
     return nn.Sequential(*layers)
 
 
+def bayesian_torch_names(model, arch):
+    """(name, module) of every Bayesian layer and BatchNorm under bayesian-torch's names, the
+    names `swbnn export --convention bayesian-torch` writes and `swbnn import` reads."""
+    layers = list(model)
+    if arch == "lenet5":
+        return list(zip(["conv1", "conv2", "fc1", "fc2", "fc3"], [layers[i] for i in (0, 3, 7, 9, 11)]))
+    out = [("conv1", layers[0]), ("bn1", layers[1])]
+    for s in range(3):
+        for b in range(3):
+            blk, p = layers[3 + 3 * s + b], f"layer{s + 1}.{b}"
+            out += [(p + ".conv1", blk.c1), (p + ".bn1", blk.b1), (p + ".conv2", blk.c2), (p + ".bn2", blk.b2)]
+            if blk.down is not None:
+                out += [(p + ".shortcut.0", blk.down[0]), (p + ".shortcut.1", blk.down[1])]
+    return out + [("linear", layers[-1])]
+
+
+def save_bayesian_torch(model, arch, path):
+    """Writes the trained BBB net as .safetensors in bayesian-torch's names (mu_/rho_ kernel,
+    weight and bias; BatchNorm's weight, bias and running statistics)."""
+    from safetensors.torch import save_file
+    out = {}
+    for name, m in bayesian_torch_names(model, arch):
+        if isinstance(m, nn.BatchNorm2d):
+            for k in ("weight", "bias", "running_mean", "running_var", "num_batches_tracked"):
+                out[f"{name}.{k}"] = getattr(m, k).detach().clone()
+            continue
+        kind = "kernel" if isinstance(m, Conv) else "weight"
+        for part, prm in (("mu", m.w.mu), ("rho", m.w.rho)):
+            out[f"{name}.{part}_{kind}"] = prm.detach().clone()
+        if m.b is not None:
+            out[f"{name}.mu_bias"], out[f"{name}.rho_bias"] = m.b.mu.detach().clone(), m.b.rho.detach().clone()
+    tmp = path + ".tmp"
+    save_file(out, tmp)
+    os.replace(tmp, path)
+
+
 def kl(model):
     return sum(m.kl() for m in model.modules() if isinstance(m, BayesParam))
 
@@ -216,6 +252,9 @@ def main():
     a.add_argument("--threads", type=int, default=2)
     a.add_argument("--methods", default="deterministic,bbb")
     a.add_argument("--data", default="/usr/share/datasets/fashion-mnist/")
+    a.add_argument("--save", default=None,
+                   help="write the trained BBB net here (.safetensors, bayesian-torch names) for "
+                        "`swbnn import`")
     a.add_argument("--ood", default=os.path.join(os.path.dirname(__file__), "../../../shared/data/mnist-10k/"))
     args = a.parse_args()
     torch.set_num_threads(args.threads)
@@ -236,6 +275,8 @@ def main():
         t = time.perf_counter()
         train(model, x, y, args.epochs, args.seed, bayes, args.lr)
         secs = time.perf_counter() - t
+        if bayes and args.save:
+            save_bayesian_torch(model, args.arch, args.save)
         n = args.samples if bayes else 1
         (p, pe), (po, poe) = predict(model, xt, n), predict(model, xo, n)
         conf = p.max(1).values
