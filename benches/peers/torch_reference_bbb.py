@@ -13,7 +13,14 @@ pass. What still differs from swbnn is listed in docs/method.md.
 
     python3 benches/peers/torch_reference_bbb.py --arch lenet5 --epochs 3 --train-subset 20000 --seed 0
 
-Prints one JSON line per method.
+Prints one JSON line per method. `--save PATH` writes the trained BBB net in bayesian-torch's
+names (`swbnn import` reads it); `--load PATH` evaluates such a net, or one written by `swbnn
+export --convention bayesian-torch`, instead of training: with both, each side's model is
+evaluated by the other side's code.
+
+    python3 benches/peers/torch_reference_bbb.py --arch resnet20 --epochs 5 --methods bbb --seed 100 --save torch.safetensors
+    swbnn export results/fashion-mnist/stages/bbb --convention bayesian-torch --out ours.safetensors
+    python3 benches/peers/torch_reference_bbb.py --arch resnet20 --methods bbb --load ours.safetensors
 """
 import argparse
 import gzip
@@ -167,6 +174,30 @@ def save_bayesian_torch(model, arch, path):
     os.replace(tmp, path)
 
 
+def load_bayesian_torch(model, arch, path):
+    """Loads a BBB net saved in bayesian-torch's names (by `--save`, or by `swbnn export
+    --convention bayesian-torch`) into `model`; a missing or misshapen tensor is an error."""
+    from safetensors.torch import load_file
+    state = load_file(path)
+    targets = {}
+    for name, m in bayesian_torch_names(model, arch):
+        if isinstance(m, nn.BatchNorm2d):
+            for k in ("weight", "bias", "running_mean", "running_var"):
+                targets[f"{name}.{k}"] = getattr(m, k)
+            continue
+        kind = "kernel" if isinstance(m, Conv) else "weight"
+        targets[f"{name}.mu_{kind}"], targets[f"{name}.rho_{kind}"] = m.w.mu, m.w.rho
+        if m.b is not None:
+            targets[f"{name}.mu_bias"], targets[f"{name}.rho_bias"] = m.b.mu, m.b.rho
+    for key, t in targets.items():
+        if key not in state:
+            raise SystemExit(f"{path}: no tensor {key}")
+        if tuple(state[key].shape) != tuple(t.shape):
+            raise SystemExit(f"{path}: {key} is {tuple(state[key].shape)}, expected {tuple(t.shape)}")
+        with torch.no_grad():
+            t.copy_(state[key])
+
+
 def kl(model):
     return sum(m.kl() for m in model.modules() if isinstance(m, BayesParam))
 
@@ -255,6 +286,9 @@ def main():
     a.add_argument("--save", default=None,
                    help="write the trained BBB net here (.safetensors, bayesian-torch names) for "
                         "`swbnn import`")
+    a.add_argument("--load", default=None,
+                   help="evaluate this BBB net (.safetensors, bayesian-torch names, e.g. from "
+                        "`swbnn export --convention bayesian-torch`) instead of training one")
     a.add_argument("--ood", default=os.path.join(os.path.dirname(__file__), "../../../shared/data/mnist-10k/"))
     args = a.parse_args()
     torch.set_num_threads(args.threads)
@@ -273,7 +307,10 @@ def main():
         torch.manual_seed(args.seed)
         model = (lenet5 if args.arch == "lenet5" else resnet20)(bayes)
         t = time.perf_counter()
-        train(model, x, y, args.epochs, args.seed, bayes, args.lr)
+        if bayes and args.load:
+            load_bayesian_torch(model, args.arch, args.load)
+        else:
+            train(model, x, y, args.epochs, args.seed, bayes, args.lr)
         secs = time.perf_counter() - t
         if bayes and args.save:
             save_bayesian_torch(model, args.arch, args.save)
