@@ -286,6 +286,9 @@ def main():
     a.add_argument("--save", default=None,
                    help="write the trained BBB net here (.safetensors, bayesian-torch names) for "
                         "`swbnn import`")
+    a.add_argument("--save-init", default=None,
+                   help="also write the BBB net as initialised, before training (.safetensors, "
+                        "bayesian-torch names), to train the other side from the same start")
     a.add_argument("--load", default=None,
                    help="evaluate this BBB net (.safetensors, bayesian-torch names, e.g. from "
                         "`swbnn export --convention bayesian-torch`) instead of training one")
@@ -306,6 +309,8 @@ def main():
         bayes = method == "bbb"
         torch.manual_seed(args.seed)
         model = (lenet5 if args.arch == "lenet5" else resnet20)(bayes)
+        if bayes and args.save_init:
+            save_bayesian_torch(model, args.arch, args.save_init)
         t = time.perf_counter()
         if bayes and args.load:
             load_bayesian_torch(model, args.arch, args.load)
