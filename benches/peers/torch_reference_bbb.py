@@ -154,42 +154,40 @@ def bayesian_torch_names(model, arch):
     return out + [("linear", layers[-1])]
 
 
-def save_bayesian_torch(model, arch, path):
-    """Writes the trained BBB net as .safetensors in bayesian-torch's names (mu_/rho_ kernel,
-    weight and bias; BatchNorm's weight, bias and running statistics)."""
-    from safetensors.torch import save_file
+def bayesian_torch_tensors(model, arch):
+    """Every parameter and BatchNorm buffer of the BBB net by its bayesian-torch name (mu_/rho_
+    kernel, weight and bias; BatchNorm's weight, bias and running statistics)."""
     out = {}
     for name, m in bayesian_torch_names(model, arch):
         if isinstance(m, nn.BatchNorm2d):
-            for k in ("weight", "bias", "running_mean", "running_var", "num_batches_tracked"):
-                out[f"{name}.{k}"] = getattr(m, k).detach().clone()
+            for k in ("weight", "bias", "running_mean", "running_var"):
+                out[f"{name}.{k}"] = getattr(m, k)
             continue
         kind = "kernel" if isinstance(m, Conv) else "weight"
-        for part, prm in (("mu", m.w.mu), ("rho", m.w.rho)):
-            out[f"{name}.{part}_{kind}"] = prm.detach().clone()
+        out[f"{name}.mu_{kind}"], out[f"{name}.rho_{kind}"] = m.w.mu, m.w.rho
         if m.b is not None:
-            out[f"{name}.mu_bias"], out[f"{name}.rho_bias"] = m.b.mu.detach().clone(), m.b.rho.detach().clone()
+            out[f"{name}.mu_bias"], out[f"{name}.rho_bias"] = m.b.mu, m.b.rho
+    return out
+
+
+def save_bayesian_torch(model, arch, path):
+    """Writes the BBB net as .safetensors in bayesian-torch's names, atomically."""
+    from safetensors.torch import save_file
     tmp = path + ".tmp"
-    save_file(out, tmp)
+    save_file({k: t.detach().clone() for k, t in bayesian_torch_tensors(model, arch).items()}, tmp)
     os.replace(tmp, path)
 
 
 def load_bayesian_torch(model, arch, path):
     """Loads a BBB net saved in bayesian-torch's names (by `--save`, or by `swbnn export
-    --convention bayesian-torch`) into `model`; a missing or misshapen tensor is an error."""
+    --convention bayesian-torch`) into `model`; a missing file, or a missing or misshapen
+    tensor, is an error naming it."""
     from safetensors.torch import load_file
-    state = load_file(path)
-    targets = {}
-    for name, m in bayesian_torch_names(model, arch):
-        if isinstance(m, nn.BatchNorm2d):
-            for k in ("weight", "bias", "running_mean", "running_var"):
-                targets[f"{name}.{k}"] = getattr(m, k)
-            continue
-        kind = "kernel" if isinstance(m, Conv) else "weight"
-        targets[f"{name}.mu_{kind}"], targets[f"{name}.rho_{kind}"] = m.w.mu, m.w.rho
-        if m.b is not None:
-            targets[f"{name}.mu_bias"], targets[f"{name}.rho_bias"] = m.b.mu, m.b.rho
-    for key, t in targets.items():
+    try:
+        state = load_file(path)
+    except Exception as e:  # safetensors raises its own error types for a corrupt file
+        raise SystemExit(f"{path}: cannot read as .safetensors: {e}")
+    for key, t in bayesian_torch_tensors(model, arch).items():
         if key not in state:
             raise SystemExit(f"{path}: no tensor {key}")
         if tuple(state[key].shape) != tuple(t.shape):
