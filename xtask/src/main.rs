@@ -104,7 +104,7 @@ enum Command {
         /// scratch, SGD, rho = -6; the full runs' default) or `pretrained` (the paper's: from
         /// the deterministic net, Adam; the `--quick` default). Why: docs/results.md.
         #[arg(long, value_enum)]
-        recipe: Option<Recipe>,
+        recipe: Option<swbnn::presets::BbbRecipe>,
         /// Also evaluate every method on the 15 corrupted test sets (5 kinds x 3 severities)
         /// and write `corruptions.md` / `corruptions.json` and the corruptions figure.
         #[arg(long)]
@@ -175,22 +175,6 @@ enum Command {
         #[arg(long, default_value_t = 2_000, value_parser = swbnn::args::positive)]
         test_images: usize,
     },
-}
-
-/// `--recipe` values.
-#[derive(Clone, Copy, clap::ValueEnum)]
-enum Recipe {
-    Reference,
-    Pretrained,
-}
-
-impl Recipe {
-    fn recipe(self) -> swbnn::presets::BbbRecipe {
-        match self {
-            Recipe::Reference => swbnn::presets::BbbRecipe::Reference,
-            Recipe::Pretrained => swbnn::presets::BbbRecipe::Pretrained,
-        }
-    }
 }
 
 struct Log;
@@ -274,7 +258,7 @@ fn main() -> Result<()> {
                 Some(_) => None,
             };
             if let Some(r) = recipe {
-                r.recipe().apply(&mut setup);
+                r.apply(&mut setup);
             }
             if let Some(path) = patch {
                 setup = swbnn::presets::patch(&setup, &path)?;

@@ -38,6 +38,7 @@ use swbnn::data::{
     training_split,
 };
 use swbnn::experiment::Progress;
+use swbnn::presets::BbbRecipe;
 use swbnn::results::Row;
 use swbnn::setup::ValidationSplit;
 use swbnn::store::ModelDir;
@@ -86,10 +87,18 @@ enum Command {
         /// Directory for model.bpk, config.json and the checkpoint state.
         #[arg(long)]
         out: PathBuf,
-        /// Start the Bayesian means from a trained deterministic model directory (with
-        /// --kind bayesian only: a deterministic run has no means to start).
+        /// Start from a trained model directory (with --kind bayesian only): a deterministic
+        /// model's weights become the Bayesian means; a Bayesian model (`swbnn train`, `swbnn
+        /// import`) is continued as it is, means, sigmas and batch norm. Its architecture must
+        /// be --arch.
         #[arg(long)]
         from: Option<PathBuf>,
+        /// How a Bayesian model is trained (with --kind bayesian only): `pretrained` (the
+        /// default: Adam, the paper's sigma initialisation) or `reference` (the PyTorch
+        /// reference recipe: SGD under a one-cycle cosine schedule, every rho -6), as
+        /// `cargo xtask reproduce --recipe` trains its BBB stage.
+        #[arg(long, value_enum)]
+        recipe: Option<BbbRecipe>,
         /// Continue from the last checkpoint in --out. Never starts over: an --out without a
         /// checkpoint (its state.json) is an error, as is a checkpoint of another run. Without
         /// --resume a fresh run starts, and an --out holding a model is refused.
@@ -310,6 +319,33 @@ fn load_dir_model(dir: &Path, device: &Device) -> Result<(Network, ModelConfig)>
     Ok(ModelDir::new(dir).load(device)?)
 }
 
+/// Whether a model of `config` can start a Bayesian run of `arch` (`train --from`): a
+/// deterministic or Bayesian model of that architecture; a weight-shared one has no weight of
+/// its own to start from.
+fn check_start(config: &ModelConfig, arch: Arch) -> Result<()> {
+    if config.kind == Kind::Shared {
+        bail!(
+            "a weight-shared (2DGBNN) model cannot start a Bayesian run; start from the Bayesian model it was compressed from"
+        );
+    }
+    if config.arch != arch {
+        bail!("the model is a {}, --arch is {}", config.arch, arch);
+    }
+    Ok(())
+}
+
+/// `model` with every parameter (means, rhos, batch norm and its running statistics) of the
+/// Bayesian model `start`, which must have them all, with the same shapes.
+fn continue_bayesian(start: &Network, model: Network) -> Result<Network> {
+    let params = bnn_layers::export_params(start);
+    let expected = bnn_layers::export_params(&model).len();
+    let (model, copied) = bnn_layers::import_params(model, &params)?;
+    if copied != expected {
+        bail!("it set {copied} of the model's {expected} parameters: not the same network");
+    }
+    Ok(model)
+}
+
 /// A `.swb` or `.qbnn` file, a directory holding `model.swb` or `model.qbnn` (a
 /// reproduction's 2DGBNN and quantised-BNN stages), or a directory with `model.bpk` and
 /// `config.json` (`swbnn train`, a reproduction's other stages).
@@ -415,6 +451,7 @@ fn run() -> Result<()> {
             epochs,
             out,
             from,
+            recipe,
             resume,
             data,
             subset: n,
@@ -430,11 +467,19 @@ fn run() -> Result<()> {
             checks::output_dir("--out", &out)?;
             if from.is_some() && matches!(kind, TrainKind::Deterministic) {
                 bail!(
-                    "--from starts the means of a Bayesian model from a deterministic one; a deterministic run has no means to start (pass --kind bayesian)"
+                    "--from starts a Bayesian model from a trained one; a deterministic run does not take it (pass --kind bayesian)"
+                );
+            }
+            if recipe.is_some() && matches!(kind, TrainKind::Deterministic) {
+                bail!(
+                    "--recipe sets how a Bayesian model is trained; a deterministic run does not take it (pass --kind bayesian)"
                 );
             }
             if let Some(dir) = &from {
-                read_config(dir).with_context(|| format!("--from {}", dir.display()))?;
+                let from_config =
+                    read_config(dir).with_context(|| format!("--from {}", dir.display()))?;
+                check_start(&from_config, arch)
+                    .with_context(|| format!("--from {}", dir.display()))?;
             }
             let estimator = Estimator::from_name(&estimator).with_context(|| {
                 format!("unknown estimator {estimator} (reparam, local-reparam, flipout)")
@@ -468,8 +513,10 @@ fn run() -> Result<()> {
             let mut tc = match kind {
                 TrainKind::Deterministic => TrainConfig::deterministic(epochs),
                 TrainKind::Bayesian => {
+                    let recipe = recipe.unwrap_or(BbbRecipe::Pretrained);
                     config = config.with_kind(Kind::Bayesian);
-                    TrainConfig::bayes_by_backprop(epochs)
+                    (config.bayes.weight_sigma, config.bayes.bias_sigma) = recipe.sigma_init();
+                    recipe.train_config(epochs)
                 }
             };
             tc.seed = seed;
@@ -479,10 +526,14 @@ fn run() -> Result<()> {
             ad.seed(seed);
             let mut model = config.init(&ad)?;
             if let Some(dir) = from {
-                let (det, det_config) = load_dir_model(&dir, &ad)?;
-                check_input(&det_config, train_data.as_ref(), "training data", true)
+                let (start, start_config) = load_dir_model(&dir, &ad)?;
+                check_input(&start_config, train_data.as_ref(), "training data", true)
                     .with_context(|| format!("--from {}", dir.display()))?;
-                model = bayes_from_deterministic(&det, model)?.0;
+                model = match start_config.kind {
+                    Kind::Bayesian => continue_bayesian(&start, model),
+                    _ => Ok(bayes_from_deterministic(&start, model)?.0),
+                }
+                .with_context(|| format!("--from {}", dir.display()))?;
             }
             let loader = train_loader(dataset, train_data, tc.batch_size, seed, 2)?;
             // Everything that must match to resume is checked before anything is written.

@@ -824,6 +824,132 @@ fn from_is_refused_for_a_deterministic_run() {
     assert!(!out.exists());
 }
 
+/// Every float parameter of a model directory, by path.
+fn params(dir: &Path) -> std::collections::BTreeMap<String, Vec<f32>> {
+    let device = bnn_layers::device_by_name("flex").unwrap();
+    let (net, _) = swbnn::store::ModelDir::new(dir).load(&device).unwrap();
+    bnn_layers::export_params(&net)
+        .into_iter()
+        .map(|t| (t.path, t.data))
+        .collect()
+}
+
+/// The largest difference between two parameters' values.
+fn max_diff(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len());
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
+}
+
+fn train_bayes_from(from: Option<&Path>, recipe: &str, out: &Path) {
+    let mut args = vec![
+        "train",
+        "--dataset",
+        "fashion-mnist",
+        "--arch",
+        "mlp",
+        "--kind",
+        "bayesian",
+        "--epochs",
+        "1",
+        "--subset",
+        "200",
+        "--seed",
+        "3",
+        "--recipe",
+        recipe,
+        "--out",
+        s(out),
+    ];
+    if let Some(f) = from {
+        args.extend(["--from", s(f)]);
+    }
+    ok(&args);
+}
+
+/// `--from` a Bayesian model continues it: its means and sigmas, not a fresh initialisation
+/// (it used to look for deterministic weights there, and found none to copy).
+#[test]
+fn from_a_bayesian_model_continues_its_means_and_sigmas() {
+    let m = models();
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("continued");
+    train_bayes_from(Some(&m.bayes), "reference", &out);
+    let (start, after) = (params(&m.bayes), params(&out));
+    let mut rhos = 0;
+    for (path, before) in &start {
+        // The source's rhos start from the paper's initialisation and spread far from -6;
+        // two steps of training move them by ~1e-3; a fresh start under this recipe would
+        // put them all at -6.
+        if path.ends_with("_rho") {
+            let spread = max_diff(before, &vec![-6.0; before.len()]);
+            assert!(spread > 1.0, "{path} is within {spread} of -6 already");
+            let d = max_diff(before, &after[path]);
+            assert!(d < 0.05, "{path} moved by {d}");
+            rhos += 1;
+        }
+    }
+    assert!(rhos > 0, "no rho among {:?}", start.keys());
+}
+
+/// `--recipe reference` initialises every rho to -6, as `reproduce --recipe reference` does.
+#[test]
+fn the_reference_recipe_starts_every_rho_at_minus_6() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("reference");
+    train_bayes_from(None, "reference", &out);
+    let mut rhos = 0;
+    for (path, v) in params(&out) {
+        if path.ends_with("_rho") {
+            let d = max_diff(&v, &vec![-6.0; v.len()]);
+            assert!(d < 0.05, "{path} is {d} from -6");
+            rhos += 1;
+        }
+    }
+    assert!(rhos > 0);
+}
+
+/// What `--from` and `--recipe` cannot start is refused before anything is written.
+#[test]
+fn from_and_recipe_refuse_what_they_cannot_start() {
+    let m = models();
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("x");
+    let base = [
+        "train",
+        "--dataset",
+        "fashion-mnist",
+        "--subset",
+        "200",
+        "--out",
+        s(&out),
+    ];
+    let other_arch = [
+        "--arch",
+        "lenet5",
+        "--kind",
+        "bayesian",
+        "--from",
+        s(&m.bayes),
+    ];
+    refused(
+        &[&base[..], &other_arch].concat(),
+        "the model is a mlp, --arch is lenet5",
+    );
+    let deterministic = [
+        "--arch",
+        "mlp",
+        "--kind",
+        "deterministic",
+        "--recipe",
+        "reference",
+    ];
+    refused(&[&base[..], &deterministic].concat(), "--kind bayesian");
+    assert!(!out.exists());
+}
+
 /// A model with a NaN parameter is refused when loaded, naming its file and the parameter
 /// (it used to fail as "Monte Carlo logits: non-finite value NaN at row 0, column 0").
 #[test]
