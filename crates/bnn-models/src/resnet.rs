@@ -2,7 +2,7 @@
 //! with the ImageNet stem (7x7/2 conv and max-pool) or the CIFAR stem (3x3/1 conv).
 
 use bnn_layers::CodebookView;
-use bnn_layers::flexops::batch_norm;
+use bnn_layers::flexops::{batch_norm, batch_norm_relu};
 use burn::nn::pool::{AdaptiveAvgPool2d, AdaptiveAvgPool2dConfig, MaxPool2d, MaxPool2dConfig};
 use burn::nn::{BatchNorm, BatchNormConfig, PaddingConfig2d};
 use burn::prelude::*;
@@ -141,11 +141,14 @@ impl Block {
             Some(ds) => batch_norm(&ds.bn, ds.conv.forward(x.clone(), cb)),
             None => zero_pad_shortcut(x.clone(), self.zero_pad),
         };
-        let mut h = relu(batch_norm(&self.bn1, self.conv1.forward(x, cb)));
-        h = batch_norm(&self.bn2, self.conv2.forward(h, cb));
-        if let (Some(conv3), Some(bn3)) = (&self.conv3, &self.bn3) {
-            h = batch_norm(bn3, conv3.forward(relu(h), cb));
-        }
+        let h = batch_norm_relu(&self.bn1, self.conv1.forward(x, cb));
+        let h = self.conv2.forward(h, cb);
+        let h = match (&self.conv3, &self.bn3) {
+            (Some(conv3), Some(bn3)) => {
+                batch_norm(bn3, conv3.forward(batch_norm_relu(&self.bn2, h), cb))
+            }
+            _ => batch_norm(&self.bn2, h),
+        };
         relu(h + identity)
     }
 }
@@ -250,7 +253,7 @@ impl ResNet {
 
     /// `[batch, c, h, w] -> [batch, classes]`.
     pub fn forward(&self, x: Tensor<4>, cb: Option<&CodebookView>) -> Tensor<2> {
-        let mut h = relu(batch_norm(&self.bn1, self.conv1.forward(x, cb)));
+        let mut h = batch_norm_relu(&self.bn1, self.conv1.forward(x, cb));
         if let Some(pool) = &self.maxpool {
             h = pool.forward(h);
         }

@@ -1,11 +1,10 @@
 //! Wide ResNet (Zagoruyko & Komodakis 2016) with pre-activation basic blocks.
 
 use bnn_layers::CodebookView;
-use bnn_layers::flexops::batch_norm;
+use bnn_layers::flexops::batch_norm_relu;
 use burn::nn::pool::{AdaptiveAvgPool2d, AdaptiveAvgPool2dConfig};
 use burn::nn::{BatchNorm, BatchNormConfig};
 use burn::prelude::*;
-use burn::tensor::activation::relu;
 
 use crate::ModelError;
 use crate::layers::{Conv, Dense, LayerFactory};
@@ -27,13 +26,13 @@ pub struct WideBlock {
 
 impl WideBlock {
     fn forward(&self, x: Tensor<4>, cb: Option<&CodebookView>) -> Tensor<4> {
-        let o = relu(batch_norm(&self.bn1, x.clone()));
+        let o = batch_norm_relu(&self.bn1, x.clone());
         let identity = match &self.shortcut {
             Some(s) => s.forward(o.clone(), cb),
             None => x,
         };
         let h = self.conv1.forward(o, cb);
-        let h = self.conv2.forward(relu(batch_norm(&self.bn2, h)), cb);
+        let h = self.conv2.forward(batch_norm_relu(&self.bn2, h), cb);
         h + identity
     }
 }
@@ -106,7 +105,7 @@ impl WideResNet {
                 h = block.forward(h, cb);
             }
         }
-        let h = relu(batch_norm(&self.bn, h));
+        let h = batch_norm_relu(&self.bn, h);
         let h: Tensor<2> = self.avgpool.forward(h).flatten(1, 3);
         self.fc.forward(h, cb)
     }

@@ -2,6 +2,7 @@
 //! batch norm: inputs kept through the checkpointer, the inner backend's gradient kernels
 //! called only for the parents that need a gradient.
 
+use burn::backend::ops::{ActivationOps, ModuleOps};
 use burn::backend::tensor::FloatTensor;
 use burn::backend::{AutodiffBackend, Backend};
 use burn::tensor::ops::ConvOptions;
@@ -216,6 +217,24 @@ impl<B: Backend + FlexKernels, C: CheckpointStrategy> FlexKernels for Autodiff<B
             Self::from_inner(dgamma),
             Self::from_inner(dbeta),
         )
+    }
+
+    fn batch_norm_eval_f32(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        beta: FloatTensor<Self>,
+        mean: FloatTensor<Self>,
+        variance: FloatTensor<Self>,
+        epsilon: f64,
+        relu: bool,
+    ) -> FloatTensor<Self> {
+        // Inference runs without autodiff; here burn's differentiable operations.
+        let y = <Self as ModuleOps<Self>>::batch_norm(x, gamma, beta, mean, variance, epsilon);
+        if relu {
+            <Self as ActivationOps<Self>>::relu(y)
+        } else {
+            y
+        }
     }
 
     fn softplus_f32(x: FloatTensor<Self>) -> FloatTensor<Self> {

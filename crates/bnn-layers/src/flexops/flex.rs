@@ -173,6 +173,37 @@ impl FlexKernels for Flex {
         )
     }
 
+    fn batch_norm_eval_f32(
+        x: FloatTensor<Flex>,
+        gamma: FloatTensor<Flex>,
+        beta: FloatTensor<Flex>,
+        mean: FloatTensor<Flex>,
+        variance: FloatTensor<Flex>,
+        epsilon: f64,
+        relu: bool,
+    ) -> FloatTensor<Flex> {
+        let Some(dims) = norm_dims(&x, &[&gamma, &beta, &mean, &variance]) else {
+            let y = <Flex as ModuleOps<Flex>>::batch_norm(x, gamma, beta, mean, variance, epsilon);
+            return if relu {
+                <Flex as ActivationOps<Flex>>::relu(y)
+            } else {
+                y
+            };
+        };
+        let y = with_values(&x, |xv| {
+            with_values(&gamma, |g| {
+                with_values(&beta, |b| {
+                    with_values(&mean, |m| {
+                        with_values(&variance, |v| {
+                            norm::forward_eval(dims, xv, g, b, m, v, epsilon, relu)
+                        })
+                    })
+                })
+            })
+        });
+        tensor(y, x.shape())
+    }
+
     fn softplus_f32(x: FloatTensor<Flex>) -> FloatTensor<Flex> {
         if x.dtype() != DType::F32 {
             let neg = <Flex as FloatTensorOps<Flex>>::float_neg(x);

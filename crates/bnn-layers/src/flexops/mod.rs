@@ -89,6 +89,18 @@ pub(crate) trait FlexKernels: Backend {
         output_grad: FloatTensor<Self>,
     ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>);
 
+    /// Inference-mode batch norm of `x` (`[batch, channels, ...]`) with the given statistics,
+    /// followed by a ReLU when `relu` is set, as burn's `batch_norm` (and `relu`).
+    fn batch_norm_eval_f32(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        beta: FloatTensor<Self>,
+        mean: FloatTensor<Self>,
+        variance: FloatTensor<Self>,
+        epsilon: f64,
+        relu: bool,
+    ) -> FloatTensor<Self>;
+
     /// `softplus(x) = ln(1 + e^x)`, element-wise.
     fn softplus_f32(x: FloatTensor<Self>) -> FloatTensor<Self>;
 
@@ -191,14 +203,48 @@ pub fn conv2d_layer(layer: &Conv2d, x: Tensor<4>) -> Tensor<4> {
     )
 }
 
-/// The forward pass of burn-nn's [`BatchNorm`], with our kernels in training mode (autodiff
-/// device, layer not frozen) on flex. In training mode the running variance is updated, on
-/// every backend, with the batch's *unbiased* variance (`n / (n - 1)` times the biased one, `n`
-/// the values per channel, as PyTorch's `BatchNorm2d` does; burn-nn's layer uses the biased
-/// one); with one value per channel there is no unbiased variance and the biased one (0) is
-/// used. Normalisation itself uses the biased variance, as both do. Inference mode uses the
-/// layer's forward.
+/// The forward pass of burn-nn's [`BatchNorm`], with our kernels on flex: in training mode
+/// (autodiff device, layer not frozen) one-pass statistics and normalisation, in inference (no
+/// autodiff) one pass with the running statistics, bit for bit burn's. In training mode the
+/// running variance is updated, on every backend, with the batch's *unbiased* variance
+/// (`n / (n - 1)` times the biased one, `n` the values per channel, as PyTorch's `BatchNorm2d`
+/// does; burn-nn's layer uses the biased one); with one value per channel there is no unbiased
+/// variance and the biased one (0) is used. Normalisation itself uses the biased variance, as
+/// both do. Otherwise (autodiff in evaluation mode, other backends) it is the layer's forward.
 pub fn batch_norm<const D: usize>(layer: &BatchNorm, x: Tensor<D>) -> Tensor<D> {
+    norm_forward(layer, x, false)
+}
+
+/// `relu(batch_norm(layer, x))`, the two in one pass in inference on flex ([`batch_norm`]).
+pub fn batch_norm_relu<const D: usize>(layer: &BatchNorm, x: Tensor<D>) -> Tensor<D> {
+    norm_forward(layer, x, true)
+}
+
+fn norm_forward<const D: usize>(layer: &BatchNorm, x: Tensor<D>, relu: bool) -> Tensor<D> {
+    let device = x.device();
+    if D >= 2 && !device.is_autodiff() && on_flex_f32(&x) {
+        let running = |p: &burn::module::RunningState<Tensor<1>>| {
+            p.value().to_device(&device).into_dispatch()
+        };
+        return Tensor::from_dispatch(<Dispatch as FlexKernels>::batch_norm_eval_f32(
+            x.into_dispatch(),
+            layer.gamma.val().into_dispatch(),
+            layer.beta.val().into_dispatch(),
+            running(&layer.running_mean),
+            running(&layer.running_var),
+            layer.epsilon,
+            relu,
+        ));
+    }
+    let y = train_or_layer_forward(layer, x);
+    if relu {
+        burn::tensor::activation::relu(y)
+    } else {
+        y
+    }
+}
+
+fn train_or_layer_forward<const D: usize>(layer: &BatchNorm, x: Tensor<D>) -> Tensor<D> {
     let device = x.device();
     let train = device.is_autodiff() && layer.training.is_enabled();
     if !train || D < 2 {

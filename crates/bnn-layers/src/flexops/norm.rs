@@ -90,6 +90,46 @@ pub fn forward_train(
     (y, mean32, var.iter().map(|&v| v as f32).collect())
 }
 
+/// Inference-mode batch norm of `x` (`[batch, channels, plane]`) with given statistics,
+/// `y = (x - mean) / sqrt(var + eps) * gamma + beta`, followed by a ReLU when `relu` is set, in
+/// one pass. Each element takes burn's own f32 operations in burn's order (its default
+/// `batch_norm` is four broadcast passes: subtract, divide, multiply, add; flex's ReLU keeps
+/// NaN), so the result is bit for bit burn's.
+#[allow(clippy::too_many_arguments)]
+pub fn forward_eval(
+    [batch, channels, plane]: [usize; 3],
+    x: &[f32],
+    gamma: &[f32],
+    beta: &[f32],
+    mean: &[f32],
+    var: &[f32],
+    epsilon: f64,
+    relu: bool,
+) -> Vec<f32> {
+    assert_eq!(x.len(), batch * channels * plane, "batch norm input");
+    for (what, v) in [
+        ("gamma", gamma),
+        ("beta", beta),
+        ("mean", mean),
+        ("variance", var),
+    ] {
+        assert_eq!(v.len(), channels, "batch norm {what}");
+    }
+    let eps = epsilon as f32;
+    let std: Vec<f32> = var.iter().map(|&v| (v + eps).sqrt()).collect();
+    map_planes(x, channels, plane, |c| {
+        let (m, sd, g, b) = (mean[c], std[c], gamma[c], beta[c]);
+        move |v| {
+            let y = (v - m) / sd * g + b;
+            if !relu || y.is_nan() || y > 0.0 {
+                y
+            } else {
+                0.0
+            }
+        }
+    })
+}
+
 /// `term(channel)(value)` over every element of a `[batch, channels, plane]` tensor, in
 /// parallel over planes, into a new tensor.
 fn map_planes<F: Fn(f32) -> f32>(

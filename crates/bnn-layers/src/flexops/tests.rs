@@ -452,6 +452,67 @@ fn batch_norm_matches_the_layers_own_forward_and_backward() {
     }
 }
 
+/// Inference-mode batch norm (and batch norm + ReLU) in one pass gives burn's bits: running
+/// statistics set away from 0/1, negative, zero, NaN and infinite inputs, ranks 2 to 4.
+#[test]
+fn inference_batch_norm_and_relu_are_bit_for_bit_burns() {
+    use burn::nn::BatchNormConfig;
+    use burn::tensor::activation::relu;
+    let device = Device::flex();
+    let layer_for = |channels: usize, seed: u64| {
+        let layer = BatchNormConfig::new(channels).init(&device);
+        let stat = |s: u64, scale: f32, shift: f32| {
+            burn::module::RunningState::new(
+                uniform([channels], s, &device)
+                    .mul_scalar(scale)
+                    .add_scalar(shift),
+            )
+        };
+        burn::nn::BatchNorm {
+            gamma: burn::module::Param::from_tensor(uniform([channels], seed, &device)),
+            beta: burn::module::Param::from_tensor(uniform([channels], seed + 1, &device)),
+            running_mean: stat(seed + 2, 2.0, 0.0),
+            running_var: stat(seed + 3, 0.4, 0.6),
+            ..layer
+        }
+    };
+    let bits = |t: Vec<f32>| t.into_iter().map(f32::to_bits).collect::<Vec<_>>();
+    let check = |what: &str, ours: Vec<f32>, burn: Vec<f32>| {
+        assert!(
+            bits(ours.clone()) == bits(burn.clone()),
+            "{what}: {ours:?} vs {burn:?}"
+        );
+    };
+    for (i, dims) in [[4, 3, 5, 7], [1, 2, 1, 1], [9, 5, 3, 2]]
+        .into_iter()
+        .enumerate()
+    {
+        let layer = layer_for(dims[1], 70 + 5 * i as u64);
+        let mut v = values(uniform(dims, 74 + 5 * i as u64, &device).mul_scalar(3.0));
+        for (slot, special) in v.iter_mut().zip([f32::NAN, 0.0, -0.0, f32::INFINITY]) {
+            *slot = special;
+        }
+        let x = Tensor::<4>::from_data(TensorData::new(v, dims), &device);
+        check(
+            "batch norm",
+            values(super::batch_norm(&layer, x.clone())),
+            values(layer.forward(x.clone())),
+        );
+        check(
+            "batch norm + relu",
+            values(super::batch_norm_relu(&layer, x.clone())),
+            values(relu(layer.forward(x))),
+        );
+    }
+    let layer = layer_for(6, 90);
+    let x = uniform([5, 6], 95, &device);
+    check(
+        "rank 2",
+        values(super::batch_norm_relu(&layer, x.clone())),
+        values(relu(layer.forward(x))),
+    );
+}
+
 /// PyTorch's `BatchNorm2d(2)` in training mode on one batch whose channels hold 1, 2, 3, 4 and
 /// 0, 0, 0, 8 (two images of 1x2 values): running mean `0.1 * mean` = 0.25, 0.2, running
 /// variance `0.9 + 0.1 * unbiased variance` = 0.9 + 0.1 * 5/3, 0.9 + 0.1 * 16.
