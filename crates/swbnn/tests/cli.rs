@@ -947,6 +947,20 @@ fn from_and_recipe_refuse_what_they_cannot_start() {
         "reference",
     ];
     refused(&[&base[..], &deterministic].concat(), "--kind bayesian");
+    // A weight-shared model directory (as a reproduction's 2DGBNN stage writes) has no
+    // weights of its own to start from.
+    let shared = tmp.path().join("shared");
+    copy_model(&m.bayes, &shared);
+    let config = shared.join("config.json");
+    let text = std::fs::read_to_string(&config).unwrap();
+    assert!(text.contains("\"kind\": \"bayesian\""), "{text}");
+    std::fs::write(
+        &config,
+        text.replace("\"kind\": \"bayesian\"", "\"kind\": \"shared\""),
+    )
+    .unwrap();
+    let from_shared = ["--arch", "mlp", "--kind", "bayesian", "--from", s(&shared)];
+    refused(&[&base[..], &from_shared].concat(), "weight-shared");
     assert!(!out.exists());
 }
 
