@@ -10,7 +10,8 @@
 //! element-wise passes. Those and fresh zeroed buffers made a ResNet-20 training step on flex
 //! 3-4x slower than PyTorch's. [`conv2d`] runs im2col + `gemm` kernels ([`conv`]), parallel over
 //! images, for f32 tensors on flex with one group, and [`batch_norm`] one-pass kernels
-//! ([`norm`]); on GPU backends [`conv2d`] can run as im2col + burn's tiled matmul
+//! ([`norm`]; in inference also one pass, with the ReLU after it in [`batch_norm_relu`], where
+//! burn's default is four broadcast passes); on GPU backends [`conv2d`] can run as im2col + burn's tiled matmul
 //! ([`gpu_conv`]); anything else (groups, other float types) goes to burn's own operations.
 //! A third kernel, [`softplus()`], is the `sigma = softplus(rho)` of every
 //! Bayesian weight, vectorised where flex calls scalar `log1pf` and `expf`.
