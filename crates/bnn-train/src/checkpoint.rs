@@ -10,8 +10,9 @@
 //!   the CRC-32 of its files, and what the run was (training settings, data size, parameter
 //!   shapes, the caller's description). It is renamed over the old one last, so a checkpoint is
 //!   always one complete epoch directory; a kill at any point leaves the previous one;
-//! - `model.bpk`: the committed model, published after the commit (a copy renamed into place)
-//!   for `swbnn eval` and the other readers of a model directory.
+//! - `model.bpk`: the committed model, published after the commit (a hard link to the
+//!   checkpoint's file, renamed into place) for `swbnn eval` and the other readers of a model
+//!   directory.
 //!
 //! The random state needs no saving: the data order is a function of `(seed, epoch)` and the
 //! device generator is re-seeded from `(seed, epoch, step)` before every step (see
@@ -338,11 +339,27 @@ impl Checkpointer {
         Ok(())
     }
 
-    /// Makes `model` the published `model.bpk`: a copy (not a link, so a tool that writes the
-    /// published file in place cannot damage the checkpoint) renamed into place.
+    /// Makes `model` the published `model.bpk`: a hard link to the checkpoint's file, renamed
+    /// into place, so that a large model is not on disk twice (a ResNet-50 BBB model is 180 MB).
+    /// Every writer here replaces files by rename, never in place, and a resume checks the
+    /// checkpoint's CRC-32, so a tool that did write the published file in place would be
+    /// caught, not trained from. Where the file system refuses links, the file is copied.
     fn publish(&self, model: &Path) -> Result<(), TrainError> {
-        let bytes = fs::read(model).map_err(|e| ck_err(model, e))?;
-        write_atomic(&self.model_path(), &bytes)
+        let path = self.model_path();
+        let dir = parent(&path);
+        remove_stale_temps(dir, MODEL);
+        let tmp = dir.join(temp_name(MODEL));
+        let _ = fs::remove_file(&tmp);
+        if fs::hard_link(model, &tmp).is_err() {
+            let bytes = fs::read(model).map_err(|e| ck_err(model, e))?;
+            return write_atomic(&path, &bytes);
+        }
+        if let Err(e) = fs::rename(&tmp, &path) {
+            let _ = fs::remove_file(&tmp);
+            return Err(ck_err(&path, e));
+        }
+        sync_dir(dir);
+        Ok(())
     }
 
     /// Records that training ended at the last committed checkpoint before its last epoch
@@ -591,7 +608,7 @@ impl Checkpointer {
         };
         let json = serde_json::to_vec_pretty(&state).map_err(|e| ck_err(&self.state_path(), e))?;
         write_atomic(&self.state_path(), &json)?;
-        write_atomic(&self.model_path(), &model_bytes)?;
+        self.publish(&target.join(MODEL))?;
         // Older epochs are superseded by the commit.
         if let Ok(entries) = fs::read_dir(&root) {
             for entry in entries.flatten() {

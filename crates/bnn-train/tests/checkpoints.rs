@@ -242,6 +242,29 @@ fn another_runs_checkpoint_is_refused_untouched() {
     }
 }
 
+/// The published model is the committed checkpoint's file, linked, not a second copy on disk:
+/// after each epoch it names the new epoch's file, and the older epoch's is gone.
+#[test]
+fn the_published_model_is_the_checkpoints_file_not_a_copy() {
+    use std::os::unix::fs::MetadataExt;
+    let device = bnn_layers::test_device().autodiff();
+    let dir = tempfile::tempdir().unwrap();
+    let ck = Checkpointer::new(dir.path()).unwrap();
+    let ino = |p: &std::path::Path| std::fs::metadata(p).unwrap().ino();
+    train(
+        mlp(8).init(&device).unwrap(),
+        &loader(),
+        &tc(2),
+        Some(&ck),
+        &mut Silent,
+    )
+    .unwrap();
+    let last = dir.path().join("checkpoints/epoch-2/model.bpk");
+    assert_eq!(ino(&ck.model_path()), ino(&last));
+    assert_eq!(std::fs::metadata(&last).unwrap().nlink(), 2);
+    assert!(!dir.path().join("checkpoints/epoch-1").exists());
+}
+
 /// What a killed run leaves is cleaned up when the directory is opened again: temporary files,
 /// an uncommitted epoch directory, a published model one epoch behind its commit. A second
 /// checkpointer on a directory in use is refused.
@@ -268,7 +291,9 @@ fn leftovers_of_killed_runs_are_cleaned() {
     std::fs::write(d.join(".state.json.tmp-4000000"), b"{").unwrap();
     std::fs::create_dir(d.join("checkpoints/.epoch-2.tmp-4000000")).unwrap();
     std::fs::create_dir(d.join("checkpoints/epoch-2")).unwrap();
-    // A kill between the commit and the publication of the model.
+    // A kill between the commit and the publication of the model: the published file is still
+    // the older epoch's (another file, which the published name was linked to).
+    std::fs::remove_file(d.join("model.bpk")).unwrap();
     std::fs::write(d.join("model.bpk"), b"an older model").unwrap();
 
     let ck = Checkpointer::new(d).unwrap();
