@@ -287,6 +287,10 @@ def main():
     a.add_argument("--save-init", default=None,
                    help="also write the BBB net as initialised, before training (.safetensors, "
                         "bayesian-torch names), to train the other side from the same start")
+    a.add_argument("--init", default=None,
+                   help="start the BBB net from this file instead of the seeded initialisation "
+                        "(.safetensors, bayesian-torch names, e.g. `swbnn export --convention "
+                        "bayesian-torch` of one of our nets), then train it: the same start on both sides")
     a.add_argument("--load", default=None,
                    help="evaluate this BBB net (.safetensors, bayesian-torch names, e.g. from "
                         "`swbnn export --convention bayesian-torch`) instead of training one")
@@ -307,6 +311,8 @@ def main():
         bayes = method == "bbb"
         torch.manual_seed(args.seed)
         model = (lenet5 if args.arch == "lenet5" else resnet20)(bayes)
+        if bayes and args.init:
+            load_bayesian_torch(model, args.arch, args.init)
         if bayes and args.save_init:
             save_bayesian_torch(model, args.arch, args.save_init)
         t = time.perf_counter()
@@ -325,6 +331,7 @@ def main():
         print(json.dumps({
             "peer": "pytorch", "arch": args.arch, "method": method, "seed": args.seed,
             "epochs": args.epochs, "train_subset": args.train_subset, "holdout": args.holdout,
+            "init": args.init if bayes else None,
             "accuracy": float((p.argmax(1) == yt).double().mean()),
             "nll": float(-p[torch.arange(len(yt)), yt].clamp_min(1e-12).log().mean()),
             "ece": ece(p, yt), "mean_confidence": float(conf.mean()),

@@ -83,12 +83,31 @@ fn without_timing(h: &[EpochStats]) -> Vec<(usize, f64, f64, f64, f64, Option<us
 #[test]
 fn an_interrupted_run_resumes_bit_identically() {
     let device = bnn_layers::test_device().autodiff();
-    for (name, kind, config) in [
-        ("bbb", Kind::Bayesian, TrainConfig::bayes_by_backprop(3)),
-        ("sgd", Kind::Deterministic, TrainConfig::deterministic(3)),
+    for (name, arch, kind, config) in [
+        (
+            "bbb",
+            Arch::Mlp,
+            Kind::Bayesian,
+            TrainConfig::bayes_by_backprop(3),
+        ),
+        (
+            "sgd",
+            Arch::Mlp,
+            Kind::Deterministic,
+            TrainConfig::deterministic(3),
+        ),
+        // Batch norm's running statistics are part of the model and of its checkpoint: every
+        // step's update is in them, the last one included.
+        (
+            "resnet20-batch-norm",
+            Arch::Resnet20,
+            Kind::Deterministic,
+            TrainConfig::deterministic(3),
+        ),
         // The momentum buffers of the cycling SGD (the `reference` recipe's) are checkpointed too.
         (
             "sgd-momentum-cycle",
+            Arch::Mlp,
             Kind::Bayesian,
             TrainConfig {
                 lr: 0.1,
@@ -105,8 +124,7 @@ fn an_interrupted_run_resumes_bit_identically() {
             },
         ),
     ] {
-        let model_config =
-            ModelConfig::for_input(Arch::Mlp, kind, 4, 1, 8).with_mlp_hidden(vec![32]);
+        let model_config = ModelConfig::for_input(arch, kind, 4, 1, 8).with_mlp_hidden(vec![32]);
         let mut config = config;
         config.batch_size = 48;
         config.seed = 11;

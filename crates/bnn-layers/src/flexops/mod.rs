@@ -211,7 +211,11 @@ pub fn conv2d_layer(layer: &Conv2d, x: Tensor<4>) -> Tensor<4> {
 /// (`n / (n - 1)` times the biased one, `n` the values per channel, as PyTorch's `BatchNorm2d`
 /// does; burn-nn's layer uses the biased one); with one value per channel there is no unbiased
 /// variance and the biased one (0) is used. Normalisation itself uses the biased variance, as
-/// both do. Otherwise (autodiff in evaluation mode, other backends) it is the layer's forward.
+/// both do. The update is applied at once, not left pending for the next read on the same thread
+/// (as burn's layer does), so a model saved after training holds its last step's statistics and
+/// the replicas of data-parallel training, which take turns in rank order, each apply theirs
+/// in that order. Otherwise (autodiff in evaluation mode, other backends) it is the layer's
+/// forward.
 pub fn batch_norm<const D: usize>(layer: &BatchNorm, x: Tensor<D>) -> Tensor<D> {
     norm_forward(layer, x, false)
 }
@@ -290,6 +294,12 @@ fn train_or_layer_forward<const D: usize>(layer: &BatchNorm, x: Tensor<D>) -> Te
         .add(var.detach().mul_scalar(m * bessel));
     layer.running_mean.update(running_mean.detach());
     layer.running_var.update(running_var.detach());
+    // burn keeps an update pending per thread until the next read on that thread, and a record
+    // or `value()` does not see it: the saved model would miss the last step's update, and a
+    // replica on a fresh thread (one per step in data-parallel training) would never apply its
+    // own. Applied now, the statistics are current whoever reads them next.
+    layer.running_mean.value_sync();
+    layer.running_var.value_sync();
     y
 }
 
