@@ -24,6 +24,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result, bail};
 use bnn_data::{Dataset, DatasetId, Split};
 use bnn_layers::{Estimator, bayes_from_deterministic, device_by_name};
+use bnn_models::torch_names::Convention;
 use bnn_models::{Arch, Kind, ModelConfig, Network};
 use bnn_train::{
     Checkpointer, DataParallel, EpochStats, Observer, StepInfo, TrainConfig, evaluate_tempered,
@@ -38,6 +39,7 @@ use swbnn::data::{
     training_split,
 };
 use swbnn::experiment::Progress;
+use swbnn::interop::ExportAs;
 use swbnn::presets::BbbRecipe;
 use swbnn::results::Row;
 use swbnn::setup::ValidationSplit;
@@ -99,6 +101,12 @@ enum Command {
         /// `cargo xtask reproduce --recipe` trains its BBB stage.
         #[arg(long, value_enum)]
         recipe: Option<BbbRecipe>,
+        /// Also write the Bayesian model as it starts, before any training (after --from), to
+        /// this .safetensors file in bayesian-torch's names: the start that
+        /// `benches/peers/torch_reference_bbb.py --init` trains from, so that both sides train
+        /// from the same initial net. An existing file is refused.
+        #[arg(long, value_name = "FILE")]
+        save_init: Option<PathBuf>,
         /// Continue from the last checkpoint in --out. Never starts over: an --out without a
         /// checkpoint (its state.json) is an error, as is a checkpoint of another run. Without
         /// --resume a fresh run starts, and an --out holding a model is refused.
@@ -452,6 +460,7 @@ fn run() -> Result<()> {
             out,
             from,
             recipe,
+            save_init,
             resume,
             data,
             subset: n,
@@ -474,6 +483,16 @@ fn run() -> Result<()> {
                 bail!(
                     "--recipe sets how a Bayesian model is trained; a deterministic run does not take it (pass --kind bayesian)"
                 );
+            }
+            if let Some(file) = &save_init {
+                if matches!(kind, TrainKind::Deterministic) {
+                    bail!(
+                        "--save-init writes a Bayesian model's start in bayesian-torch's names; a deterministic run does not take it (pass --kind bayesian)"
+                    );
+                }
+                if file.exists() {
+                    bail!("--save-init {} already exists", file.display());
+                }
             }
             if let Some(dir) = &from {
                 let from_config =
@@ -566,6 +585,16 @@ fn run() -> Result<()> {
             }
             if !(resume && model_dir.config_path().exists()) {
                 model_dir.write_config(&config)?;
+            }
+            if let Some(file) = &save_init {
+                swbnn::interop::write_export(
+                    &model,
+                    &config,
+                    ExportAs::Convention(Convention::BayesianTorch),
+                    file,
+                    false,
+                )
+                .with_context(|| format!("--save-init {}", file.display()))?;
             }
             if let Some(s) = &state
                 && !s.is_exact()

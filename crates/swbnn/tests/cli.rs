@@ -911,6 +911,76 @@ fn the_reference_recipe_starts_every_rho_at_minus_6() {
     assert!(rhos > 0);
 }
 
+/// `--save-init` writes the run's start: a run trained from that file (imported) with the same
+/// seed ends bit for bit where the run itself ended, and the file is not the trained model.
+#[test]
+fn a_run_from_its_saved_start_ends_where_the_run_ended() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, init) = (tmp.path().join("a"), tmp.path().join("init.safetensors"));
+    let mut args = vec![
+        "train",
+        "--dataset",
+        "fashion-mnist",
+        "--arch",
+        "mlp",
+        "--kind",
+        "bayesian",
+        "--epochs",
+        "1",
+        "--subset",
+        "200",
+        "--seed",
+        "3",
+        "--recipe",
+        "reference",
+        "--out",
+        s(&a),
+    ];
+    ok(&[&args[..], &["--save-init", s(&init)]].concat());
+    let start = tmp.path().join("start");
+    ok(&[
+        "import",
+        s(&init),
+        "--arch",
+        "mlp",
+        "--dataset",
+        "fashion-mnist",
+        "--prior-sigma",
+        "0.1",
+        "--out",
+        s(&start),
+    ]);
+    let b = tmp.path().join("b");
+    let last = args.len() - 1;
+    args[last] = s(&b);
+    ok(&[&args[..], &["--from", s(&start)]].concat());
+    let (pa, pb, p0) = (params(&a), params(&b), params(&start));
+    assert_eq!(pa.keys().collect::<Vec<_>>(), pb.keys().collect::<Vec<_>>());
+    for (path, v) in &pa {
+        assert_eq!(max_diff(v, &pb[path]), 0.0, "{path}");
+    }
+    assert!(pa.iter().any(|(path, v)| max_diff(v, &p0[path]) > 1e-3));
+    // An existing file is refused before anything is written.
+    let c = tmp.path().join("c");
+    args[last] = s(&c);
+    refused(
+        &[&args[..], &["--save-init", s(&init)]].concat(),
+        "already exists",
+    );
+    assert!(!c.exists());
+    let deterministic: Vec<&str> = args
+        .iter()
+        .map(|a| if *a == "bayesian" { "deterministic" } else { a })
+        .filter(|a| !["--recipe", "reference"].contains(a))
+        .collect();
+    let other = tmp.path().join("other.safetensors");
+    refused(
+        &[&deterministic[..], &["--save-init", s(&other)]].concat(),
+        "--kind bayesian",
+    );
+    assert!(!other.exists());
+}
+
 /// What `--from` and `--recipe` cannot start is refused before anything is written.
 #[test]
 fn from_and_recipe_refuse_what_they_cannot_start() {
