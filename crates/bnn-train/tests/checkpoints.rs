@@ -244,6 +244,7 @@ fn another_runs_checkpoint_is_refused_untouched() {
 
 /// The published model is the committed checkpoint's file, linked, not a second copy on disk:
 /// after each epoch it names the new epoch's file, and the older epoch's is gone.
+#[cfg(unix)]
 #[test]
 fn the_published_model_is_the_checkpoints_file_not_a_copy() {
     use std::os::unix::fs::MetadataExt;
