@@ -843,8 +843,9 @@ fn max_diff(a: &[f32], b: &[f32]) -> f32 {
         .fold(0.0, f32::max)
 }
 
-fn train_bayes_from(from: Option<&Path>, recipe: &str, out: &Path) {
-    let mut args = vec![
+/// `swbnn train` of a small Bayesian MLP by `recipe` into `out` (seed 3, one epoch).
+fn bayes_train_args<'a>(recipe: &'a str, out: &'a Path) -> Vec<&'a str> {
+    vec![
         "train",
         "--dataset",
         "fashion-mnist",
@@ -862,7 +863,11 @@ fn train_bayes_from(from: Option<&Path>, recipe: &str, out: &Path) {
         recipe,
         "--out",
         s(out),
-    ];
+    ]
+}
+
+fn train_bayes_from(from: Option<&Path>, recipe: &str, out: &Path) {
+    let mut args = bayes_train_args(recipe, out);
     if let Some(f) = from {
         args.extend(["--from", s(f)]);
     }
@@ -917,25 +922,7 @@ fn the_reference_recipe_starts_every_rho_at_minus_6() {
 fn a_run_from_its_saved_start_ends_where_the_run_ended() {
     let tmp = tempfile::tempdir().unwrap();
     let (a, init) = (tmp.path().join("a"), tmp.path().join("init.safetensors"));
-    let mut args = vec![
-        "train",
-        "--dataset",
-        "fashion-mnist",
-        "--arch",
-        "mlp",
-        "--kind",
-        "bayesian",
-        "--epochs",
-        "1",
-        "--subset",
-        "200",
-        "--seed",
-        "3",
-        "--recipe",
-        "reference",
-        "--out",
-        s(&a),
-    ];
+    let mut args = bayes_train_args("reference", &a);
     ok(&[&args[..], &["--save-init", s(&init)]].concat());
     let start = tmp.path().join("start");
     ok(&[
