@@ -493,6 +493,10 @@ fn run() -> Result<()> {
                 if file.exists() {
                     bail!("--save-init {} already exists", file.display());
                 }
+                let parent = file.parent().filter(|p| !p.as_os_str().is_empty());
+                if parent.is_some_and(|p| !p.is_dir()) {
+                    bail!("--save-init {}: its folder does not exist", file.display());
+                }
             }
             if let Some(dir) = &from {
                 let from_config =

@@ -955,6 +955,12 @@ fn a_run_from_its_saved_start_ends_where_the_run_ended() {
         "already exists",
     );
     assert!(!c.exists());
+    let nowhere = tmp.path().join("no-such-folder/init.safetensors");
+    refused(
+        &[&args[..], &["--save-init", s(&nowhere)]].concat(),
+        "its folder does not exist",
+    );
+    assert!(!c.exists());
     let deterministic: Vec<&str> = args
         .iter()
         .map(|a| if *a == "bayesian" { "deterministic" } else { a })
