@@ -17,16 +17,22 @@ const CHUNK: usize = 1 << 14;
 #[inline(always)]
 fn exp_neg(x: f32) -> f32 {
     let x = x.clamp(-87.0, 0.0);
-    // n = round(x / ln 2) by the 1.5 * 2^23 trick (no `round` call on the baseline target).
+    // n = round(x / ln 2) by the 1.5 * 2^23 trick (no `round` call on the baseline target):
+    // `shifted` is 1.5 * 2^23 + n exactly, so its bits are those of 1.5 * 2^23 plus n.
     const MAGIC: f32 = 12_582_912.0;
-    let n = (x * std::f32::consts::LOG2_E + MAGIC) - MAGIC;
+    let shifted = x * std::f32::consts::LOG2_E + MAGIC;
+    let n = shifted - MAGIC;
     let r = x - n * 0.693_359_4 - n * -2.121_944_4e-4;
     let p = ((((1.987_569_1e-4 * r + 1.398_2e-3) * r + 8.333_452e-3) * r + 4.166_579_6e-2) * r
         + 0.166_666_65)
         * r
         + 0.5;
     let p = p * r * r + r + 1.0;
-    p * f32::from_bits(((n as i32 + 127) as u32) << 23)
+    // 2^n from the integer bits of `shifted`: the low 9 bits of its bits plus 127 are n + 127
+    // (in 1..=127 here), the biased exponent; the shift drops the rest. Integer ops only, and
+    // wrapping: a float-to-int cast or a checked add (overflow checks are on in the dev
+    // profile) kept this loop scalar.
+    p * f32::from_bits(shifted.to_bits().wrapping_add(127) << 23)
 }
 
 /// `ln(u)` for `u` in `[1, 2]` (Cephes `logf`).
@@ -176,6 +182,38 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn the_scale_is_two_to_the_n_over_the_whole_range() {
+        // Every exponent inside the clamp, also near the rounding boundaries between two n.
+        for n in -125..=0i32 {
+            for x in [
+                n as f32 * std::f32::consts::LN_2,
+                (n as f32 - 0.49) * std::f32::consts::LN_2,
+            ] {
+                let want = (x as f64).exp();
+                let got = exp_neg(x) as f64;
+                assert!(
+                    ((got - want) / want).abs() < 3e-7,
+                    "exp({x}) = {got}, want {want}"
+                );
+            }
+        }
+        assert_eq!(exp_neg(1.0), 1.0, "clamped to 0");
+    }
+
+    #[test]
+    fn the_vectorised_and_the_baseline_loops_agree_bit_for_bit() {
+        let x = grid();
+        let dy: Vec<f32> = x.iter().map(|v| 1.0 - v * 0.003).collect();
+        let (mut a, mut b) = (vec![0.0; x.len()], vec![0.0; x.len()]);
+        softplus_chunk(&x, &mut a);
+        softplus_plain(&x, &mut b);
+        assert!(a.iter().zip(&b).all(|(p, q)| p.to_bits() == q.to_bits()));
+        softplus_grad_chunk(&x, &dy, &mut a);
+        softplus_grad_plain(&x, &dy, &mut b);
+        assert!(a.iter().zip(&b).all(|(p, q)| p.to_bits() == q.to_bits()));
     }
 
     #[test]
