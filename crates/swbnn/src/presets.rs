@@ -78,8 +78,15 @@ pub fn setup(
         // than BBB (most of the shared model is its ~5,000 outliers), and none beats 200's
         // margin against BBB on validation ECE and OOD AUROC.
         swshare.gmm.k = 200;
-    } else if quick || arch == Arch::VitTiny {
-        // Small networks: K scaled down from the paper's 2000 (not re-decided on validation).
+    } else if arch == Arch::VitTiny {
+        // Chosen on validation (seed numbers 9-10, docs/results.md, "Choices made on
+        // validation"): of K = 100 and 200, 100 has the larger margin against BBB on validation
+        // ECE and OOD AUROC (by 0.0015, from ECE; two seeds, so a weak decision) with fewer
+        // parameters. Neither reaches 98 % fewer trainable parameters than BBB (95.6-95.8 %).
+        swshare.gmm.k = 100;
+    } else if quick {
+        // `--quick` with another architecture: K scaled down from the paper's 2000 (not
+        // re-decided on validation).
         swshare.gmm.k = 200;
     } else {
         // The target is >= 98 % fewer trainable parameters than BBB; the paper's K = 2000
