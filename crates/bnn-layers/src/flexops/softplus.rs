@@ -30,8 +30,8 @@ fn exp_neg(x: f32) -> f32 {
     let p = p * r * r + r + 1.0;
     // 2^n from the integer bits of `shifted`: the low 9 bits of its bits plus 127 are n + 127
     // (in 1..=127 here), the biased exponent; the shift drops the rest. Integer ops only, and
-    // wrapping: a float-to-int cast or a checked add (overflow checks are on in the dev
-    // profile) kept this loop scalar.
+    // wrapping: with a float-to-int cast and a checked add here (overflow checks are on in
+    // the dev profile) this loop compiled to scalar code.
     p * f32::from_bits(shifted.to_bits().wrapping_add(127) << 23)
 }
 
