@@ -14,8 +14,8 @@ use bnn_train::{
 use pyo3::prelude::*;
 use swbnn::Error;
 use swbnn::data::{
-    check_input, eval_loader, open_ood, open_split, subset, subset_at_most, train_loader,
-    training_split,
+    EvalData, check_input, check_trained_on, eval_loader, open_eval_data, open_verified,
+    train_loader, trained_on, training_split,
 };
 use swbnn::setup::ValidationSplit;
 use swbnn::store::ModelDir;
@@ -151,13 +151,12 @@ fn train_impl(
     let device = cpu().map_err(|e| usage(e.to_string()))?;
     let ad = device.autodiff();
     // As the command line's default: the standard validation split is held out.
-    let (train_data, _) = training_split(
-        open_split(id, Split::Train, data)?,
-        ValidationSplit::standard(),
-        n,
-    )?;
+    let opened = open_verified(id, Split::Train, data)?;
+    let record = trained_on(id, &opened, ValidationSplit::standard())?;
+    let (train_data, _) = training_split(opened.data, ValidationSplit::standard(), n)?;
     let (c, h, _) = train_data.shape();
     let mut config = ModelConfig::for_input(arch, Kind::Deterministic, train_data.classes(), c, h);
+    config.trained_on = Some(record);
     config.bayes.estimator = Estimator::from_name(estimator).ok_or_else(|| {
         usage(format!(
             "unknown estimator {estimator} (reparam, local-reparam, flipout)"
@@ -259,7 +258,7 @@ fn compress_impl(
     progress: bool,
 ) -> Result<String, Error> {
     let id = dataset_id(dataset)?;
-    check_output(out, model_dir, force)?;
+    let out = &swbnn::checks::output_target("out", out, Some(force), &[model_dir])?;
     let device = cpu().map_err(|e| usage(e.to_string()))?;
     let ad = device.autodiff();
     let (bayes, bayes_config) = ModelDir::new(model_dir).load(&ad)?;
@@ -273,7 +272,9 @@ fn compress_impl(
     if let Some(e) = epochs {
         cfg.retrain.epochs = e;
     }
-    let full = open_split(id, Split::Train, data)?;
+    let opened = open_verified(id, Split::Train, data)?;
+    check_trained_on(model_dir, &bayes_config, id, &opened);
+    let full = opened.data;
     check_input(&bayes_config, full.as_ref(), "training data", true)?;
     // As the command line's default: the standard validation split is held out.
     let (train_data, validation) = training_split(full, ValidationSplit::standard(), n)?;
@@ -297,38 +298,6 @@ fn compress_impl(
     )?;
     compressed.save(out)?;
     serde_json::to_string(&compressed.report).map_err(Error::json)
-}
-
-/// Refuses an `out` that exists (unless `force`), is a directory, or lies in the input
-/// model's directory, as `swbnn compress` does.
-fn check_output(out: &Path, model_dir: &Path, force: bool) -> Result<(), Error> {
-    if out.is_dir() {
-        return Err(usage(format!(
-            "out {} is a directory; give a file such as model.swb",
-            out.display()
-        )));
-    }
-    if !out.exists() {
-        return Ok(());
-    }
-    if !force {
-        return Err(usage(format!(
-            "{} already exists; pass force=True to replace it",
-            out.display()
-        )));
-    }
-    let inside = match (out.canonicalize(), model_dir.canonicalize()) {
-        (Ok(o), Ok(m)) => o.starts_with(m),
-        _ => false,
-    };
-    if inside {
-        return Err(usage(format!(
-            "out {} lies in the input model's directory {}; its files are never replaced",
-            out.display(),
-            model_dir.display()
-        )));
-    }
-    Ok(())
 }
 
 /// Evaluates a model file or directory on a data set's test split (and an OOD set), as
@@ -432,20 +401,22 @@ fn evaluate_impl(
             ))
         })?),
     };
-    let test_data = subset(open_split(id, Split::Test, data)?, n, 2, "the test set")?;
-    check_input(&net_config, test_data.as_ref(), "test data", true)?;
+    let EvalData {
+        test: test_data,
+        ood: ood_data,
+    } = open_eval_data(
+        model,
+        &net_config,
+        id,
+        data,
+        ood.map(dataset_id).transpose()?,
+        ood_dir,
+        n,
+    )?;
     let stats = id.norm_stats();
     let test = eval_loader(stats, test_data, EVAL_BATCH, WORKERS)?;
-    let ood_data = match (ood.map(dataset_id).transpose()?, ood_dir) {
-        (Some(o), Some(dir)) => Some(subset_at_most(open_ood(o, dir)?, n, 3)?),
-        (Some(o), None) => Some(subset_at_most(open_split(o, Split::Test, data)?, n, 3)?),
-        _ => None,
-    };
     let ood_loader = match ood_data {
-        Some(d) => {
-            check_input(&net_config, d.as_ref(), "out-of-distribution data", false)?;
-            Some(eval_loader(stats, d, EVAL_BATCH, WORKERS)?)
-        }
+        Some(d) => Some(eval_loader(stats, d, EVAL_BATCH, WORKERS)?),
         None => None,
     };
     let _rng = bnn_layers::lock_device_rng();

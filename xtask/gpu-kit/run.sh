@@ -121,7 +121,7 @@ if part 1; then
 step test-cuda 60 env SWBNN_TEST_BACKEND=cuda "$BIN/bnn-layers-lib-tests" gpu_route cuda_tests
 step test-wgpu 45 env SWBNN_TEST_BACKEND=wgpu "$BIN/bnn-layers-lib-tests" gpu_route
 
-# Round 1: each of ours beside the peer, in one call on one GPU. The first CUDA step of a
+# First round: each of ours beside the peer, in one call on one GPU. The first CUDA step of a
 # process compiles its kernels with NVRTC and autotunes them, hence the longer limits.
 step peer-fp32-1 60 "${PEER[@]}"
 step wgpu-train-1 60 "${TRAIN[@]}" --backend wgpu
@@ -173,7 +173,7 @@ for f in cuda-diag-infer.out cuda-diag-infer.err; do
   [ -f "$LOGS/$f" ] && truncate -s '<8M' "$LOGS/$f"
 done
 
-# Round 2 with what time is left, for the spread.
+# A second round with what time is left, for the spread.
 step peer-fp32-2 60 "${PEER[@]}"
 step cuda-train-2 60 "${TRAIN[@]}" --backend cuda
 step cuda-infer-2 60 "${INFER[@]}" --backend cuda

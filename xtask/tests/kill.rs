@@ -1,6 +1,6 @@
 //! SIGKILL during `cargo xtask reproduce` at seeded random points never leaves a half-written
-//! or inconsistent stage, and `--resume` finishes with the table of an uninterrupted run
-//! (issue 15). Uses the real Fashion-MNIST (CI installs it); `SWBNN_KILLS=<n>` sets the kills.
+//! or inconsistent stage, and `--resume` finishes with the table of an uninterrupted run.
+//! Uses the real Fashion-MNIST (CI installs it); `SWBNN_KILLS=<n>` sets the kills.
 
 use std::path::Path;
 use std::process::{Command, Stdio};

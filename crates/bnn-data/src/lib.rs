@@ -55,6 +55,7 @@ mod download;
 mod error;
 mod folder;
 mod id;
+mod identity;
 mod idx;
 mod loader;
 mod locate;
@@ -80,6 +81,10 @@ pub use download::{
 pub use error::{DataError, Result};
 pub use folder::{FolderConfig, ImageFolder};
 pub use id::DatasetId;
+pub use identity::{
+    FileDigest, Published, by_name, compare_published, digest_split, file_digests, split_files,
+    verify_split,
+};
 pub use idx::{
     IDX_IMAGES_MAGIC, IDX_LABELS_MAGIC, IdxArray, idx_file_stems, load_idx_dir, load_idx_pair,
     parse_idx, read_idx,

@@ -21,7 +21,8 @@ pub const DATA_ENV: &str = "SWBNN_DATA";
 /// `DIR/<name>` or `DIR` itself; a missing folder, a file, or a folder without the data set is
 /// an error, never a fall-back to another copy. Otherwise, in this order:
 ///
-/// 1. `env_dir` (`$SWBNN_DATA`): `$SWBNN_DATA/<name>` or `$SWBNN_DATA` itself;
+/// 1. `env_dir` (`$SWBNN_DATA`): `$SWBNN_DATA/<name>` or `$SWBNN_DATA` itself (a
+///    `$SWBNN_DATA` that is not a folder is an error);
 /// 2. `cache_dir/<name>` (`$XDG_CACHE_HOME/swbnn` or `~/.cache/swbnn`);
 /// 3. `system_dir/<name>` (`/usr/share/datasets`, where Debian's `dataset-*` packages install);
 /// 4. a verified download into `cache_dir/<name>`, when `download` is on.
@@ -108,6 +109,21 @@ impl Locator {
         split: Split,
         remote: &[RemoteFile],
     ) -> Result<PathBuf> {
+        // A `$SWBNN_DATA` that names no folder is a mistake to report, not a folder to skip.
+        if self.explicit.is_none()
+            && let Some(env) = &self.env_dir
+            && !env.is_dir()
+        {
+            let what = if env.exists() {
+                "is not a folder"
+            } else {
+                "does not exist"
+            };
+            return Err(DataError::Config(format!(
+                "{DATA_ENV}={} {what}; point it at a data folder, or unset it",
+                env.display()
+            )));
+        }
         let candidates = self.candidates(id);
         if let Some(found) = candidates.iter().find(|d| id.is_present(d, split)) {
             return Ok(found.clone());
@@ -235,4 +251,34 @@ pub fn open_dir(id: DatasetId, split: Split, dir: &Path) -> Result<Arc<dyn Datas
 pub fn open(id: DatasetId, split: Split, locator: &Locator) -> Result<Arc<dyn Dataset>> {
     let dir = locator.locate(id, split)?;
     open_dir(id, split, &dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_data_env_that_names_no_folder_is_an_error() {
+        let tmp = tempfile::tempdir().unwrap();
+        let file = tmp.path().join("file");
+        std::fs::write(&file, b"x").unwrap();
+        for (env, needle) in [
+            (tmp.path().join("missing"), "does not exist"),
+            (file, "is not a folder"),
+        ] {
+            let locator = Locator {
+                explicit: None,
+                env_dir: Some(env.clone()),
+                cache_dir: None,
+                system_dir: tmp.path().join("system"),
+                download: false,
+            };
+            let e = locator
+                .locate(DatasetId::FashionMnist, Split::Train)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(DATA_ENV) && e.contains(needle), "{e}");
+            assert!(e.contains(&env.display().to_string()), "{e}");
+        }
+    }
 }

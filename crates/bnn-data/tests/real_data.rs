@@ -5,7 +5,8 @@ use std::path::{Path, PathBuf};
 use bnn_data::{Dataset, DatasetId, InMemoryDataset, Locator, NormStats, Split, load_idx_pair};
 
 fn mnist_10k_dir() -> PathBuf {
-    // The crate lives at <root>/crates/bnn-data; shared/ sits beside the workspace root.
+    // The crate lives at <root>/crates/bnn-data; shared/ sits in the workspace root or beside
+    // it. Elsewhere, `SWBNN_MNIST_10K` names the folder.
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     for candidate in [
         root.join("shared/data/mnist-10k"),
@@ -15,7 +16,10 @@ fn mnist_10k_dir() -> PathBuf {
             return candidate;
         }
     }
-    PathBuf::from("/work/shared/data/mnist-10k")
+    match std::env::var_os("SWBNN_MNIST_10K") {
+        Some(dir) => PathBuf::from(dir),
+        None => root.join("../shared/data/mnist-10k"),
+    }
 }
 
 fn mean_std(data: &InMemoryDataset) -> (f64, f64) {

@@ -23,6 +23,7 @@ pub mod mlp;
 mod network;
 pub mod resnet;
 pub mod torch_names;
+mod trained_on;
 pub mod vit;
 pub mod wrn;
 
@@ -34,3 +35,4 @@ pub use network::{
     Body, MAX_CLASSES, MAX_CODEBOOK_LEN, MAX_IMAGE_SIZE, MAX_IN_CHANNELS, MAX_MLP_LAYERS,
     MAX_MLP_WIDTH, MAX_WIDTH, ModelConfig, Network, share_all_first,
 };
+pub use trained_on::TrainedOn;

@@ -9,6 +9,7 @@ use crate::layers::{LayerFactory, ShareFn};
 use crate::lenet::LeNet5;
 use crate::mlp::Mlp;
 use crate::resnet::{BlockKind, ResNet, Shortcut, Stem};
+use crate::trained_on::TrainedOn;
 use crate::vit::{Vit, VitShape};
 use crate::wrn::WideResNet;
 use crate::{Arch, Kind, ModelError};
@@ -54,6 +55,10 @@ pub struct ModelConfig {
     /// Number of shared Gaussians (shared kind).
     #[config(default = 0)]
     pub codebook_len: usize,
+    /// The data the model was trained on; `None` in files written before it was recorded,
+    /// and for models built outside training (an import, a test).
+    #[config(default = "None")]
+    pub trained_on: Option<TrainedOn>,
 }
 
 /// The network body of each architecture.

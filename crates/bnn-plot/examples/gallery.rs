@@ -1,6 +1,6 @@
 //! Draws every figure from the fixed test inputs into a directory, at the sizes the
 //! experiment report uses, for looking at them:
-//! `cargo run -p bnn-plot --example gallery -- /tmp/gallery`.
+//! `cargo run -p bnn-plot --example gallery -- DIR` (default `gallery/`).
 
 #[path = "../tests/fixtures/mod.rs"]
 mod fixtures;

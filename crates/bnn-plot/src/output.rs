@@ -186,6 +186,12 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         let mut f = std::fs::File::create(&tmp).map_err(io(&tmp))?;
         f.write_all(bytes).map_err(io(&tmp))?;
         f.sync_all().map_err(io(&tmp))?;
+        // A replaced figure keeps its permissions and, where this process may, its owner.
+        if let Ok(old) = std::fs::metadata(path) {
+            use std::os::unix::fs::MetadataExt;
+            f.set_permissions(old.permissions()).map_err(io(&tmp))?;
+            let _ = std::os::unix::fs::fchown(&f, Some(old.uid()), Some(old.gid()));
+        }
         std::fs::rename(&tmp, path).map_err(io(path))
     })();
     if result.is_err() {

@@ -36,6 +36,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use bnn_data::DataLoader;
+use bnn_metrics::file::{BoundedFile, read_bounded};
 use bnn_models::Network;
 use burn::module::Module;
 use burn::optim::{ModuleOptimizer, OptimizerRecord};
@@ -50,6 +51,17 @@ const MODEL: &str = "model.bpk";
 const OPTIMIZER: &str = "optimizer.bpk";
 const CHECKPOINTS: &str = "checkpoints";
 const LOCK: &str = ".lock";
+
+/// The largest burn record file (`model.bpk`, `optimizer.bpk`) the readers take: 16 GiB, the
+/// optimiser record of a Bayesian model of a billion weights (Adam's two `f32` moments for
+/// each `mu` and `rho`); the largest models here have under 40 million weights. A larger file
+/// is refused before it is read, and no read goes past the bound.
+pub const MAX_RECORD_BYTES: u64 = 16 << 30;
+
+/// The largest JSON file the readers take: 64 MiB. `state.json`, the largest, grows by one
+/// history entry (under 1 KB) per epoch; a model directory's `config.json` and a run
+/// directory's tables (swbnn reads them within this bound too) are far smaller.
+pub const MAX_JSON_BYTES: u64 = 64 << 20;
 
 /// What a checkpoint records besides the weights.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -162,14 +174,18 @@ fn temp_name(name: &str) -> String {
 }
 
 /// Writes `bytes` to `path` through a temporary file in the same directory and a rename.
-/// Temporary files of `path` that killed writers left (their process gone, where `/proc`
+/// A file it replaces keeps its permissions and, where this process may set it, its owner;
+/// a symbolic link at `path` is replaced, not followed (resolve it first to write through
+/// it). Temporary files of `path` that killed writers left (their process gone, where `/proc`
 /// tells) are removed first.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), TrainError> {
     let dir = parent(path);
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
     remove_stale_temps(dir, name);
     let tmp = dir.join(temp_name(name));
-    let result = write_synced(&tmp, bytes).and_then(|()| fs::rename(&tmp, path));
+    let result = write_synced(&tmp, bytes)
+        .and_then(|()| keep_metadata(&tmp, path))
+        .and_then(|()| fs::rename(&tmp, path));
     if let Err(e) = result {
         let _ = fs::remove_file(&tmp);
         return Err(ck_err(path, e));
@@ -204,6 +220,19 @@ fn parent(path: &Path) -> &Path {
     path.parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."))
+}
+
+/// Gives `tmp` the permissions and, where this process may (root, or the same owner), the
+/// owner of the file `replaced` it will replace, if there is one.
+fn keep_metadata(tmp: &Path, replaced: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(old) = fs::metadata(replaced) else {
+        return Ok(());
+    };
+    fs::set_permissions(tmp, old.permissions())?;
+    // Best effort: only root can give a file away; the caller checked it may write the target.
+    let _ = std::os::unix::fs::chown(tmp, Some(old.uid()), Some(old.gid()));
+    Ok(())
 }
 
 fn write_synced(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
@@ -380,7 +409,7 @@ impl Checkpointer {
     /// The last committed checkpoint's state (epoch and history), if any.
     pub fn state(&self) -> Result<Option<CheckpointState>, TrainError> {
         let path = self.state_path();
-        let bytes = match fs::read(&path) {
+        let bytes = match read_bounded(&path, MAX_JSON_BYTES, "JSON") {
             Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(ck_err(&path, e)),
@@ -648,7 +677,8 @@ impl Checkpointer {
         let files = self.dir.join(&commit.files);
         let read = |name: &str, crc: u32| {
             let path = files.join(name);
-            let bytes = fs::read(&path).map_err(|e| ck_err(&path, e))?;
+            let bytes = read_bounded(&path, MAX_RECORD_BYTES, "burn record")
+                .map_err(|e| ck_err(&path, e))?;
             if crc32(&bytes) != crc {
                 return Err(ck_err(
                     &path,
@@ -742,11 +772,13 @@ fn decode_model(path: &Path, bytes: Vec<u8>, model: Network) -> Result<Network, 
 }
 
 /// Loads a model record file (a checkpoint's `model.bpk`) into `model`, refusing one with a
-/// NaN or infinite parameter (the error names the file and the parameter).
+/// NaN or infinite parameter or one beyond [`MAX_PARAM_MAGNITUDE`](crate::MAX_PARAM_MAGNITUDE)
+/// (the error names the file and the parameter).
 ///
-/// The file must hold at least the bytes `model`'s parameters take as `f32`, which is checked
-/// before anything is read into memory: a short or foreign file is an error, not a huge
-/// allocation.
+/// The file must be a regular file (a directory, FIFO or device is an error saying which)
+/// and hold at least the bytes `model`'s parameters take as `f32` and at most
+/// [`MAX_RECORD_BYTES`], which is checked before anything is read into memory: a short,
+/// foreign or endless file is an error, not a huge allocation.
 pub fn load_model(path: &Path, model: Network) -> Result<Network, TrainError> {
     let need: u64 = model
         .param_shapes()
@@ -754,7 +786,9 @@ pub fn load_model(path: &Path, model: Network) -> Result<Network, TrainError> {
         .map(|(_, s)| s.iter().map(|&d| d as u64).product::<u64>())
         .sum::<u64>()
         .saturating_mul(4);
-    let len = fs::metadata(path).map_err(|e| ck_err(path, e))?.len();
+    let file =
+        BoundedFile::open(path, MAX_RECORD_BYTES, "model record").map_err(|e| ck_err(path, e))?;
+    let len = file.len();
     if len < need {
         return Err(ck_err(
             path,
@@ -763,7 +797,7 @@ pub fn load_model(path: &Path, model: Network) -> Result<Network, TrainError> {
             ),
         ));
     }
-    let bytes = fs::read(path).map_err(|e| ck_err(path, e))?;
+    let bytes = file.read_rest(Vec::new()).map_err(|e| ck_err(path, e))?;
     let model = decode_model(path, bytes, model)?;
     // Training never commits a non-finite parameter: one here is damage, named here rather
     // than as a NaN in some later output.
@@ -772,6 +806,9 @@ pub fn load_model(path: &Path, model: Network) -> Result<Network, TrainError> {
             path,
             format!("parameter {param} holds a non-finite value (NaN or infinity)"),
         ));
+    }
+    if let Some(out) = crate::first_out_of_range(&model) {
+        return Err(ck_err(path, out));
     }
     Ok(model)
 }

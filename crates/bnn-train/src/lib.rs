@@ -25,7 +25,9 @@ mod parallel;
 mod train;
 
 pub use batch::{cross_entropy, to_tensors, to_vec};
-pub use checkpoint::{CheckpointState, Checkpointer, load_model, write_atomic};
+pub use checkpoint::{
+    CheckpointState, Checkpointer, MAX_JSON_BYTES, MAX_RECORD_BYTES, load_model, write_atomic,
+};
 pub use config::{ADAM_EPSILON, LrSchedule, MomentumCycle, OptimizerKind, TrainConfig};
 pub use error::TrainError;
 pub use evaluate::{
@@ -37,5 +39,6 @@ pub use evaluate::{
 pub use grads::mean_mu_gradients;
 pub use parallel::{DataParallel, DevicesError};
 pub use train::{
-    EpochStats, Observer, Progress, Silent, StepInfo, first_non_finite, train, train_data_parallel,
+    EpochStats, MAX_PARAM_MAGNITUDE, MAX_RHO, Observer, OutOfRange, Progress, Silent, StepInfo,
+    first_non_finite, first_out_of_range, train, train_data_parallel,
 };

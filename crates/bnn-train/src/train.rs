@@ -238,6 +238,114 @@ pub fn first_non_finite(model: &Network) -> Option<String> {
     v.found
 }
 
+/// The largest magnitude a parameter of a model read from a file (a `model.bpk`, an imported
+/// state dict) may hold: 1e6.
+///
+/// Far above what training gives (means and `rho`s of trained networks lie within tens, batch
+/// norm's running statistics within thousands), and far below where `f32` arithmetic on them
+/// overflows (a KL term squares a mean, a forward pass multiplies weights layer after layer).
+/// A value beyond it is damage or a misread file (a variance read as a mean, bytes of
+/// another type), on which every later command would fail, or silently compute nonsense.
+pub const MAX_PARAM_MAGNITUDE: f32 = 1e6;
+
+/// The largest `rho` (a weight's `sigma = softplus(rho)`) a model read from a file may hold:
+/// 10, a sigma of 10.00005.
+///
+/// Ten times the largest prior sigma of any preset or import default (1, bayesian-torch's
+/// `prior_variance`), toward which the KL pulls every sigma; trained sigmas lie far below it
+/// (the presets start them at 0.0025-0.05). A larger `rho` is damage: a codebook whose sigmas
+/// were 100 evaluated to chance accuracy without a word.
+pub const MAX_RHO: f32 = 10.0;
+
+/// A parameter value beyond what a model read from a file may hold.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OutOfRange {
+    /// The parameter's path (e.g. `body.fc1.weight_rho`).
+    pub param: String,
+    /// Its most extreme value: the largest magnitude, or for a `rho` the largest value.
+    pub value: f32,
+    /// The bound it passes: [`MAX_PARAM_MAGNITUDE`], or [`MAX_RHO`] for a `rho`.
+    pub bound: f32,
+}
+
+impl std::fmt::Display for OutOfRange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.bound == MAX_RHO {
+            write!(
+                f,
+                "parameter {} holds rho {:e} (sigma = softplus(rho)), beyond the {} no trained \
+                 model reaches",
+                self.param, self.value, self.bound
+            )
+        } else {
+            write!(
+                f,
+                "parameter {} holds a value of magnitude {:e}, beyond the {:e} no trained model \
+                 reaches",
+                self.param, self.value, self.bound
+            )
+        }
+    }
+}
+
+/// Finds the first parameter beyond its bound.
+struct RangeCheck {
+    path: ModulePath,
+    found: Option<OutOfRange>,
+}
+
+impl ModuleVisitor for RangeCheck {
+    fn enter_module(&mut self, name: &str, container_type: &str) {
+        self.path.enter(name, container_type);
+    }
+
+    fn exit_module(&mut self, _name: &str, _container_type: &str) {
+        self.path.exit();
+    }
+
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+        let value = param.val();
+        // An empty tensor has no maximum (and nothing out of range).
+        if self.found.is_some() || value.shape().num_elements() == 0 {
+            return;
+        }
+        let value = value.detach();
+        let largest = value.clone().abs().max().into_scalar::<f32>();
+        let param = self.path.joined();
+        if largest > MAX_PARAM_MAGNITUDE {
+            self.found = Some(OutOfRange {
+                param,
+                value: largest,
+                bound: MAX_PARAM_MAGNITUDE,
+            });
+            return;
+        }
+        // A very negative rho is a near-zero sigma, harmless; only large sigmas are damage.
+        if param.ends_with("rho") {
+            let top = value.max().into_scalar::<f32>();
+            if top > MAX_RHO {
+                self.found = Some(OutOfRange {
+                    param,
+                    value: top,
+                    bound: MAX_RHO,
+                });
+            }
+        }
+    }
+}
+
+/// The first float parameter of `model` beyond ±[`MAX_PARAM_MAGNITUDE`], or a `rho` (every
+/// parameter whose name ends in `rho`) above [`MAX_RHO`], if any (NaN and infinities are
+/// [`first_non_finite`]'s to find): what a loader names when it refuses a damaged model.
+pub fn first_out_of_range(model: &Network) -> Option<OutOfRange> {
+    let mut v = RangeCheck {
+        path: ModulePath::default(),
+        found: None,
+    };
+    model.visit(&mut v);
+    v.found
+}
+
 /// The seed of `epoch`'s noise (each step's is derived from it): a function of the run's seed
 /// and the epoch alone, so a resumed run draws the same noise as an uninterrupted one.
 fn epoch_seed(seed: u64, epoch: usize) -> u64 {

@@ -122,7 +122,7 @@ fn resumes_after_the_last_epoch_and_stops_on_nan() {
     assert!(err.to_string().contains("fewer than"), "{err}");
 }
 
-/// Finding 4 of issue 15: a parameter that turns non-finite in the last update of an epoch,
+/// A parameter that turns non-finite in the last update of an epoch,
 /// after the loss check, used to be committed while the message said the last good checkpoint
 /// was kept. The NaN here sits where the loss never reads it (an empirical-prior centre under a
 /// normal prior), so the epoch's loss stays finite whatever the backend's numerics: `rho = -89`
@@ -404,6 +404,106 @@ fn loading_names_a_non_finite_parameter() {
         .to_string();
     assert!(
         err.contains(&file.display().to_string()) && err.contains(&bad_path),
+        "{err}"
+    );
+}
+
+/// `f()` in a thread, its result if it returns within 10 s: a reader that blocks (on a FIFO)
+/// fails the test instead of hanging it.
+fn within_10s<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(10))
+        .expect("the reader blocked for 10 s")
+}
+
+fn mkfifo(path: &std::path::Path) {
+    let ok = std::process::Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "mkfifo {}", path.display());
+}
+
+/// A model file or a `state.json` that is a directory, a FIFO or a device is named as what it
+/// is, without blocking or reading a device without end.
+#[test]
+fn readers_name_what_is_not_a_regular_file() {
+    let device = bnn_layers::test_device();
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo.bpk");
+    mkfifo(&fifo);
+    let cases = [
+        (
+            dir.path().to_path_buf(),
+            "is a directory, not a regular file",
+        ),
+        (fifo, "is a FIFO, not a regular file"),
+        (
+            std::path::PathBuf::from("/dev/zero"),
+            "is a character device, not a regular file",
+        ),
+    ];
+    for (path, needle) in cases {
+        let (p, model) = (path.clone(), mlp(8).init(&device).unwrap());
+        let err = within_10s(move || load_model(&p, model).map(|_| ()).unwrap_err()).to_string();
+        assert!(
+            err.contains(&path.display().to_string()) && err.contains(needle),
+            "{err}"
+        );
+    }
+    // state.json as a directory, then as a FIFO.
+    let run = tempfile::tempdir().unwrap();
+    let state = run.path().join(Checkpointer::STATE_FILE);
+    std::fs::create_dir(&state).unwrap();
+    for needle in ["is a directory", "is a FIFO"] {
+        let p = run.path().to_path_buf();
+        let err = within_10s(move || {
+            Checkpointer::new(&p)
+                .and_then(|ck| ck.state())
+                .map(|_| ())
+                .unwrap_err()
+        })
+        .to_string();
+        assert!(
+            err.contains(&state.display().to_string()) && err.contains(needle),
+            "{err}"
+        );
+        std::fs::remove_dir(&state).ok();
+        if !state.exists() {
+            mkfifo(&state);
+        }
+    }
+}
+
+/// A model file with a finite but absurd parameter (3e38: its square, a KL term, overflows)
+/// is refused like a non-finite one, naming the file and the parameter.
+#[test]
+fn loading_names_an_absurd_parameter() {
+    use burn::module::Module;
+    let device = bnn_layers::test_device();
+    let model = mlp(8).init(&device).unwrap();
+    let mut bad: Vec<NamedTensor> = export_params(&model)
+        .into_iter()
+        .filter(|t| t.path.ends_with("weight_rho"))
+        .take(1)
+        .collect();
+    bad[0].data[2] = 3e38;
+    let bad_path = bad[0].path.clone();
+    let (model, _): (Network, usize) = import_params(model, &bad).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("model.bpk");
+    let bytes = model.into_record().into_bytes().unwrap();
+    std::fs::write(&file, &bytes[..]).unwrap();
+    let err = load_model(&file, mlp(8).init(&device).unwrap())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains(&file.display().to_string())
+            && err.contains(&bad_path)
+            && err.contains("3e38"),
         "{err}"
     );
 }

@@ -1,4 +1,4 @@
-//! Exact resume (issue 15): a run interrupted after epoch k and resumed ends bit-identical to an
+//! Exact resume: a run interrupted after epoch k and resumed ends bit-identical to an
 //! uninterrupted one. The backend's generator is global, so this binary holds one test.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};

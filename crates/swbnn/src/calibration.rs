@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use bnn_data::{DataLoader, Dataset, DatasetId};
 use bnn_metrics::{TemperatureFit, validate_temperature};
-use bnn_models::Network;
+use bnn_models::{ModelConfig, Network};
 use bnn_train::{LogitSamples, predict_ensemble_logits, predict_logits};
 use serde::{Deserialize, Serialize};
 use swshare::format::{self, qbnn};
@@ -95,7 +95,68 @@ pub fn validation_split(
                 .into(),
         ));
     }
+    check_fit_size(split)?;
     Ok(training_split(full, split, None)?.1)
+}
+
+/// Refuses a split of fewer than [`MIN_FIT_IMAGES`] images.
+fn check_fit_size(split: ValidationSplit) -> Result<(), Error> {
+    if split.size < MIN_FIT_IMAGES {
+        return Err(Error::Usage(format!(
+            "a temperature is fitted on at least {MIN_FIT_IMAGES} validation images; \
+             --validation {} is too few for a fit that does not follow a handful of images",
+            split.size
+        )));
+    }
+    Ok(())
+}
+
+/// The fewest validation images a stored temperature is fitted on. A fit on one image
+/// stored the search's bound (T = 0.05); the presets hold out 5,000.
+pub const MIN_FIT_IMAGES: usize = 500;
+
+/// The validation split a model records ([`bnn_models::TrainedOn`]), if it records one.
+pub fn recorded_split(config: &ModelConfig) -> Option<ValidationSplit> {
+    config.trained_on.as_ref().map(|r| ValidationSplit {
+        size: r.validation,
+        seed: r.validation_seed,
+    })
+}
+
+/// Refuses to fit `model`'s temperature on `split` when the model records that it trained on
+/// those images (it held out none, `--validation 0`, or another split, whose images it may
+/// have trained on), and on fewer than [`MIN_FIT_IMAGES`] images. A model without a record
+/// is checked for the size alone.
+pub fn check_split_held_out(
+    model: &Path,
+    config: &ModelConfig,
+    split: ValidationSplit,
+) -> Result<(), Error> {
+    let Some(held_out) = recorded_split(config) else {
+        return check_fit_size(split);
+    };
+    if held_out.is_none() {
+        return Err(Error::Usage(format!(
+            "{} was trained with --validation 0, on every training image: a temperature \
+             fitted on them would be fitted on its training data. Train with a validation split \
+             to calibrate",
+            model.display()
+        )));
+    }
+    check_fit_size(split)?;
+    if held_out != split {
+        return Err(Error::Usage(format!(
+            "{} held out {} validation images (seed {}) and trained on the rest; a split of {} \
+             (seed {}) would hold images it trained on. Leave out --validation and \
+             --validation-seed to use its own",
+            model.display(),
+            held_out.size,
+            held_out.seed,
+            split.size,
+            split.seed
+        )));
+    }
+    Ok(())
 }
 
 /// The run directory `model` lies in (the nearest directory at or above it holding
@@ -229,14 +290,19 @@ impl ModelFile {
     /// that record replaced too, so a resumed run keeps the new temperature.
     pub fn store(&self, calibration: &Calibration) -> Result<(), Error> {
         validate_temperature(calibration.temperature)?;
+        // A link is written through: the file it names gets the temperature, the link stays.
         match self {
-            ModelFile::Swb(p) => format::set_temperature(p, Some(calibration.temperature))?,
+            ModelFile::Swb(p) => {
+                let p = crate::checks::resolve_links("the model", p)?;
+                format::set_temperature(&p, Some(calibration.temperature))?
+            }
             ModelFile::Qbnn(p) => {
+                let p = crate::checks::resolve_links("the model", p)?;
                 let data = qbnn::QbnnData {
                     temperature: Some(calibration.temperature),
-                    ..qbnn::load(p)?
+                    ..qbnn::load(&p)?
                 };
-                qbnn::save(p, &data)?;
+                qbnn::save(&p, &data)?;
             }
             ModelFile::Dir(d) => d.write_calibration(calibration)?,
         }
@@ -266,6 +332,11 @@ impl ModelFile {
 /// Whether the file at `path` starts with `magic` (unreadable or shorter: no).
 fn starts_with(path: &Path, magic: &[u8]) -> bool {
     use std::io::Read;
+    // Opening a FIFO would block: only a regular file is sniffed (the reader then names
+    // anything else).
+    if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+        return false;
+    }
     let mut head = vec![0u8; magic.len()];
     std::fs::File::open(path)
         .and_then(|mut f| f.read_exact(&mut head))

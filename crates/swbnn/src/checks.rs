@@ -1,8 +1,17 @@
 //! Checks of a command's arguments that run before any work starts: output paths that can be
 //! written, and `--resume` targets that hold something to resume. A command that would fail
 //! at its end (after hours of training) fails at its start instead, naming the flag and path.
+//!
+//! Outputs are replaced by a temporary file and a rename, so the path a command writes must
+//! be the one the user means: [`output_target`] resolves symbolic links to the file they name
+//! (the temporary then lies beside that file), refuses special files (a FIFO or a device would
+//! be replaced by a regular file), files the user may not write, and any of the command's own
+//! inputs, compared by device and inode, not by name. The writers keep the permissions and the
+//! owner of a file they replace.
 
-use std::path::Path;
+use std::fs::Metadata;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::{Path, PathBuf};
 
 use bnn_train::Checkpointer;
 
@@ -54,8 +63,10 @@ pub fn output_file(flag: &str, path: &Path) -> Result<(), Error> {
 }
 
 /// An output directory the command creates if missing: an existing directory where files can
-/// be created, or a path whose nearest existing ancestor is such a directory.
+/// be created, or a path whose nearest existing ancestor is such a directory; never a system
+/// directory or the home directory itself.
 pub fn output_dir(flag: &str, path: &Path) -> Result<(), Error> {
+    not_system_dir(flag, path)?;
     let mut existing = path;
     while !existing.exists() {
         let up = parent(existing);
@@ -73,6 +84,211 @@ pub fn output_dir(flag: &str, path: &Path) -> Result<(), Error> {
         )));
     }
     can_create_in(flag, path, existing)
+}
+
+/// Symbolic links followed before a path is refused as a loop (Linux's `MAXSYMLINKS`).
+const MAX_LINKS: usize = 40;
+
+/// `path` with every symbolic link at its end followed: the file a write to `path` means,
+/// which need not exist yet (a dangling link names the file it would create).
+pub fn resolve_links(flag: &str, path: &Path) -> Result<PathBuf, Error> {
+    let mut current = path.to_path_buf();
+    for _ in 0..MAX_LINKS {
+        match std::fs::symlink_metadata(&current) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                let target = std::fs::read_link(&current).map_err(|e| {
+                    Error::Usage(format!("{flag} {}: reading the link: {e}", path.display()))
+                })?;
+                current = parent(&current).join(target);
+            }
+            _ => return Ok(current),
+        }
+    }
+    Err(Error::Usage(format!(
+        "{flag} {}: more than {MAX_LINKS} symbolic links (a loop?)",
+        path.display()
+    )))
+}
+
+/// What a file that is not a regular one is, for messages.
+fn special_kind(meta: &Metadata) -> Option<&'static str> {
+    let t = meta.file_type();
+    if t.is_file() {
+        None
+    } else if t.is_dir() {
+        Some("a directory")
+    } else if t.is_fifo() {
+        Some("a FIFO")
+    } else if t.is_char_device() {
+        Some("a character device")
+    } else if t.is_block_device() {
+        Some("a block device")
+    } else if t.is_socket() {
+        Some("a socket")
+    } else {
+        Some("not a regular file")
+    }
+}
+
+/// `(device, inode)`: the identity of a file whatever its name.
+fn identity(meta: &Metadata) -> (u64, u64) {
+    (meta.dev(), meta.ino())
+}
+
+/// Whether the existing file `target` is `input` or, for an input directory, lies in it or is
+/// a hard link of one of its files.
+fn is_input(target: &Path, target_meta: &Metadata, input: &Path) -> bool {
+    let Ok(input_meta) = std::fs::metadata(input) else {
+        return false;
+    };
+    if identity(&input_meta) == identity(target_meta) {
+        return true;
+    }
+    if !input_meta.is_dir() {
+        return false;
+    }
+    let inside = match (target.canonicalize(), input.canonicalize()) {
+        (Ok(t), Ok(i)) => t.starts_with(i),
+        _ => false,
+    };
+    inside
+        || std::fs::read_dir(input).is_ok_and(|entries| {
+            entries.flatten().any(|e| {
+                e.metadata()
+                    .is_ok_and(|m| identity(&m) == identity(target_meta))
+            })
+        })
+}
+
+/// The file a command writes for `path` (`--out`, or the model `calibrate` stores into):
+/// symbolic links followed ([`resolve_links`]). Refused: a directory or special file (a FIFO,
+/// a device, a socket); an existing file unless `force` is `Some(true)` (`None`: the command
+/// has no `--force`, and never replaces a file); one the user may not write; one
+/// of `inputs` (the same file by device and inode, or a file of an input directory); a file in
+/// a directory where nothing can be created. Every check runs before any work starts.
+pub fn output_target(
+    flag: &str,
+    path: &Path,
+    force: Option<bool>,
+    inputs: &[&Path],
+) -> Result<PathBuf, Error> {
+    let target = resolve_links(flag, path)?;
+    let shown = || {
+        if target == path {
+            path.display().to_string()
+        } else {
+            format!("{} (a link to {})", path.display(), target.display())
+        }
+    };
+    let meta = match std::fs::metadata(&target) {
+        Ok(meta) => Some(meta),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(Error::Usage(format!("{flag} {}: {e}", shown()))),
+    };
+    if let Some(meta) = &meta {
+        if let Some(kind) = special_kind(meta) {
+            let advice = if meta.is_dir() {
+                "give a file name"
+            } else {
+                "it would be replaced by a regular file; give a regular file"
+            };
+            return Err(Error::Usage(format!(
+                "{flag} {} is {kind}; {advice}",
+                shown()
+            )));
+        }
+        if let Some(input) = inputs.iter().find(|i| is_input(&target, meta, i)) {
+            return Err(Error::Usage(format!(
+                "{flag} {} is {}, an input of this command; it is never replaced: give another \
+                 file",
+                shown(),
+                if std::fs::metadata(input).is_ok_and(|m| m.is_dir()) {
+                    format!("a file of {}", input.display())
+                } else {
+                    format!("the same file as {}", input.display())
+                }
+            )));
+        }
+        match force {
+            Some(true) => {}
+            Some(false) => {
+                return Err(Error::Usage(format!(
+                    "{flag} {} already exists; pass --force (force=True in Python) to replace it",
+                    shown()
+                )));
+            }
+            None => {
+                return Err(Error::Usage(format!(
+                    "{flag} {} already exists; it is never replaced",
+                    shown()
+                )));
+            }
+        }
+        // Opening for writing, without truncating, asks the kernel itself (mode bits alone do
+        // not tell: ACLs, read-only mounts, another owner).
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&target)
+            .map_err(|e| {
+                Error::Usage(format!(
+                    "{flag} {}: this user may not write it ({e}); it is left as it is",
+                    shown()
+                ))
+            })?;
+    }
+    output_file(flag, &target)?;
+    Ok(target)
+}
+
+/// Directories no command writes its outputs into: the file system's root and the system's
+/// own top-level directories.
+const SYSTEM_DIRS: [&str; 17] = [
+    "/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib32", "/lib64", "/opt", "/proc",
+    "/run", "/sbin", "/srv", "/sys", "/usr", "/var",
+];
+
+/// Trees whose files are the kernel's or devices, not data.
+const SYSTEM_TREES: [&str; 3] = ["/dev", "/proc", "/sys"];
+
+/// Refuses an output directory that is a system directory ([`SYSTEM_DIRS`], anything under
+/// `/dev`, `/proc` or `/sys`) or the user's home directory itself: a command writes its model
+/// files and checkpoints straight into `--out`.
+fn not_system_dir(flag: &str, path: &Path) -> Result<(), Error> {
+    // The nearest existing ancestor, canonical, with the rest of the path on it.
+    let mut existing = path;
+    let mut rest = Vec::new();
+    while !existing.exists() {
+        match (existing.file_name(), existing.parent()) {
+            (Some(name), Some(up)) => {
+                rest.push(name.to_os_string());
+                existing = if up.as_os_str().is_empty() {
+                    Path::new(".")
+                } else {
+                    up
+                };
+            }
+            _ => break,
+        }
+    }
+    let Ok(mut full) = existing.canonicalize() else {
+        return Ok(());
+    };
+    full.extend(rest.iter().rev());
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .and_then(|h| h.canonicalize().ok());
+    let system = SYSTEM_DIRS.iter().any(|d| full == Path::new(d))
+        || SYSTEM_TREES.iter().any(|d| full.starts_with(d))
+        || home.as_deref() == Some(full.as_path());
+    if system {
+        return Err(Error::Usage(format!(
+            "{flag} {}: {} is a system or home directory; give a directory of its own for the \
+             outputs",
+            path.display(),
+            full.display()
+        )));
+    }
+    Ok(())
 }
 
 /// `--resume` of a training directory: it must hold a checkpoint (its `state.json`). A

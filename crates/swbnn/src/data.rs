@@ -1,27 +1,156 @@
 //! Loading the data sets of an experiment with the paper's transforms.
 
+use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use bnn_data::{
-    Compose, DataLoader, Dataset, DatasetId, LoaderConfig, Locator, NormStats, Normalize,
-    RandomHorizontalFlip, Split, Subset, TileShuffled, load_idx_pair, open, open_dir,
+    Compose, DataLoader, Dataset, DatasetId, FileDigest, LoaderConfig, Locator, NormStats,
+    Normalize, Published, RandomHorizontalFlip, Split, Subset, TileShuffled, by_name, digest_split,
+    file_digests, load_idx_pair, open_dir, verify_split,
 };
 
-use bnn_models::ModelConfig;
+use bnn_models::{ModelConfig, TrainedOn};
 
 use crate::Error;
 use crate::setup::ValidationSplit;
 
 /// Opens `split` of `id`, searching `data_dir`, `$SWBNN_DATA`, the cache and
-/// `/usr/share/datasets` (and downloading where allowed).
+/// `/usr/share/datasets` (and downloading where allowed); checked as [`open_verified`].
 pub fn open_split(
     id: DatasetId,
     split: Split,
     data_dir: Option<&Path>,
 ) -> Result<Arc<dyn Dataset>, Error> {
+    Ok(open_verified(id, split, data_dir)?.data)
+}
+
+/// A split opened for a command: the data, the folder it was read from and the digests of
+/// its files.
+#[derive(Clone)]
+pub struct OpenedSplit {
+    /// The data set.
+    pub data: Arc<dyn Dataset>,
+    /// The folder it was read from.
+    pub dir: PathBuf,
+    /// The files it was read from ([`bnn_data::split_files`]; none for an image tree).
+    pub files: Vec<FileDigest>,
+}
+
+impl OpenedSplit {
+    /// SHA-256 of each file, by file name.
+    pub fn digests(&self) -> BTreeMap<String, String> {
+        by_name(&self.files)
+    }
+}
+
+/// [`open_split`], with the folder and the file digests. Refused: files that are another data
+/// set's published files (Fashion-MNIST's in a folder given as MNIST's), and images whose
+/// shape is not the data set's (a data set of a fixed shape, all but ImageNet). Files that
+/// differ from the published ones are named in a warning, once.
+pub fn open_verified(
+    id: DatasetId,
+    split: Split,
+    data_dir: Option<&Path>,
+) -> Result<OpenedSplit, Error> {
     let locator = Locator::from_env(data_dir.map(Path::to_path_buf));
-    Ok(open(id, split, &locator)?)
+    let dir = locator.locate(id, split)?;
+    let (files, note) = verify_split(id, split, &dir)?;
+    if let Some(note) = note {
+        warn_once(&note);
+    }
+    let data = open_dir(id, split, &dir)?;
+    let (c, h, w) = data.shape();
+    if id != DatasetId::ImageNet && (c, h, w) != id.shape() {
+        let (ec, eh, ew) = id.shape();
+        return Err(Error::Usage(format!(
+            "the {id} files in {} hold {c}x{h}x{w} images, and {id}'s are {ec}x{eh}x{ew}: \
+             they are not {id}'s files",
+            dir.display()
+        )));
+    }
+    Ok(OpenedSplit { data, dir, files })
+}
+
+/// Prints `note` as a warning on standard error, unless this process printed it already.
+pub fn warn_once(note: &str) {
+    static SEEN: Mutex<Option<HashSet<String>>> = Mutex::new(None);
+    let mut seen = SEEN.lock().unwrap_or_else(|p| p.into_inner());
+    if seen
+        .get_or_insert_with(HashSet::new)
+        .insert(note.to_string())
+    {
+        eprintln!("warning: {note}");
+    }
+}
+
+/// What a model trained on the training split `train` of `id`, with `validation` held out,
+/// records: the data set, its shape, the split, and the digests of the training files and of
+/// the test files beside them (which `eval` compares).
+pub fn trained_on(
+    id: DatasetId,
+    train: &OpenedSplit,
+    validation: ValidationSplit,
+) -> Result<TrainedOn, Error> {
+    let (c, h, w) = train.data.shape();
+    let mut files = train.digests();
+    if id.is_present(&train.dir, Split::Test) {
+        files.extend(by_name(&digest_split(id, Split::Test, &train.dir)?));
+    }
+    Ok(TrainedOn {
+        dataset: id.name().to_string(),
+        shape: [c, h, w],
+        validation: validation.size,
+        validation_seed: validation.seed,
+        files,
+    })
+}
+
+/// Compares data handed to a command for the model of `config` (`model` names it) with the
+/// data it was trained on: another data set, or files of the same name with other bytes, is
+/// a warning naming both, printed once. A model without a record is not compared.
+pub fn check_trained_on(model: &Path, config: &ModelConfig, id: DatasetId, data: &OpenedSplit) {
+    let Some(record) = &config.trained_on else {
+        return;
+    };
+    if record.dataset != id.name() {
+        warn_once(&format!(
+            "{} was trained on {}, and is given {id} ({}): other data than it was trained on",
+            model.display(),
+            record.dataset,
+            data.dir.display()
+        ));
+        return;
+    }
+    let differing = record.differing_files(&data.digests());
+    if !differing.is_empty() {
+        warn_once(&format!(
+            "{} in {} differ{} from the {id} files {} was trained on (their SHA-256 differs)",
+            differing.join(", "),
+            data.dir.display(),
+            if differing.len() == 1 { "s" } else { "" },
+            model.display()
+        ));
+    }
+}
+
+/// Refuses an out-of-distribution set read from the same files as the test set: its AUROC
+/// would score the test set against itself.
+pub fn check_ood_not_test(test: &OpenedSplit, ood: &OpenedSplit) -> Result<(), Error> {
+    let test_files: HashSet<&str> = test.files.iter().map(|f| f.sha256.as_str()).collect();
+    if let Some(same) = ood
+        .files
+        .iter()
+        .find(|f| test_files.contains(f.sha256.as_str()))
+    {
+        return Err(Error::Usage(format!(
+            "the out-of-distribution set's {} has the same bytes as a file of the test set (in \
+             {}): an OOD set must be other data than the test set",
+            same.path.display(),
+            test.dir.display()
+        )));
+    }
+    Ok(())
 }
 
 /// Checks that `data` fits a model of `config`: the image shape and, when `same_classes`, the
@@ -53,15 +182,79 @@ pub fn check_input(
 }
 
 /// Opens an out-of-distribution set: a directory with `images-idx3-ubyte.gz` /
-/// `labels-idx1-ubyte.gz` (the layout of the bundled 10,000 MNIST digits), or the test split of
+/// `labels-idx1-ubyte.gz` (the layout of the 10,000-digit MNIST sample), or the test split of
 /// the standard layout of `id`.
 pub fn open_ood(id: DatasetId, dir: &Path) -> Result<Arc<dyn Dataset>, Error> {
+    Ok(open_ood_verified(id, dir)?.data)
+}
+
+/// [`open_ood`], with the digests of the files read (as [`open_verified`] checks them).
+pub fn open_ood_verified(id: DatasetId, dir: &Path) -> Result<OpenedSplit, Error> {
     let images = dir.join("images-idx3-ubyte.gz");
     if images.exists() {
-        let data = load_idx_pair(&images, dir.join("labels-idx1-ubyte.gz"), 10)?;
-        return Ok(Arc::new(data));
+        let labels = dir.join("labels-idx1-ubyte.gz");
+        let data = Arc::new(load_idx_pair(&images, &labels, 10)?);
+        let files = [images, labels]
+            .into_iter()
+            .map(|path| {
+                let (sha256, _) = file_digests(&path)?;
+                Ok(FileDigest {
+                    path,
+                    sha256,
+                    published: Published::Unknown,
+                })
+            })
+            .collect::<Result<_, Error>>()?;
+        return Ok(OpenedSplit {
+            data,
+            dir: dir.to_path_buf(),
+            files,
+        });
     }
-    Ok(open_dir(id, Split::Test, dir)?)
+    open_verified(id, Split::Test, Some(dir))
+}
+
+/// The data of an evaluation of a model: its test set and out-of-distribution set.
+pub struct EvalData {
+    /// The test split (a stratified subset of seed 2 when a subset size is given).
+    pub test: Arc<dyn Dataset>,
+    /// The out-of-distribution set, if one was asked for (subset of seed 3, cut to the test
+    /// set's subset size when larger).
+    pub ood: Option<Arc<dyn Dataset>>,
+}
+
+/// Opens the test split of `dataset` (from `data_dir` or the usual search) and, when `ood` is
+/// given, the OOD set (from `ood_dir`, else from the same search), for the model `model` of
+/// `config`: each checked against the model's input shape, the data it was trained on
+/// ([`check_trained_on`]), and each other ([`check_ood_not_test`]).
+pub fn open_eval_data(
+    model: &Path,
+    config: &ModelConfig,
+    dataset: DatasetId,
+    data_dir: Option<&Path>,
+    ood: Option<DatasetId>,
+    ood_dir: Option<&Path>,
+    n: Option<usize>,
+) -> Result<EvalData, Error> {
+    let opened = open_verified(dataset, Split::Test, data_dir)?;
+    check_trained_on(model, config, dataset, &opened);
+    let test = subset(opened.data.clone(), n, 2, "the test set")?;
+    check_input(config, test.as_ref(), "test data", true)?;
+    let ood = match (ood, ood_dir) {
+        (Some(id), Some(dir)) => Some(open_ood_verified(id, dir)?),
+        (Some(id), None) => Some(open_verified(id, Split::Test, data_dir)?),
+        (None, _) => None,
+    };
+    let ood = match ood {
+        Some(o) => {
+            check_ood_not_test(&opened, &o)?;
+            let d = subset_at_most(o.data, n, 3)?;
+            check_input(config, d.as_ref(), "out-of-distribution data", false)?;
+            Some(d)
+        }
+        None => None,
+    };
+    Ok(EvalData { test, ood })
 }
 
 /// A stratified random subset of `n` examples of `data` (all of it if `n` is `None` or the
@@ -147,6 +340,8 @@ pub fn validation_ood(validation: Arc<dyn Dataset>) -> Result<Arc<dyn Dataset>, 
 /// examples, the validation split with its loader, the test subset with its loader, and the OOD
 /// loader.
 pub struct ExperimentData {
+    /// What the run's models record they were trained on ([`trained_on`]).
+    pub trained_on: TrainedOn,
     /// Training examples: the training split less the validation split (a stratified subset
     /// of seed 1 of the rest when `train_subset` is set), see [`training_split`].
     pub train: Arc<dyn Dataset>,
@@ -174,13 +369,13 @@ pub struct ExperimentData {
 impl ExperimentData {
     /// Opens the data of `setup`.
     pub fn open(setup: &crate::setup::Setup) -> Result<Self, Error> {
-        let (train, validation) = training_split(
-            open_split(setup.dataset, Split::Train, setup.data_dir.as_deref())?,
-            setup.validation,
-            setup.train_subset,
-        )?;
+        let opened = open_verified(setup.dataset, Split::Train, setup.data_dir.as_deref())?;
+        let trained_on = trained_on(setup.dataset, &opened, setup.validation)?;
+        let (train, validation) =
+            training_split(opened.data, setup.validation, setup.train_subset)?;
+        let opened_test = open_verified(setup.dataset, Split::Test, setup.data_dir.as_deref())?;
         let test = subset(
-            open_split(setup.dataset, Split::Test, setup.data_dir.as_deref())?,
+            opened_test.data.clone(),
             setup.test_subset,
             2,
             "the test set",
@@ -199,12 +394,15 @@ impl ExperimentData {
         };
         let ood_loader = match &setup.ood {
             Some((id, dir)) => {
-                let data = subset_at_most(open_ood(*id, dir)?, setup.test_subset, 3)?;
+                let ood = open_ood_verified(*id, dir)?;
+                check_ood_not_test(&opened_test, &ood)?;
+                let data = subset_at_most(ood.data, setup.test_subset, 3)?;
                 Some(eval_loader(stats, data, 256, setup.workers)?)
             }
             None => None,
         };
         Ok(Self {
+            trained_on,
             train,
             validation,
             validation_loader,

@@ -544,6 +544,7 @@ pub fn run(setup: &Setup, device: &Device, progress: &mut dyn Progress) -> Resul
     let mut config =
         ModelConfig::for_input(setup.arch, Kind::Deterministic, data.test.classes(), c, h);
     config.bayes = setup.bayes.clone();
+    config.trained_on = Some(data.trained_on.clone());
     let exp = Experiment {
         setup,
         bayes_config: config.clone().with_kind(Kind::Bayesian),

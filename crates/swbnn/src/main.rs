@@ -35,8 +35,8 @@ use clap::{Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use swbnn::calibration::ModelFile;
 use swbnn::data::{
-    check_input, eval_loader, open_ood, open_split, subset, subset_at_most, train_loader,
-    training_split,
+    EvalData, check_input, check_trained_on, eval_loader, open_eval_data, open_verified,
+    train_loader, trained_on, training_split,
 };
 use swbnn::experiment::Progress;
 use swbnn::interop::ExportAs;
@@ -146,7 +146,9 @@ enum Command {
         /// Replace an existing --out (never a file of the input model's directory).
         #[arg(long)]
         force: bool,
-        /// Number of GMM components (at most 65534, what a .swb file stores).
+        /// Number of GMM components (at most 65534, what a .swb file stores, and at most the
+        /// inlier weights). Compression takes longer as K grows: on LeNet-5, K = 30000 took
+        /// about twice as long as the default.
         #[arg(long, value_parser = args::positive)]
         k: Option<usize>,
         /// A compression config JSON file (`{"sharing": {...}, "retrain": {...},
@@ -221,8 +223,10 @@ enum Command {
         #[arg(long)]
         data: Option<PathBuf>,
         /// Training images held out as the validation split, as `swbnn train --validation`
-        /// held them out (default 5,000). For a model in a run directory (a `setup.json` at or
-        /// above it), the run's split; a different number is an error.
+        /// held them out: by default the split the model records (models trained before the
+        /// record: 5,000); a split it did not hold out, or fewer than 500 images, is an error.
+        /// For a model in a run directory (a `setup.json` at or above it), the run's split; a
+        /// different number is an error.
         #[arg(long, value_parser = args::positive)]
         validation: Option<usize>,
         /// Seed of the hold-out (default: the fixed seed every run and `swbnn train` use; in
@@ -394,42 +398,13 @@ fn load_any_model(path: &Path, device: &Device) -> Result<(Network, ModelConfig)
                     file.display()
                 );
             }
+            if let Some(out) = bnn_train::first_out_of_range(&net) {
+                bail!("{}: {out}", file.display());
+            }
             Ok((net, config))
         }
         None => load_dir_model(path, device),
     }
-}
-
-/// Refuses an `--out` that exists (unless `force`) or that lies inside the input model's
-/// directory (never overwritten: `compress` used to replace the model it read).
-fn check_output(out: &Path, model_dir: &Path, force: bool) -> Result<()> {
-    if out.is_dir() {
-        bail!(
-            "--out {} is a directory; give a file such as model.swb",
-            out.display()
-        );
-    }
-    if !out.exists() {
-        return Ok(());
-    }
-    if !force {
-        bail!(
-            "{} already exists; pass --force to replace it",
-            out.display()
-        );
-    }
-    let inside = match (out.canonicalize(), model_dir.canonicalize()) {
-        (Ok(o), Ok(m)) => o.starts_with(m),
-        _ => false,
-    };
-    if inside {
-        bail!(
-            "--out {} lies in the input model's directory {}; its files are never replaced",
-            out.display(),
-            model_dir.display()
-        );
-    }
-    Ok(())
 }
 
 fn main() -> ExitCode {
@@ -490,13 +465,7 @@ fn run() -> Result<()> {
                         "--save-init writes a Bayesian model's start in bayesian-torch's names; a deterministic run does not take it (pass --kind bayesian)"
                     );
                 }
-                if file.exists() {
-                    bail!("--save-init {} already exists", file.display());
-                }
-                let parent = file.parent().filter(|p| !p.as_os_str().is_empty());
-                if parent.is_some_and(|p| !p.is_dir()) {
-                    bail!("--save-init {}: its folder does not exist", file.display());
-                }
+                checks::output_target("--save-init", file, None, &[])?;
             }
             if let Some(dir) = &from {
                 let from_config =
@@ -524,14 +493,14 @@ fn run() -> Result<()> {
                     (parallel.devices()[0].clone().autodiff(), parallel)
                 }
             };
-            let (train_data, _) = training_split(
-                open_split(dataset, Split::Train, data.as_deref())?,
-                ValidationSplit::new(validation),
-                n,
-            )?;
+            let opened = open_verified(dataset, Split::Train, data.as_deref())?;
+            let trained_on = trained_on(dataset, &opened, ValidationSplit::new(validation))?;
+            let (train_data, _) =
+                training_split(opened.data.clone(), ValidationSplit::new(validation), n)?;
             let (c, h, _) = train_data.shape();
             let mut config =
                 ModelConfig::for_input(arch, Kind::Deterministic, train_data.classes(), c, h);
+            config.trained_on = Some(trained_on);
             config.bayes.estimator = estimator;
             let mut tc = match kind {
                 TrainKind::Deterministic => TrainConfig::deterministic(epochs),
@@ -550,6 +519,7 @@ fn run() -> Result<()> {
             let mut model = config.init(&ad)?;
             if let Some(dir) = from {
                 let (start, start_config) = load_dir_model(&dir, &ad)?;
+                check_trained_on(&dir, &start_config, dataset, &opened);
                 check_input(&start_config, train_data.as_ref(), "training data", true)
                     .with_context(|| format!("--from {}", dir.display()))?;
                 model = match start_config.kind {
@@ -627,14 +597,20 @@ fn run() -> Result<()> {
             validation,
         } => {
             // Every argument is checked before the model is loaded or a stage runs.
-            check_output(&out, &model, force)?;
-            checks::output_file("--out", &out)?;
+            let inputs: Vec<&Path> = std::iter::once(model.as_path())
+                .chain(config.as_deref())
+                .collect();
+            let out = checks::output_target("--out", &out, Some(force), &inputs)?;
             let mut cfg = match config {
-                Some(p) => CompressConfig::from_json(
-                    &std::fs::read_to_string(&p)
-                        .with_context(|| format!("reading {}", p.display()))?,
-                )
-                .with_context(|| format!("in {}", p.display()))?,
+                Some(p) => {
+                    let bytes =
+                        bnn_metrics::file::read_bounded(&p, bnn_train::MAX_JSON_BYTES, "JSON")
+                            .with_context(|| format!("--config {}", p.display()))?;
+                    let text = String::from_utf8(bytes)
+                        .with_context(|| format!("--config {}: not UTF-8 text", p.display()))?;
+                    CompressConfig::from_json(&text)
+                        .with_context(|| format!("in {}", p.display()))?
+                }
                 None => swbnn::presets::command_line_compress(),
             };
             if let Some(k) = k {
@@ -646,7 +622,21 @@ fn run() -> Result<()> {
             cfg.validate()
                 .context("the compression settings (--config, --k, --epochs)")?;
             let (bayes, bayes_config) = load_dir_model(&model, &ad)?;
-            let full = open_split(dataset, Split::Train, data.as_deref())?;
+            let opened = open_verified(dataset, Split::Train, data.as_deref())?;
+            check_trained_on(&model, &bayes_config, dataset, &opened);
+            if let Some(held_out) = swbnn::calibration::recorded_split(&bayes_config)
+                && held_out != ValidationSplit::new(validation)
+            {
+                swbnn::data::warn_once(&format!(
+                    "{} held out {} validation images (seed {}), --validation is {}: stage 3's \
+                     stop rule reads images the model may have trained on",
+                    model.display(),
+                    held_out.size,
+                    held_out.seed,
+                    validation
+                ));
+            }
+            let full = opened.data;
             check_input(&bayes_config, full.as_ref(), "training data", true)?;
             let (train_data, validation_data) =
                 training_split(full, ValidationSplit::new(validation), n)?;
@@ -699,29 +689,22 @@ fn run() -> Result<()> {
                 temperature
             };
             let (net, net_config) = load_any_model(&model, &device)?;
-            let test_data = subset(
-                open_split(dataset, Split::Test, data.as_deref())?,
+            let EvalData {
+                test: test_data,
+                ood: ood_data,
+            } = open_eval_data(
+                &model,
+                &net_config,
+                dataset,
+                data.as_deref(),
+                ood,
+                ood_dir.as_deref(),
                 n,
-                2,
-                "the test set",
             )?;
-            check_input(&net_config, test_data.as_ref(), "test data", true)?;
             let stats = dataset.norm_stats();
             let test = eval_loader(stats, test_data.clone(), 256, 2)?;
-            let ood_data = match (ood, ood_dir) {
-                (Some(id), Some(dir)) => Some(subset_at_most(open_ood(id, &dir)?, n, 3)?),
-                (Some(id), None) => Some(subset_at_most(
-                    open_split(id, Split::Test, data.as_deref())?,
-                    n,
-                    3,
-                )?),
-                _ => None,
-            };
             let ood_loader = match ood_data {
-                Some(d) => {
-                    check_input(&net_config, d.as_ref(), "out-of-distribution data", false)?;
-                    Some(eval_loader(stats, d, 256, 2)?)
-                }
+                Some(d) => Some(eval_loader(stats, d, 256, 2)?),
                 None => None,
             };
             device.seed(seed);
@@ -785,12 +768,26 @@ fn run() -> Result<()> {
             samples,
             seed,
         } => {
+            // The model is rewritten in place: through a link to the file it names, only when
+            // this user may write it.
+            let model = match ModelFile::at(&model) {
+                ModelFile::Dir(_) => model,
+                file => checks::output_target("the model", file.path(), Some(true), &[])?,
+            };
             let file = ModelFile::at(&model);
-            let (split, run_dir) =
-                swbnn::calibration::split_for(&model, dataset, validation, validation_seed)?;
             let (net, net_config) = load_any_model(&model, &device)?;
-            let train = open_split(dataset, Split::Train, data.as_deref())?;
-            let held_out = swbnn::calibration::validation_split(train, split)
+            // The split the model records it held out, unless one is given (then checked).
+            let recorded = swbnn::calibration::recorded_split(&net_config);
+            let (split, run_dir) = swbnn::calibration::split_for(
+                &model,
+                dataset,
+                validation.or(recorded.map(|r| r.size)),
+                validation_seed.or(recorded.map(|r| r.seed)),
+            )?;
+            swbnn::calibration::check_split_held_out(&model, &net_config, split)?;
+            let opened = open_verified(dataset, Split::Train, data.as_deref())?;
+            check_trained_on(&model, &net_config, dataset, &opened);
+            let held_out = swbnn::calibration::validation_split(opened.data, split)
                 .with_context(|| format!("the validation split of {} images", split.size))?;
             check_input(&net_config, held_out.as_ref(), "validation data", true)?;
             let loader = eval_loader(dataset.norm_stats(), held_out, 256, 2)?;
@@ -837,15 +834,17 @@ fn run() -> Result<()> {
                 args.out.display()
             );
         }
-        Command::Export(args) => {
+        Command::Export(args) if args.out == Path::new("-") => {
             let (net, config) = load_any_model(&args.model, &device)?;
-            let n = swbnn::interop::write_export(
-                &net,
-                &config,
-                args.convention,
-                &args.out,
-                args.force,
-            )?;
+            let (bytes, n) = swbnn::interop::export_bytes(&net, &config, args.convention)?;
+            std::io::Write::write_all(&mut std::io::stdout().lock(), &bytes)
+                .context("writing to standard output")?;
+            eprintln!("wrote {n} tensors to standard output");
+        }
+        Command::Export(args) => {
+            let out = checks::output_target("--out", &args.out, Some(args.force), &[&args.model])?;
+            let (net, config) = load_any_model(&args.model, &device)?;
+            let n = swbnn::interop::write_export(&net, &config, args.convention, &out, true)?;
             eprintln!("wrote {} ({n} tensors)", args.out.display());
         }
         Command::Inspect { model } => {

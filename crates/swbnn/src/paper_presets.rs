@@ -1,5 +1,5 @@
-//! Full-run presets from the paper's appendix for the data sets this machine cannot hold
-//! (CIFAR-10, CIFAR-100, SVHN, ImageNet): the runs a user launches on a GPU box with
+//! Full-run presets from the paper's appendix for the larger data sets (CIFAR-10, CIFAR-100,
+//! SVHN, ImageNet): the runs a user launches on a GPU box with
 //! `cargo xtask reproduce <dataset> [--arch ...] --tables all`.
 //!
 //! "Paper" is *Stochastic Weight Sharing for Bayesian Neural Networks* (AISTATS 2025),

@@ -60,9 +60,12 @@ pub struct PlotArgs {
     /// the means over seeds in the corruptions figure.
     #[arg(long)]
     pub seed: Option<usize>,
-    /// Output file; .png or .svg.
+    /// Output file; .png or .svg (an existing one only with --force).
     #[arg(long)]
     pub out: PathBuf,
+    /// Replace an existing --out.
+    #[arg(long)]
+    pub force: bool,
     /// Method of a run directory: deterministic, bbb or 2dgbnn. Default: all three for
     /// reliability and corruptions, 2dgbnn for the others.
     #[arg(long)]
@@ -228,11 +231,11 @@ fn methods(args: &PlotArgs, all: bool) -> Result<Vec<Method>, Error> {
 pub fn run(args: &PlotArgs, device: &Device) -> Result<PathBuf, Error> {
     // Every argument is checked before a model is loaded or a sample drawn.
     bnn_plot::Format::from_path(&args.out)?;
-    crate::checks::output_file("--out", &args.out)?;
+    let out = crate::checks::output_target("--out", &args.out, Some(args.force), &[&args.model])?;
     methods(args, true)?;
     let source = open_source(args, device)?;
     let samples = |run_samples: Option<usize>| args.samples.or(run_samples).unwrap_or(30);
-    let out = args.out.as_path();
+    let out = out.as_path();
     match (args.what, source) {
         (Figure::Weights, source) => weights(args, source, device, out)?,
         (what, Source::Run(run)) => {

@@ -243,8 +243,9 @@ pub fn patch_sets(path: &Path, key: &str) -> Result<bool, crate::Error> {
 }
 
 fn read_patch(path: &Path) -> Result<serde_json::Value, crate::Error> {
-    let text = std::fs::read_to_string(path).map_err(|e| crate::Error::io(path, e))?;
-    serde_json::from_str(&text).map_err(|e| crate::Error::parse(path, e))
+    let bytes = bnn_metrics::file::read_bounded(path, bnn_train::MAX_JSON_BYTES, "JSON")
+        .map_err(|e| crate::Error::io(path, e))?;
+    serde_json::from_slice(&bytes).map_err(|e| crate::Error::parse(path, e))
 }
 
 #[cfg(test)]
@@ -325,6 +326,9 @@ mod tests {
         assert!(patch_sets(&off, "ood").unwrap());
         assert!(!patch_sets(&other, "ood").unwrap());
         assert_eq!(patch(&preset(true), &off).unwrap().ood, None);
+        // A directory is named as one (and a FIFO or device would not be read either).
+        let e = patch(&preset(true), dir.path()).unwrap_err().to_string();
+        assert!(e.contains("is a directory, not a regular file"), "{e}");
     }
 
     #[test]

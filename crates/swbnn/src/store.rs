@@ -126,9 +126,11 @@ impl Setup {
     }
 }
 
-/// Reads a JSON file, naming it in the error.
+/// Reads a JSON file, naming it in the error: a regular file (a directory, FIFO or device is
+/// an error saying which) of at most [`bnn_train::MAX_JSON_BYTES`].
 pub(crate) fn read_json<T: DeserializeOwned>(path: &Path) -> Result<T, Error> {
-    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    let bytes = bnn_metrics::file::read_bounded(path, bnn_train::MAX_JSON_BYTES, "JSON")
+        .map_err(|e| Error::io(path, e))?;
     serde_json::from_slice(&bytes).map_err(|e| Error::parse(path, e))
 }
 
@@ -381,7 +383,26 @@ impl ModelDir {
         if !self.config_path().exists() {
             return Ok(());
         }
-        let old = self.read_config()?;
+        let mut old = self.read_config()?;
+        // A config written before the record existed resumes on any data, as it did.
+        if old.trained_on.is_none() {
+            old.trained_on.clone_from(&config.trained_on);
+        }
+        if let (Some(was), Some(is)) = (&old.trained_on, &config.trained_on)
+            && was != is
+        {
+            return Err(Error::Usage(format!(
+                "cannot resume {}: it trained on {} ({} validation images, files {:?}), this run \
+                 reads {} ({} validation images, files {:?}); nothing was changed",
+                self.dir.display(),
+                was.dataset,
+                was.validation,
+                was.files.keys().collect::<Vec<_>>(),
+                is.dataset,
+                is.validation,
+                is.files.keys().collect::<Vec<_>>()
+            )));
+        }
         if old != *config {
             return Err(Error::Usage(format!(
                 "cannot resume {}: its config.json is for another model ({} {:?}, estimator \
@@ -963,5 +984,61 @@ mod tests {
             e.contains("seed number 6") && e.contains("--seed-offset 6"),
             "{e}"
         );
+    }
+
+    /// A model directory's `config.json` (and so `model.bpk` after it) that is a directory, a
+    /// FIFO or a device is named as what it is, without blocking or reading without end.
+    #[test]
+    fn model_dir_readers_name_what_is_not_a_regular_file() {
+        use bnn_models::{Arch, Kind};
+        let dir = tempfile::tempdir().unwrap();
+        let model = ModelDir::new(dir.path().join("model"));
+        let config = model.config_path();
+        std::fs::create_dir_all(&config).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let read = |tx: std::sync::mpsc::Sender<String>, model: ModelDir| {
+            std::thread::spawn(move || {
+                let _ = tx.send(model.read_config().unwrap_err().to_string());
+            });
+        };
+        read(tx.clone(), model.clone());
+        let err = rx.recv_timeout(std::time::Duration::from_secs(10)).unwrap();
+        assert!(
+            err.contains("config.json: is a directory, not a regular file"),
+            "{err}"
+        );
+        std::fs::remove_dir(&config).unwrap();
+        let made = std::process::Command::new("mkfifo").arg(&config).status();
+        assert!(made.is_ok_and(|s| s.success()));
+        read(tx.clone(), model.clone());
+        let err = rx
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("reading a FIFO blocked");
+        assert!(
+            err.contains("config.json: is a FIFO, not a regular file"),
+            "{err}"
+        );
+        std::fs::remove_file(&config).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", &config).unwrap();
+        let err = model.read_config().unwrap_err().to_string();
+        assert!(err.contains("is a character device"), "{err}");
+        // The weights are checked the same way once the architecture is read.
+        std::fs::remove_file(&config).unwrap();
+        model
+            .write_config(&ModelConfig::for_input(
+                Arch::Mlp,
+                Kind::Bayesian,
+                10,
+                1,
+                28,
+            ))
+            .unwrap();
+        std::fs::create_dir(model.weights_path()).unwrap();
+        let err = model
+            .load(&bnn_layers::test_device())
+            .map(|_| ())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("model.bpk: is a directory"), "{err}");
     }
 }

@@ -21,6 +21,7 @@ fn args(what: Figure, model: &Path, out: PathBuf) -> PlotArgs {
         model: model.to_path_buf(),
         seed: None,
         out,
+        force: false,
         method: None,
         dataset: None,
         ood: None,

@@ -262,12 +262,12 @@ fn zeros_of(keys: &serde_json::Value) -> StateDict {
                 .map(|d| d.as_u64().unwrap() as usize)
                 .collect();
             let n = shape.iter().product();
-            let values = if key.ends_with("num_batches_tracked") {
-                Values::I64(vec![0; n])
+            let t = if key.ends_with("num_batches_tracked") {
+                HostTensor::i64(shape, vec![0; n])
             } else {
-                Values::F32(vec![0.5; n])
+                HostTensor::f32(shape, vec![0.5; n])
             };
-            (key, HostTensor { shape, values })
+            (key, t)
         })
         .collect()
 }
@@ -461,4 +461,247 @@ fn regenerate_shared_fixture() {
     )
     .unwrap();
     assert!(Path::new(&data("lenet5-shared.safetensors")).exists());
+}
+
+/// `import_state_dict`'s error for `source`, which must be one.
+fn import_error(source: &StateDict, config: &ModelConfig) -> String {
+    match import_state_dict(source, config, None, &test_device()) {
+        Err(e) => e.to_string(),
+        Ok(_) => panic!("the import was accepted"),
+    }
+}
+
+/// NaN, infinities and absurd magnitudes are refused, naming the key: every later command
+/// would fail on them (they used to import with exit 0).
+#[test]
+fn non_finite_and_absurd_values_are_refused_naming_the_key() {
+    let source = read_state_dict(&data("lenet5-bayesian-torch.safetensors"), None).unwrap();
+    for (key, value, needle) in [
+        ("fc1.mu_weight", f32::NAN, "NaN"),
+        ("conv2.rho_kernel", f32::INFINITY, "inf"),
+        ("fc2.mu_bias", f32::NEG_INFINITY, "-inf"),
+        ("fc3.rho_weight", 3e38, "3e38"),
+        ("fc3.mu_weight", -2e6, "-2e6"),
+    ] {
+        let mut s = source.clone();
+        if let Some(HostTensor {
+            values: Values::F32(v),
+            ..
+        }) = s.get_mut(key)
+        {
+            v[1] = value;
+        }
+        let e = import_error(&s, &lenet_config());
+        assert!(e.contains(key) && e.contains(needle), "{e}");
+    }
+    // ln sigma of torchbnn: finite in the file, infinite once it is sigma.
+    let mut s = read_state_dict(&data("lenet5-torchbnn.safetensors"), None).unwrap();
+    let key = s.keys().find(|k| k.contains("log_sigma")).cloned().unwrap();
+    if let Some(HostTensor {
+        values: Values::F32(v),
+        ..
+    }) = s.get_mut(&key)
+    {
+        v[0] = 1000.0;
+    }
+    let e = import_error(&s, &lenet_config());
+    assert!(e.contains(&key), "{e}");
+}
+
+/// `source` as a `.safetensors` file in `dir`, with `key`'s bytes under `dtype` instead.
+fn safetensors_with(
+    dir: &Path,
+    source: &StateDict,
+    key: &str,
+    dtype: safetensors::Dtype,
+    bytes: Vec<u8>,
+) -> PathBuf {
+    let mut tensors: Vec<(String, safetensors::Dtype, Vec<usize>, Vec<u8>)> = Vec::new();
+    for (k, t) in source {
+        let (d, b) = match &t.values {
+            _ if k == key => (dtype, bytes.clone()),
+            Values::F32(v) => (
+                safetensors::Dtype::F32,
+                v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            ),
+            Values::I64(v) => (
+                safetensors::Dtype::I64,
+                v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            ),
+        };
+        tensors.push((k.clone(), d, t.shape.clone(), b));
+    }
+    let views: Vec<(String, safetensors::tensor::TensorView<'_>)> = tensors
+        .iter()
+        .map(|(k, d, shape, b)| {
+            let view = safetensors::tensor::TensorView::new(*d, shape.clone(), b).unwrap();
+            (k.clone(), view)
+        })
+        .collect();
+    let path = dir.join(format!("{key}-{dtype:?}.safetensors"));
+    std::fs::write(&path, safetensors::serialize(views, None).unwrap()).unwrap();
+    path
+}
+
+/// Float weights need a float dtype (float bytes labelled I32 used to import as integers
+/// converted to floats) and batch norm's counter an integer one; the error names the key and
+/// both dtypes.
+#[test]
+fn dtypes_must_match_what_the_model_takes() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = read_state_dict(&data("lenet5-bayesian-torch.safetensors"), None).unwrap();
+    let key = "fc3.mu_weight";
+    let floats = source[key].to_f32();
+    let as_i32: Vec<u8> = floats.iter().flat_map(|x| x.to_le_bytes()).collect();
+    let as_i64: Vec<u8> = floats
+        .iter()
+        .flat_map(|x| (x.to_bits() as i64).to_le_bytes())
+        .collect();
+    for (dtype, bytes, name) in [
+        (safetensors::Dtype::I32, as_i32, "I32"),
+        (safetensors::Dtype::I64, as_i64, "I64"),
+    ] {
+        let file = safetensors_with(dir.path(), &source, key, dtype, bytes);
+        let s = read_state_dict(&file, None).unwrap();
+        let e = import_error(&s, &lenet_config());
+        assert!(
+            e.contains(key) && e.contains(name) && e.contains("F32"),
+            "{e}"
+        );
+    }
+    // An integer buffer given as floats.
+    let source = read_state_dict(&data("resnet20a-w4-bayesian-torch.safetensors"), None).unwrap();
+    let key = "bn1.num_batches_tracked";
+    let file = safetensors_with(
+        dir.path(),
+        &source,
+        key,
+        safetensors::Dtype::F32,
+        1.0f32.to_le_bytes().to_vec(),
+    );
+    let s = read_state_dict(&file, None).unwrap();
+    let e = import_error(&s, &resnet_a_config());
+    assert!(
+        e.contains(key) && e.contains("F32") && e.contains("I64"),
+        "{e}"
+    );
+}
+
+/// A `.pt` state dict's entries that are not tensors are not dropped silently: the error names
+/// them. (A plain pickle `{"epoch": 3, "note": "x"}`, written here byte by byte.)
+#[test]
+fn entries_that_are_not_tensors_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("extra.pt");
+    let mut pickle = b"\x80\x02}(".to_vec();
+    for key in ["epoch", "note"] {
+        pickle.push(b'X');
+        pickle.extend_from_slice(&(key.len() as u32).to_le_bytes());
+        pickle.extend_from_slice(key.as_bytes());
+        if key == "epoch" {
+            pickle.extend_from_slice(b"K\x03");
+        } else {
+            pickle.extend_from_slice(b"X\x01\x00\x00\x00x");
+        }
+    }
+    pickle.extend_from_slice(b"u.");
+    std::fs::write(&path, pickle).unwrap();
+    let e = read_state_dict(&path, None)
+        .map(|_| ())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains(&path.display().to_string()) && e.contains("epoch") && e.contains("note"),
+        "{e}"
+    );
+    // PyTorch's own bookkeeping (`_metadata`) is not such an entry: the real files read.
+    assert!(read_state_dict(&data("lenet5-blitz.pt"), None).is_ok());
+}
+
+/// What is not a regular file is named as what it is (a directory used to read as "no such
+/// file"), a FIFO without blocking.
+#[test]
+fn state_dict_readers_name_what_is_not_a_regular_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let made = std::process::Command::new("mkfifo")
+        .arg(dir.path().join("fifo.safetensors"))
+        .arg(dir.path().join("fifo.pt"))
+        .status();
+    assert!(made.is_ok_and(|s| s.success()));
+    for (path, needle) in [
+        (
+            dir.path().to_path_buf(),
+            "is a directory, not a regular file",
+        ),
+        (
+            dir.path().join("fifo.safetensors"),
+            "is a FIFO, not a regular file",
+        ),
+        (dir.path().join("fifo.pt"), "is a FIFO, not a regular file"),
+        (
+            PathBuf::from("/dev/zero"),
+            "is a character device, not a regular file",
+        ),
+    ] {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let p = path.clone();
+        std::thread::spawn(move || {
+            let _ = tx.send(
+                read_state_dict(&p, None)
+                    .map(|_| ())
+                    .unwrap_err()
+                    .to_string(),
+            );
+        });
+        let e = rx
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("the reader blocked");
+        assert!(
+            e.contains(&path.display().to_string()) && e.contains(needle),
+            "{e}"
+        );
+    }
+}
+
+/// Import's argument errors say `import`, and export's write errors name the file written,
+/// not a "checkpoint".
+#[test]
+fn errors_are_labelled_with_what_was_done() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = swbnn::interop::ImportArgs {
+        source: data("lenet5-bayesian-torch.safetensors"),
+        arch: Arch::Lenet5,
+        dataset: bnn_data::DatasetId::FashionMnist,
+        convention: None,
+        shortcut: Shortcut::Projection,
+        width: None,
+        image_size: None,
+        top_level_key: None,
+        prior_mu: 0.0,
+        prior_sigma: -1.0,
+        out: dir.path().join("out"),
+        force: false,
+    };
+    let e = swbnn::interop::run_import(&args, &test_device())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with("import: --prior-mu 0 --prior-sigma -1"),
+        "{e}"
+    );
+    let (model, config, _) = import("lenet5-bayesian-torch.safetensors", &lenet_config());
+    let out = dir.path().join("no-such-folder/out.safetensors");
+    let e = swbnn::interop::write_export(
+        &model,
+        &config,
+        ExportAs::Convention(Convention::BayesianTorch),
+        &out,
+        true,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains(&format!("writing {}", out.display())) && !e.contains("checkpoint"),
+        "{e}"
+    );
 }

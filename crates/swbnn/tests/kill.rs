@@ -1,6 +1,6 @@
 //! SIGKILL during `train` and `compress` at seeded random points never leaves a half-written or
 //! inconsistent model, and `--resume` then finishes the run bit-identically to an uninterrupted
-//! one (issue 15). Uses the real Fashion-MNIST (CI installs it); a short version of a longer
+//! one. Uses the real Fashion-MNIST (CI installs it); a short version of a longer
 //! campaign: `SWBNN_KILLS=<n>` sets the kills per command.
 
 use std::path::{Path, PathBuf};

@@ -1,4 +1,4 @@
-//! `.swb` files with a valid checksum but absurd contents (issue 15, finding 2): sizes beyond
+//! `.swb` files with a valid checksum but absurd contents: sizes beyond
 //! any bound, an architecture far larger than the file's tensors, missing or extra tensors.
 //! Each is refused with an error before the model is allocated; peak heap use is measured
 //! with a counting allocator (this binary's only test, so nothing else allocates meanwhile).

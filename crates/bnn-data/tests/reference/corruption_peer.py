@@ -2,8 +2,8 @@
 """Scores a PyTorch classifier on Fashion-MNIST and on the 15 corrupted test sets, to check
 that the corruption severities span a useful range (the README's table).
 
-    cargo run -p bnn-data --release --example corruptions -- /tmp/fmc
-    python3 tests/reference/corruption_peer.py /tmp/fmc [SEED] [EPOCHS] [lenet|mlp]
+    cargo run -p bnn-data --release --example corruptions -- OUT
+    python3 tests/reference/corruption_peer.py OUT [SEED] [EPOCHS] [lenet|mlp]
 
 Trains on the clean training set (Adam 1e-3, batch 128, no augmentation, 2 CPU threads),
 then prints accuracy, NLL, 15-bin ECE and mean confidence on the clean test set and on

@@ -13,7 +13,7 @@ use burn::tensor::Int;
 
 use super::InteropError;
 use super::import::{to_torch, torch_shape};
-use super::state_dict::{HostTensor, StateDict, Values};
+use super::state_dict::{HostTensor, StateDict};
 
 /// What `swbnn export` writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,13 +100,7 @@ fn convention_dict(
         };
         if t.path.ends_with(".running_mean") {
             let counter = tk.key.replace(".running_mean", ".num_batches_tracked");
-            out.insert(
-                counter,
-                HostTensor {
-                    shape: vec![],
-                    values: Values::I64(vec![0]),
-                },
-            );
+            out.insert(counter, HostTensor::i64(vec![], vec![0]));
         }
         let data = to_torch(&t.data, &t.shape, tk.transform);
         out.insert(
@@ -260,10 +254,7 @@ fn shared_arrays(model: &Network, config: &ModelConfig) -> Result<StateDict, Int
             .collect();
         out.insert(
             format!("{torch_layer}.weight.index"),
-            HostTensor {
-                shape: torch_shape(shape, tk.transform),
-                values: Values::I64(index),
-            },
+            HostTensor::i64(torch_shape(shape, tk.transform), index),
         );
         let w = format!("{layer}.weight");
         if let (Some(m), Some(r)) = (
@@ -286,10 +277,7 @@ fn shared_arrays(model: &Network, config: &ModelConfig) -> Result<StateDict, Int
             let e = a.data.len() / bnn_layers::MAX_BLEND;
             out.insert(
                 format!("{torch_layer}.weight.ellipse_components"),
-                HostTensor {
-                    shape: vec![e, bnn_layers::MAX_BLEND],
-                    values: Values::I64(c.clone()),
-                },
+                HostTensor::i64(vec![e, bnn_layers::MAX_BLEND], c.clone()),
             );
             out.insert(
                 format!("{torch_layer}.weight.ellipse_alphas"),

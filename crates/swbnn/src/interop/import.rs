@@ -7,13 +7,22 @@ use std::path::Path;
 use bnn_layers::{NamedTensor, import_params, inverse_softplus, softplus};
 use bnn_models::torch_names::{Convention, Transform, extra_key, torch_key};
 use bnn_models::{Kind, ModelConfig, Network};
-use bnn_train::write_atomic;
+use bnn_train::{MAX_PARAM_MAGNITUDE, TrainError, write_atomic};
 use burn::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use super::InteropError;
-use super::state_dict::{HostTensor, StateDict};
-use crate::store::ModelDir;
+use super::state_dict::{HostTensor, StateDict, Values};
+use super::{InteropError, write_error};
+use crate::store::{CONFIG_FILE, ModelDir, WEIGHTS_FILE};
+
+/// What `swbnn import` records beside the model.
+const IMPORT_FILE: &str = "import.json";
+
+/// The files of a model directory that `swbnn import` writes.
+const IMPORT_FILES: [&str; 3] = [IMPORT_FILE, CONFIG_FILE, WEIGHTS_FILE];
+
+/// The dtypes a float tensor may have in a state dict (those the reader converts).
+const FLOAT_DTYPES: &str = "F32, F64, F16 or BF16";
 
 /// The prior of bayesian-torch's layers and models when none is given: `N(0, 1)` (its
 /// `prior_mean = 0`, `prior_variance = 1`, used as the standard deviation). bayesian-torch does
@@ -65,6 +74,26 @@ pub(crate) fn to_torch(data: &[f32], shape: &[usize], transform: Transform) -> V
     v
 }
 
+/// What is wrong with a tensor's values, if anything: one of the file (`raw`) or of ours
+/// (`ours`, after the transform) that is not finite or beyond ±[`MAX_PARAM_MAGNITUDE`], the
+/// bound loading a model checks; every later command would fail on it.
+fn out_of_range(raw: &[f32], ours: &[f32]) -> Option<String> {
+    let bad = |v: &[f32]| {
+        v.iter()
+            .position(|x| !x.is_finite() || x.abs() > MAX_PARAM_MAGNITUDE)
+    };
+    let need = format!("a model takes finite values within ±{MAX_PARAM_MAGNITUDE:e}");
+    if let Some(i) = bad(raw) {
+        return Some(format!("element {i} is {:e}; {need}", raw[i]));
+    }
+    // A log sigma that is finite in the file can overflow once it is a rho.
+    let i = bad(ours)?;
+    Some(format!(
+        "a log sigma becomes rho = {:e} (element {i} of ours); {need}",
+        ours[i]
+    ))
+}
+
 /// `[rows, cols]` row-major to `[cols, rows]` row-major.
 fn transpose(v: &[f32], rows: usize, cols: usize) -> Vec<f32> {
     let mut out = vec![0.0; v.len()];
@@ -92,7 +121,10 @@ pub(crate) fn torch_shape(shape: &[usize], transform: Transform) -> Vec<usize> {
 /// model must have its key, of the right shape, and every key must be used (batch norm's
 /// `num_batches_tracked` and blitz's sampler copies aside, which must then equal what they
 /// copy): otherwise [`InteropError::Unmatched`] lists the keys on both sides and nothing is
-/// built. Returns the model, its configuration and the convention read.
+/// built. Each parameter's tensor must then be of a float dtype (`num_batches_tracked` of an
+/// integer one) and hold finite values within ±[`MAX_PARAM_MAGNITUDE`], as loading a model
+/// checks: otherwise [`InteropError::BadValues`] names each such key. Returns the model, its
+/// configuration and the convention read.
 pub fn import_state_dict(
     source: &StateDict,
     config: &ModelConfig,
@@ -113,7 +145,7 @@ pub fn import_state_dict(
     let model = config.init(device)?;
     let mut used = BTreeSet::new();
     let mut named = Vec::new();
-    let (mut missing, mut shapes) = (Vec::new(), Vec::new());
+    let (mut missing, mut shapes, mut bad) = (Vec::new(), Vec::new(), Vec::new());
     for (path, shape) in model.param_shapes() {
         let Some(tk) = torch_key(config.arch, convention, &path, shape.len())? else {
             missing.push(format!("{path} (no {convention} name)"));
@@ -132,11 +164,19 @@ pub fn import_state_dict(
             ));
             continue;
         }
-        named.push(NamedTensor {
-            path,
-            shape,
-            data: to_ours(t, tk.transform),
-        });
+        let Values::F32(raw) = &t.values else {
+            bad.push(format!(
+                "{}: dtype {:?} in the file, a float expected ({FLOAT_DTYPES}; for {path})",
+                tk.key, t.dtype
+            ));
+            continue;
+        };
+        let data = to_ours(t, tk.transform);
+        if let Some(problem) = out_of_range(raw, &data) {
+            bad.push(format!("{}: {problem} (for {path})", tk.key));
+            continue;
+        }
+        named.push(NamedTensor { path, shape, data });
     }
     let mut unexpected = Vec::new();
     for (key, t) in source {
@@ -144,7 +184,21 @@ pub fn import_state_dict(
             continue;
         }
         match extra_key(convention, key, &|k| used.contains(k)) {
-            Some(copy) if copy.is_empty() => {}
+            Some(copy) if copy.is_empty() => {
+                // Ignored, but of the kind its name says: a counter, or blitz's float noise.
+                let counter = key.ends_with(".num_batches_tracked");
+                match (&t.values, counter) {
+                    (Values::I64(_), true) | (Values::F32(_), false) => {}
+                    (_, true) => bad.push(format!(
+                        "{key}: dtype {:?} in the file, an integer (I64) expected",
+                        t.dtype
+                    )),
+                    (_, false) => bad.push(format!(
+                        "{key}: dtype {:?} in the file, a float expected ({FLOAT_DTYPES})",
+                        t.dtype
+                    )),
+                }
+            }
             Some(copy) => {
                 if source.get(&copy) != Some(t) {
                     unexpected.push(format!("{key} (differs from {copy})"));
@@ -162,6 +216,9 @@ pub fn import_state_dict(
             shapes,
         });
     }
+    if !bad.is_empty() {
+        return Err(InteropError::BadValues(bad));
+    }
     let expected = named.len();
     let (model, copied) = import_params(model, &named)?;
     if copied != expected {
@@ -173,8 +230,12 @@ pub fn import_state_dict(
 }
 
 /// Writes `model` as a model directory (`config.json`, `model.bpk`, and `import.json` with
-/// `record`) that `swbnn eval`, `compress` and `train --from` read. Each file is written
-/// atomically; an existing `model.bpk` in `dir` is refused unless `force`.
+/// `record`) that `swbnn eval`, `compress` and `train --from` read.
+///
+/// The directory appears whole or not at all: the files are written into a temporary sibling
+/// directory in the same parent (`.<name>.tmp-<pid>`), which is then renamed onto `dir`.
+/// `dir` may be missing or empty; one holding a model is replaced only with `force`, and only
+/// if it holds nothing but what an import writes; any other non-empty directory is refused.
 pub fn write_model_dir(
     dir: &Path,
     model: &Network,
@@ -182,25 +243,213 @@ pub fn write_model_dir(
     record: &ImportRecord,
     force: bool,
 ) -> Result<(), InteropError> {
-    let model_dir = ModelDir::new(dir);
-    if model_dir.weights_path().exists() && !force {
-        return Err(InteropError::Write(format!(
-            "{} already holds a model; pass --force to replace it",
-            dir.display()
-        )));
-    }
-    let write = |e: crate::Error| InteropError::Write(e.to_string());
-    std::fs::create_dir_all(dir).map_err(|e| write(crate::Error::io(dir, e)))?;
     let record =
         serde_json::to_string_pretty(record).map_err(|e| InteropError::Write(e.to_string()))?;
-    write_atomic(&dir.join("import.json"), record.as_bytes())?;
-    model_dir.save(model, config).map_err(write)?;
-    Ok(())
+    write_dir_with(dir, force, |tmp| {
+        // Errors name the file where it was to be, not in the temporary directory.
+        write_atomic(&tmp.join(IMPORT_FILE), record.as_bytes())
+            .map_err(|e| write_error(&dir.join(IMPORT_FILE), e))?;
+        ModelDir::new(tmp).save(model, config).map_err(|e| match e {
+            crate::Error::Train(e) => {
+                let file = match &e {
+                    TrainError::Checkpoint { path, .. } => Path::new(path).file_name(),
+                    _ => None,
+                };
+                write_error(&file.map_or_else(|| dir.to_path_buf(), |f| dir.join(f)), e)
+            }
+            other => InteropError::Write(other.to_string()),
+        })
+    })
+}
+
+/// Makes `dir` the directory that `write` fills, whole or not at all: `write` fills a new
+/// temporary sibling, `.<name>.tmp-<pid>` (in the same parent, so that the rename stays on one
+/// file system), which is then renamed onto `dir`. On failure the temporary directory is
+/// removed and `dir` is left as it was.
+///
+/// `dir` may be missing or an empty directory (`rename` replaces an empty directory). One
+/// holding a model (`model.bpk`) is replaced only with `force`, and only if it holds nothing
+/// but [`IMPORT_FILES`], so that `--force` never deletes a training run's checkpoints or
+/// anything else: it is renamed aside (`.<name>.old-<pid>`), the new one renamed in, and the
+/// old one removed. Any other non-empty directory is refused, naming what it holds.
+fn write_dir_with(
+    dir: &Path,
+    force: bool,
+    write: impl FnOnce(&Path) -> Result<(), InteropError>,
+) -> Result<(), InteropError> {
+    let io = |path: &Path, e: std::io::Error| InteropError::WriteFile {
+        path: path.display().to_string(),
+        reason: e.to_string(),
+    };
+    let Some(name) = dir.file_name().map(|n| n.to_string_lossy().into_owned()) else {
+        return Err(InteropError::Write(format!(
+            "{}: not a directory name to write to",
+            dir.display()
+        )));
+    };
+    let parent = match dir.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let replace = match std::fs::metadata(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+        Err(e) => return Err(io(dir, e)),
+        Ok(m) if !m.is_dir() => {
+            return Err(InteropError::Write(format!(
+                "{} exists and is not a directory",
+                dir.display()
+            )));
+        }
+        Ok(_) => {
+            let mut names = Vec::new();
+            for entry in std::fs::read_dir(dir).map_err(|e| io(dir, e))? {
+                let entry = entry.map_err(|e| io(dir, e))?;
+                names.push(entry.file_name().to_string_lossy().into_owned());
+            }
+            names.sort();
+            if names.iter().any(|n| n == WEIGHTS_FILE) && !force {
+                return Err(InteropError::Write(format!(
+                    "{} already holds a model; pass --force to replace it",
+                    dir.display()
+                )));
+            }
+            let others: Vec<&str> = names
+                .iter()
+                .map(String::as_str)
+                .filter(|n| !IMPORT_FILES.contains(n))
+                .collect();
+            if !others.is_empty() {
+                return Err(InteropError::Write(format!(
+                    "{} holds files an import does not write ({}); import into a new or empty \
+                     directory",
+                    dir.display(),
+                    others.join(", ")
+                )));
+            }
+            !names.is_empty()
+        }
+    };
+    std::fs::create_dir_all(parent).map_err(|e| io(parent, e))?;
+    let sibling = |what: &str| parent.join(format!(".{name}.{what}-{}", std::process::id()));
+    remove_stale_temp_dirs(parent, &name);
+    let tmp = sibling("tmp");
+    std::fs::create_dir(&tmp).map_err(|e| io(&tmp, e))?;
+    let result = write(&tmp).and_then(|()| {
+        sync_dir(&tmp);
+        if !replace {
+            // Onto a missing name or an empty directory; fails if one has appeared meanwhile.
+            return std::fs::rename(&tmp, dir).map_err(|e| io(dir, e));
+        }
+        let old = sibling("old");
+        std::fs::rename(dir, &old).map_err(|e| io(dir, e))?;
+        if let Err(e) = std::fs::rename(&tmp, dir) {
+            let _ = std::fs::rename(&old, dir);
+            return Err(io(dir, e));
+        }
+        // Best effort: the new model is in place; a leftover is a hidden directory.
+        let _ = std::fs::remove_dir_all(&old);
+        Ok(())
+    });
+    if result.is_err() {
+        // Best effort: the error worth reporting is the one that stopped the write.
+        let _ = std::fs::remove_dir_all(&tmp);
+    } else {
+        sync_dir(parent);
+    }
+    result
+}
+
+/// Removes the temporary directories (`.<name>.tmp-<pid>`) of `name` in `parent` that imports
+/// killed before their rename left behind: those whose process is gone (on Linux, where
+/// `/proc` tells; elsewhere none is removed). Best effort.
+fn remove_stale_temp_dirs(parent: &Path, name: &str) {
+    let prefix = format!(".{name}.tmp-");
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let file = entry.file_name().to_string_lossy().into_owned();
+        let gone = file
+            .strip_prefix(&prefix)
+            .and_then(|pid| pid.parse::<u32>().ok())
+            .is_some_and(|pid| {
+                pid != std::process::id()
+                    && Path::new("/proc/self").exists()
+                    && !Path::new("/proc").join(pid.to_string()).exists()
+            });
+        if gone {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
+/// Flushes a directory's entries (best effort: the files themselves are already synced).
+fn sync_dir(dir: &Path) {
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A write that fails between files (a full disk) leaves no model directory, nor a
+    /// temporary one; one that succeeds leaves the directory whole.
+    #[test]
+    fn the_model_directory_appears_whole_or_not_at_all() {
+        let parent = tempfile::tempdir().unwrap();
+        let out = parent.path().join("imported");
+        let half = |dir: &Path| {
+            std::fs::write(dir.join("import.json"), b"{}").unwrap();
+            std::fs::write(dir.join(crate::store::CONFIG_FILE), b"{}").unwrap();
+            Err(InteropError::Write("No space left on device".into()))
+        };
+        let e = write_dir_with(&out, false, half).unwrap_err().to_string();
+        assert!(e.contains("No space left"), "{e}");
+        let left: Vec<_> = std::fs::read_dir(parent.path()).unwrap().collect();
+        assert!(left.is_empty(), "left behind: {left:?}");
+        // An existing empty directory: the same, and it stays (empty).
+        std::fs::create_dir(&out).unwrap();
+        write_dir_with(&out, false, half).unwrap_err();
+        assert_eq!(std::fs::read_dir(&out).unwrap().count(), 0);
+        assert_eq!(std::fs::read_dir(parent.path()).unwrap().count(), 1);
+        // A whole write.
+        let whole = |dir: &Path| {
+            for f in ["import.json", "config.json", "model.bpk"] {
+                std::fs::write(dir.join(f), f).unwrap();
+            }
+            Ok(())
+        };
+        write_dir_with(&out, false, whole).unwrap();
+        assert_eq!(std::fs::read_dir(&out).unwrap().count(), 3);
+        assert_eq!(std::fs::read_dir(parent.path()).unwrap().count(), 1);
+        // Replacing it (--force): a failure keeps the old model whole.
+        std::fs::write(out.join("model.bpk"), b"old").unwrap();
+        write_dir_with(&out, true, half).unwrap_err();
+        assert_eq!(std::fs::read(out.join("model.bpk")).unwrap(), b"old");
+        assert_eq!(
+            std::fs::read(out.join("config.json")).unwrap(),
+            b"config.json"
+        );
+        assert_eq!(std::fs::read_dir(parent.path()).unwrap().count(), 1);
+        write_dir_with(&out, true, whole).unwrap();
+        assert_eq!(std::fs::read(out.join("model.bpk")).unwrap(), b"model.bpk");
+        assert_eq!(std::fs::read_dir(parent.path()).unwrap().count(), 1);
+        // Without --force, refused; a directory holding anything else is refused as well.
+        let e = write_dir_with(&out, false, whole).unwrap_err().to_string();
+        assert!(e.contains("already holds a model"), "{e}");
+        let other = parent.path().join("other");
+        std::fs::create_dir(&other).unwrap();
+        std::fs::write(other.join("notes.txt"), b"mine").unwrap();
+        for force in [false, true] {
+            let e = write_dir_with(&other, force, whole)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("notes.txt"), "{e}");
+        }
+        assert_eq!(std::fs::read_dir(&other).unwrap().count(), 1);
+    }
 
     #[test]
     fn transposes_and_log_sigma_invert_each_other() {

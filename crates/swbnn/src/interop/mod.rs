@@ -16,7 +16,9 @@ use burn::prelude::*;
 
 pub use export::{ExportAs, SHARED_FORMAT, bayes_twin, export_state_dict, fixed_noise};
 pub use import::{BAYESIAN_TORCH_PRIOR, ImportRecord, import_state_dict, write_model_dir};
-pub use state_dict::{HostTensor, StateDict, Values, read_state_dict, safetensors_bytes};
+pub use state_dict::{
+    HostTensor, MAX_STATE_DICT_BYTES, StateDict, Values, read_state_dict, safetensors_bytes,
+};
 
 /// Errors of import and export; each names the file or the keys concerned.
 #[derive(Debug, thiserror::Error)]
@@ -48,12 +50,29 @@ pub enum InteropError {
         /// Keys whose shape differs from the parameter's.
         shapes: Vec<String>,
     },
+    /// Tensors whose dtype or values the model cannot take (one line each, naming the key).
+    #[error(
+        "the state dict holds values no model can take; nothing was written:\n  {}",
+        .0.join("\n  ")
+    )]
+    BadValues(Vec<String>),
+    /// The arguments of an import.
+    #[error("import: {0}")]
+    Import(String),
     /// A model could not be exported as asked.
     #[error("export: {0}")]
     Export(String),
     /// Writing the output.
     #[error("writing: {0}")]
     Write(String),
+    /// Writing one output file.
+    #[error("writing {path}: {reason}")]
+    WriteFile {
+        /// The file.
+        path: String,
+        /// What went wrong.
+        reason: String,
+    },
     /// Building the model.
     #[error(transparent)]
     Model(#[from] bnn_models::ModelError),
@@ -159,7 +178,7 @@ pub fn import_config(args: &ImportArgs) -> ModelConfig {
 /// Runs `swbnn import`: reads, maps and writes the model directory. Returns what it recorded.
 pub fn run_import(args: &ImportArgs, device: &Device) -> Result<ImportRecord, InteropError> {
     if !(args.prior_sigma.is_finite() && args.prior_sigma > 0.0 && args.prior_mu.is_finite()) {
-        return Err(InteropError::Export(format!(
+        return Err(InteropError::Import(format!(
             "--prior-mu {} --prior-sigma {}: the mean must be finite and the sigma finite and > 0",
             args.prior_mu, args.prior_sigma
         )));
@@ -192,7 +211,8 @@ pub struct ExportArgs {
     /// and ellipses, for interop/torch/swbnn_shared.py).
     #[arg(long, value_parser = parse_export_as)]
     pub convention: ExportAs,
-    /// Output .safetensors file.
+    /// Output .safetensors file, or `-` for standard output (a stream, written as it is;
+    /// any other non-regular file is refused).
     #[arg(long)]
     pub out: PathBuf,
     /// Replace an existing --out.
@@ -224,8 +244,32 @@ pub fn write_export(
             out.display()
         )));
     }
+    let (bytes, tensors) = export_bytes(model, config, as_)?;
+    bnn_train::write_atomic(out, &bytes).map_err(|e| write_error(out, e))?;
+    Ok(tensors)
+}
+
+/// `model` (of `config`) as the bytes of a `.safetensors` file, and the number of tensors:
+/// what [`write_export`] writes, for a stream (`swbnn export --out -`).
+pub fn export_bytes(
+    model: &Network,
+    config: &ModelConfig,
+    as_: ExportAs,
+) -> Result<(Vec<u8>, usize), InteropError> {
     let (dict, meta) = export_state_dict(model, config, as_)?;
-    let bytes = safetensors_bytes(&dict, Some(meta))?;
-    bnn_train::write_atomic(out, &bytes)?;
-    Ok(dict.len())
+    Ok((safetensors_bytes(&dict, Some(meta))?, dict.len()))
+}
+
+/// An error of writing `shown` (through [`bnn_train::write_atomic`], whose errors read
+/// "checkpoint <path>": here it is an export or import, and `shown` the file the user asked
+/// for rather than a temporary one).
+fn write_error(shown: &Path, e: bnn_train::TrainError) -> InteropError {
+    let reason = match e {
+        bnn_train::TrainError::Checkpoint { reason, .. } => reason,
+        other => other.to_string(),
+    };
+    InteropError::WriteFile {
+        path: shown.display().to_string(),
+        reason,
+    }
 }

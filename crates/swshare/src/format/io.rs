@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 
 use super::codec;
 use super::error::{FormatError, SwbError};
+use super::header::MAGIC;
 use super::model::{FullBnnData, LayerShape, NamedTensor, SharedModelData};
 use super::{FileSizes, ModelMeta, SaveOptions};
 
@@ -93,8 +94,39 @@ fn io_err(path: &Path, action: &'static str) -> impl FnOnce(std::io::Error) -> S
     }
 }
 
+/// The largest `.swb` or full-BNN file the readers take: 8 GiB. A full-BNN file of a billion
+/// weights (`mu` and `rho` as `f32`) takes 8 GB, and the largest models here have under 40
+/// million; a shared file is smaller still. A larger file is refused before it is read, and
+/// no read goes past this bound (a device such as `/dev/zero` is refused before that).
+pub const MAX_FILE_LEN: u64 = 8 << 30;
+
 fn read(path: &Path) -> Result<Vec<u8>, SwbError> {
-    fs::read(path).map_err(io_err(path, "read"))
+    read_magic_file(path, MAX_FILE_LEN, &MAGIC, ".swb")
+}
+
+/// The bytes of the file at `path` that must start with `magic`: a regular file (a directory,
+/// FIFO or device is an error saying which, and nothing is opened) of at most `bound` bytes
+/// (`what` names the format in that error). A file with other first bytes is refused before
+/// the rest is read; a shorter one than the magic is left to the decoder (truncated).
+pub(crate) fn read_magic_file(
+    path: &Path,
+    bound: u64,
+    magic: &[u8],
+    what: &str,
+) -> Result<Vec<u8>, SwbError> {
+    let mut file =
+        bnn_metrics::file::BoundedFile::open(path, bound, what).map_err(io_err(path, "read"))?;
+    let head = file.read_head(magic.len()).map_err(io_err(path, "read"))?;
+    if !magic.starts_with(&head) {
+        return Err(format_err(
+            path,
+            FormatError::BadMagic {
+                found: head,
+                expected: magic.to_vec(),
+            },
+        ));
+    }
+    file.read_rest(head).map_err(io_err(path, "read"))
 }
 
 /// The temporary name used while writing `path`: `<name>.tmp-<pid>` in the same directory.
@@ -104,7 +136,9 @@ pub fn temp_path(path: &Path) -> PathBuf {
     path.with_file_name(name)
 }
 
-/// Writes `bytes` to `path` atomically (temporary file, fsync, rename).
+/// Writes `bytes` to `path` atomically (temporary file, fsync, rename). A file it replaces
+/// keeps its permissions and, where this process may set it, its owner; a symbolic link at
+/// `path` is replaced, not followed (resolve it first to write through it).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), SwbError> {
     if path.file_name().is_none() {
         return Err(SwbError::Io {
@@ -120,6 +154,9 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), SwbError> {
         .write_all(bytes)
         .map_err(io_err(&tmp, "write temporary file"))
         .and_then(|()| file.sync_all().map_err(io_err(&tmp, "sync temporary file")));
+    let written = written.and_then(|()| {
+        keep_metadata(&file, path).map_err(io_err(&tmp, "set permissions of temporary file"))
+    });
     drop(file);
     let result = written
         .and_then(|()| fs::rename(&tmp, path).map_err(io_err(path, "rename temporary file onto")));
@@ -129,6 +166,19 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), SwbError> {
         return result;
     }
     sync_dir(path);
+    Ok(())
+}
+
+/// Gives the temporary `file` the permissions and, where this process may (root, or the same
+/// owner), the owner of the file `replaced` it will replace, if there is one.
+fn keep_metadata(file: &File, replaced: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(old) = fs::metadata(replaced) else {
+        return Ok(());
+    };
+    file.set_permissions(old.permissions())?;
+    // Best effort: only root can give a file away; callers check that the target is writable.
+    let _ = std::os::unix::fs::fchown(file, Some(old.uid()), Some(old.gid()));
     Ok(())
 }
 

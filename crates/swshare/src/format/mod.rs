@@ -98,8 +98,8 @@ pub use error::{FormatError, SwbError};
 pub use header::{FORMAT_VERSION, FileKind, HEADER_LEN, MAGIC, OLDEST_READABLE_VERSION};
 pub use index::IndexWidth;
 pub use io::{
-    load, load_checked, load_full_bnn, remove_stale_temps, save, save_full_bnn, set_temperature,
-    temp_path, write_atomic,
+    MAX_FILE_LEN, load, load_checked, load_full_bnn, remove_stale_temps, save, save_full_bnn,
+    set_temperature, temp_path, write_atomic,
 };
 pub use model::{EllipseEntry, FullBnnData, LayerShape, NamedTensor, SharedModelData};
 

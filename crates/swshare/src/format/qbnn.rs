@@ -62,7 +62,7 @@ use serde::{Deserialize, Serialize};
 use super::checksum::{self, CHECKSUM_LEN};
 use super::codec::{put_calibration, read_calibration};
 use super::error::{FormatError, SwbError};
-use super::io::write_atomic;
+use super::io::{read_magic_file, write_atomic};
 use super::wire::{self, Reader};
 
 /// Magic bytes at the start of a `.qbnn` file.
@@ -70,6 +70,10 @@ pub const QBNN_MAGIC: [u8; 7] = *b"SWQBNN\x01";
 /// The version this code writes. Version 2 added the calibration section (a fitted
 /// temperature); version 1 files still load, with none.
 pub const QBNN_VERSION: u16 = 2;
+/// The largest `.qbnn` file [`load`] takes: 8 GiB, the bound of `.swb` files
+/// ([`MAX_FILE_LEN`](super::MAX_FILE_LEN)) for the same reason: every value is stored in at
+/// most the `f32` a full-BNN file spends on it.
+pub const QBNN_MAX_FILE_LEN: u64 = 8 << 30;
 /// The oldest version this code reads.
 pub const QBNN_OLDEST_READABLE_VERSION: u16 = 1;
 /// Length of the fixed header.
@@ -554,11 +558,7 @@ pub fn save(path: impl AsRef<Path>, data: &QbnnData) -> Result<u64, SwbError> {
 /// Reads a file written by [`save`].
 pub fn load(path: impl AsRef<Path>) -> Result<QbnnData, SwbError> {
     let path = path.as_ref();
-    let bytes = std::fs::read(path).map_err(|source| SwbError::Io {
-        path: path.to_path_buf(),
-        action: "read",
-        source,
-    })?;
+    let bytes = read_magic_file(path, QBNN_MAX_FILE_LEN, &QBNN_MAGIC, ".qbnn")?;
     from_bytes(&bytes).map_err(|source| SwbError::Format {
         path: path.to_path_buf(),
         source,

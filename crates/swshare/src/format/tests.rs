@@ -819,3 +819,93 @@ fn decode_work_stays_within_the_budget_of_the_file() {
     let err = index::encode(&vec![0; 4000], &ctx, true).unwrap_err();
     assert!(err.contains("plain index"), "{err}");
 }
+
+/// `f()` in a thread, its result if it returns within 10 s: a reader that blocks (on a FIFO)
+/// fails the test instead of hanging it.
+fn within_10s<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(10))
+        .expect("the reader blocked for 10 s")
+}
+
+fn mkfifo(path: &std::path::Path) {
+    let ok = std::process::Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "mkfifo {}", path.display());
+}
+
+/// What is not a regular file is named as what it is, by every reader, before it is opened:
+/// a FIFO does not block and `/dev/zero` is not read until memory runs out.
+#[test]
+fn readers_name_what_is_not_a_regular_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("model.swb");
+    mkfifo(&fifo);
+    let cases = [
+        (
+            dir.path().to_path_buf(),
+            "is a directory, not a regular file",
+        ),
+        (fifo, "is a FIFO, not a regular file"),
+        (
+            std::path::PathBuf::from("/dev/zero"),
+            "is a character device, not a regular file",
+        ),
+    ];
+    for (path, needle) in cases {
+        let p = path.clone();
+        let errs = within_10s(move || {
+            [
+                load(&p).map(|_| ()).unwrap_err().to_string(),
+                load_full_bnn(&p).map(|_| ()).unwrap_err().to_string(),
+                qbnn::load(&p).map(|_| ()).unwrap_err().to_string(),
+                set_temperature(&p, None).unwrap_err().to_string(),
+            ]
+        });
+        for err in errs {
+            assert!(
+                err.contains(&path.display().to_string()) && err.contains(needle),
+                "{err}"
+            );
+        }
+    }
+}
+
+/// A file beyond its format's bound is refused naming both sizes (here with a small bound;
+/// the real one is [`MAX_FILE_LEN`]), and one with another magic before the rest is read.
+#[test]
+fn files_beyond_the_bound_or_with_another_magic_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("big.swb");
+    let bytes = to_bytes(&small(), &SaveOptions::default()).unwrap();
+    std::fs::write(&path, &bytes).unwrap();
+    let n = bytes.len() as u64;
+    let read = |bound| super::io::read_magic_file(&path, bound, &MAGIC, ".swb");
+    assert_eq!(read(n).unwrap(), bytes);
+    let err = read(n - 1).unwrap_err().to_string();
+    assert!(
+        err.contains(&format!(
+            "holds {n} bytes, more than the {} a .swb file",
+            n - 1
+        )),
+        "{err}"
+    );
+    let mut other = bytes.clone();
+    other[0] ^= 0xff;
+    std::fs::write(&path, &other).unwrap();
+    assert!(matches!(
+        read(n).unwrap_err().format_error(),
+        Some(FormatError::BadMagic { found, .. }) if found.len() == MAGIC.len()
+    ));
+    // A file shorter than the magic is the decoder's to name.
+    std::fs::write(&path, &MAGIC[..3]).unwrap();
+    assert!(matches!(
+        load(&path).unwrap_err().format_error(),
+        Some(FormatError::Truncated { .. })
+    ));
+}
