@@ -16,6 +16,7 @@ mod metrics;
 mod model;
 mod pipeline;
 mod plan;
+mod swb;
 
 use pyo3::prelude::*;
 
@@ -25,6 +26,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<gmm::Mixture>()?;
     m.add_function(wrap_pyfunction!(gmm::fit, m)?)?;
     m.add_function(wrap_pyfunction!(plan::plan, m)?)?;
+    m.add_function(wrap_pyfunction!(swb::swb_save, m)?)?;
+    m.add_function(wrap_pyfunction!(swb::swb_load, m)?)?;
     m.add_class::<model::Model>()?;
     m.add_function(wrap_pyfunction!(model::load, m)?)?;
     m.add_function(wrap_pyfunction!(pipeline::train_json, m)?)?;

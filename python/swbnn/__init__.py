@@ -8,6 +8,7 @@
   ``Model.temperature``, ``predict(..., calibrated=True)``.
 * ``swbnn.train``, ``swbnn.compress``, ``swbnn.evaluate``: the command line's steps.
 * ``swbnn.metrics``: ECE/MCE, NLL, Brier, entropy, mutual information, AUROC/AUPR/FPR@95.
+* ``swbnn.torch`` (needs PyTorch, imported on its own): compress a PyTorch BNN in PyTorch.
 
 Everything runs on the CPU. Bad input raises ``ValueError``.
 """

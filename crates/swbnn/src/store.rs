@@ -883,6 +883,28 @@ mod tests {
             "{e}"
         );
         assert_eq!(std::fs::read(model.config_path()).unwrap(), before);
+
+        // A config written before the data record resumes on any data; one with a record
+        // resumes only on the same files.
+        let record = |sha: &str| bnn_models::TrainedOn {
+            dataset: "fashion-mnist".into(),
+            shape: [1, 28, 28],
+            validation: 5000,
+            validation_seed: 4,
+            files: [("train-images-idx3-ubyte.gz".to_string(), sha.to_string())].into(),
+        };
+        let mut recorded = lenet.clone();
+        recorded.trained_on = Some(record("aa"));
+        model.check_resume(&recorded).unwrap();
+        model.write_config(&recorded).unwrap();
+        model.check_resume(&recorded).unwrap();
+        let mut other = lenet.clone();
+        other.trained_on = Some(record("bb"));
+        let e = model.check_resume(&other).unwrap_err().to_string();
+        assert!(
+            e.contains("cannot resume") && e.contains("trained on"),
+            "{e}"
+        );
     }
 
     /// A setup.json written before validation splits (no `validation` field) reads as none;
