@@ -17,7 +17,7 @@
 //! * Out-of-distribution detection (in-distribution = positive class): [`auroc`],
 //!   [`average_precision`], [`fpr_at_tpr`], [`roc_curve`], and [`OodSummary`] with the score
 //!   chosen by [`OodScore`]. Ties are handled as scikit-learn does.
-//! * Aside from the metrics, [`file`] reads a user-given file within a bound; the model
+//! * Aside from the metrics, [`mod@file`] reads a user-given file within a bound; the model
 //!   readers of the crates above share it (it says why it lives here).
 //!
 //! All sums are accumulated in `f64`; results are deterministic (per-row work may run in

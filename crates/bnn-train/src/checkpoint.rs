@@ -162,6 +162,9 @@ pub struct Checkpointer {
     _lock: Option<Arc<File>>,
 }
 
+/// Further attempts, 50 ms apart, to take a checkpoint directory's lock (one second in all).
+const LOCK_RETRIES: usize = 20;
+
 fn ck_err(path: &Path, reason: impl ToString) -> TrainError {
     TrainError::Checkpoint {
         path: path.display().to_string(),
@@ -277,16 +280,26 @@ impl Checkpointer {
             .write(true)
             .open(&lock_path)
             .map_err(|e| ck_err(&lock_path, e))?;
-        let lock = match lock.try_lock() {
-            Ok(()) => Some(Arc::new(lock)),
-            Err(fs::TryLockError::WouldBlock) => {
-                return Err(ck_err(
-                    &dir,
-                    "another process is training in this directory",
-                ));
+        // A lock released a moment ago can still be held for a few milliseconds by a child
+        // this process forked (the lock belongs to the open file, which a child shares until
+        // its exec closes it): retried briefly, where another training run holds it for good.
+        let mut tries = 0;
+        let lock = loop {
+            match lock.try_lock() {
+                Ok(()) => break Some(Arc::new(lock)),
+                Err(fs::TryLockError::WouldBlock) if tries < LOCK_RETRIES => {
+                    tries += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                }
+                Err(fs::TryLockError::WouldBlock) => {
+                    return Err(ck_err(
+                        &dir,
+                        "another process is training in this directory",
+                    ));
+                }
+                // A file system without locks: go on unlocked.
+                Err(fs::TryLockError::Error(_)) => break None,
             }
-            // A file system without locks: go on unlocked.
-            Err(fs::TryLockError::Error(_)) => None,
         };
         let ck = Self {
             dir,

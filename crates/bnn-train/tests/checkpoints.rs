@@ -507,3 +507,23 @@ fn loading_names_an_absurd_parameter() {
         "{err}"
     );
 }
+
+/// A lock held for a moment after its owner let go (a child the process forked shares the
+/// locked file until its exec closes it) made a new checkpointer fail with "another process
+/// is training" now and then, in a test binary whose other tests spawn processes.
+#[test]
+fn a_lock_released_a_moment_later_is_waited_for() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(Checkpointer::new(dir.path()).unwrap());
+    let holder = std::fs::File::options()
+        .write(true)
+        .open(dir.path().join(".lock"))
+        .unwrap();
+    holder.try_lock().unwrap();
+    let release = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        drop(holder);
+    });
+    Checkpointer::new(dir.path()).unwrap();
+    release.join().unwrap();
+}
