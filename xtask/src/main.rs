@@ -46,7 +46,7 @@ enum Command {
     /// Deterministic -> Bayes by Backprop -> 2DGBNN on a data set; writes table.md, table.json,
     /// the figures (figures/) and report.md.
     Reproduce {
-        /// mnist, fashion-mnist, cifar10, cifar100 or imagenet.
+        /// mnist, fashion-mnist, cifar10, cifar100, svhn or imagenet.
         dataset: DatasetId,
         /// A small, fast run (LeNet-5, all training images, a few epochs).
         #[arg(long)]

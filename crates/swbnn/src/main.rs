@@ -78,12 +78,18 @@ enum TrainKind {
 enum Command {
     /// Train a deterministic or Bayes-by-Backprop model; checkpoints every epoch into --out.
     Train {
+        /// Data set: mnist, fashion-mnist, cifar-10, cifar-100, svhn or imagenet (looked for in
+        /// --data, $SWBNN_DATA, the user cache, then /usr/share/datasets).
         #[arg(long)]
         dataset: DatasetId,
+        /// Architecture: mlp, lenet5, resnet18, resnet20, resnet50, resnet101, wrn28-10,
+        /// vit-b16 or vit-tiny.
         #[arg(long)]
         arch: Arch,
+        /// A deterministic network, or a Bayesian one trained by Bayes by Backprop.
         #[arg(long, value_enum)]
         kind: TrainKind,
+        /// Training epochs; a checkpoint is committed after each.
         #[arg(long, default_value_t = 5, value_parser = args::epochs)]
         epochs: usize,
         /// Directory for model.bpk, config.json and the checkpoint state.
@@ -123,8 +129,11 @@ enum Command {
         /// and `swbnn compress` hold out the same images for the same number.
         #[arg(long, default_value_t = ValidationSplit::DEFAULT_SIZE, value_parser = args::count)]
         validation: usize,
+        /// Gradient estimator of the Bayesian layers: reparam, local-reparam or flipout.
         #[arg(long, default_value = "reparam")]
         estimator: String,
+        /// Seed of the initialisation, the data order and the weight noise: the same seed,
+        /// backend and thread count give the same model.
         #[arg(long, default_value_t = 0)]
         seed: u64,
         /// Data-parallel training on these devices of this machine, one replica each, e.g.
@@ -138,6 +147,8 @@ enum Command {
         /// Directory written by `swbnn train --kind bayesian`.
         #[arg(long)]
         model: PathBuf,
+        /// The data set the model was trained on (its training split retrains stage 3):
+        /// mnist, fashion-mnist, cifar-10, cifar-100, svhn or imagenet.
         #[arg(long)]
         dataset: DatasetId,
         /// Output .swb file (an existing one only with --force).
@@ -178,11 +189,16 @@ enum Command {
     Eval {
         /// A .swb or .qbnn file, or a directory with model.bpk and config.json.
         model: PathBuf,
+        /// The data set whose test split is evaluated: mnist, fashion-mnist, cifar-10,
+        /// cifar-100, svhn or imagenet.
         #[arg(long)]
         dataset: DatasetId,
         /// Out-of-distribution data set; --ood-dir gives its directory.
         #[arg(long)]
         ood: Option<DatasetId>,
+        /// The OOD set's folder: its test split in the standard layout, or
+        /// images-idx3-ubyte.gz and labels-idx1-ubyte.gz (the layout of the 10,000-digit MNIST
+        /// sample). Default: --data, then the usual search.
         #[arg(long, requires = "ood")]
         ood_dir: Option<PathBuf>,
         /// Monte-Carlo samples (1 to 10,000: memory does not grow with them, time does, and
@@ -217,6 +233,8 @@ enum Command {
     Calibrate {
         /// A .swb or .qbnn file, or a directory with model.bpk and config.json.
         model: PathBuf,
+        /// The data set the model was trained on (the validation split is held out of its
+        /// training split): mnist, fashion-mnist, cifar-10, cifar-100, svhn or imagenet.
         #[arg(long)]
         dataset: DatasetId,
         /// The data folder (used alone: a folder without the data set is an error).
@@ -914,4 +932,59 @@ fn rayon_threads(n: usize) -> Result<()> {
         .num_threads(n)
         .build_global()
         .context("setting the thread count")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// Every flag and argument of every subcommand says what it is in `--help`.
+    #[test]
+    fn every_flag_has_help() {
+        let mut missing = Vec::new();
+        let cli = Cli::command();
+        let mut commands = vec![(String::from("swbnn"), &cli)];
+        while let Some((path, cmd)) = commands.pop() {
+            for arg in cmd.get_arguments() {
+                let id = arg.get_id().as_str();
+                if matches!(id, "help" | "version") {
+                    continue;
+                }
+                if arg.get_help().is_none() && arg.get_long_help().is_none() {
+                    missing.push(format!("{path} {id}"));
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                commands.push((format!("{path} {}", sub.get_name()), sub));
+            }
+        }
+        assert!(missing.is_empty(), "no help text: {missing:?}");
+    }
+
+    /// The value lists written in the help text name every data set and architecture.
+    #[test]
+    fn help_lists_every_data_set_and_architecture() {
+        let cli = Cli::command();
+        let train = cli.find_subcommand("train").unwrap();
+        let help = |id: &str| {
+            let arg = train.get_arguments().find(|a| a.get_id() == id).unwrap();
+            arg.get_long_help()
+                .or(arg.get_help())
+                .map(|h| h.to_string())
+                .unwrap_or_default()
+        };
+        let datasets = help("dataset");
+        for d in DatasetId::ALL {
+            assert!(
+                datasets.contains(d.name()),
+                "{} missing: {datasets}",
+                d.name()
+            );
+        }
+        let archs = help("arch");
+        for a in Arch::ALL {
+            assert!(archs.contains(a.name()), "{} missing: {archs}", a.name());
+        }
+    }
 }

@@ -89,7 +89,8 @@ pub struct PlotArgs {
     /// Monte Carlo samples (default: the run's, else 30; at most 10,000).
     #[arg(long, value_parser = crate::args::samples)]
     pub samples: Option<usize>,
-    /// Weights: one layer, by path (e.g. conv2.weight). Default: all shareable layers.
+    /// Weights: one layer, by path (e.g. body.conv2.weight for LeNet-5; an unknown path is an
+    /// error that lists the model's). Default: all shareable layers.
     #[arg(long)]
     pub layer: Option<String>,
     /// Weights of a run directory: the retrained model's (.swb) instead of the BBB posterior
