@@ -152,7 +152,7 @@ fn train_impl(
     let ad = device.autodiff();
     // As the command line's default: the standard validation split is held out.
     let opened = open_verified(id, Split::Train, data)?;
-    let record = trained_on(id, &opened, ValidationSplit::standard())?;
+    let record = trained_on(id, &opened, None, ValidationSplit::standard())?;
     let (train_data, _) = training_split(opened.data, ValidationSplit::standard(), n)?;
     let (c, h, _) = train_data.shape();
     let mut config = ModelConfig::for_input(arch, Kind::Deterministic, train_data.classes(), c, h);

@@ -197,8 +197,10 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), TrainError> {
     Ok(())
 }
 
-/// Removes `.<name>.tmp-<pid>` files in `dir` whose process is gone (Linux; best effort).
-fn remove_stale_temps(dir: &Path, name: &str) {
+/// Removes the temporary files and directories `.<name>.tmp-<pid>` in `dir` that killed
+/// writers left behind: those whose process is gone (on Linux, where `/proc` tells; elsewhere
+/// none is removed). Best effort.
+pub fn remove_stale_temps(dir: &Path, name: &str) {
     let prefix = format!(".{name}.tmp-");
     let Ok(entries) = fs::read_dir(dir) else {
         return;
@@ -214,7 +216,12 @@ fn remove_stale_temps(dir: &Path, name: &str) {
                     && !Path::new("/proc").join(pid.to_string()).exists()
             });
         if gone {
-            let _ = fs::remove_file(entry.path());
+            let path = entry.path();
+            let _ = if path.is_dir() {
+                fs::remove_dir_all(path)
+            } else {
+                fs::remove_file(path)
+            };
         }
     }
 }

@@ -26,7 +26,8 @@ mod train;
 
 pub use batch::{cross_entropy, to_tensors, to_vec};
 pub use checkpoint::{
-    CheckpointState, Checkpointer, MAX_JSON_BYTES, MAX_RECORD_BYTES, load_model, write_atomic,
+    CheckpointState, Checkpointer, MAX_JSON_BYTES, MAX_RECORD_BYTES, load_model,
+    remove_stale_temps, write_atomic,
 };
 pub use config::{ADAM_EPSILON, LrSchedule, MomentumCycle, OptimizerKind, TrainConfig};
 pub use error::TrainError;

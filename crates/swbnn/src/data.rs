@@ -86,16 +86,22 @@ pub fn warn_once(note: &str) {
 
 /// What a model trained on the training split `train` of `id`, with `validation` held out,
 /// records: the data set, its shape, the split, and the digests of the training files and of
-/// the test files beside them (which `eval` compares).
+/// the test files (which `eval` compares): `test`'s when the caller opened it, else those
+/// beside the training files.
 pub fn trained_on(
     id: DatasetId,
     train: &OpenedSplit,
+    test: Option<&OpenedSplit>,
     validation: ValidationSplit,
 ) -> Result<TrainedOn, Error> {
     let (c, h, w) = train.data.shape();
     let mut files = train.digests();
-    if id.is_present(&train.dir, Split::Test) {
-        files.extend(by_name(&digest_split(id, Split::Test, &train.dir)?));
+    match test {
+        Some(test) => files.extend(test.digests()),
+        None if id.is_present(&train.dir, Split::Test) => {
+            files.extend(by_name(&digest_split(id, Split::Test, &train.dir)?));
+        }
+        None => {}
     }
     Ok(TrainedOn {
         dataset: id.name().to_string(),
@@ -370,10 +376,10 @@ impl ExperimentData {
     /// Opens the data of `setup`.
     pub fn open(setup: &crate::setup::Setup) -> Result<Self, Error> {
         let opened = open_verified(setup.dataset, Split::Train, setup.data_dir.as_deref())?;
-        let trained_on = trained_on(setup.dataset, &opened, setup.validation)?;
+        let opened_test = open_verified(setup.dataset, Split::Test, setup.data_dir.as_deref())?;
+        let trained_on = trained_on(setup.dataset, &opened, Some(&opened_test), setup.validation)?;
         let (train, validation) =
             training_split(opened.data, setup.validation, setup.train_subset)?;
-        let opened_test = open_verified(setup.dataset, Split::Test, setup.data_dir.as_deref())?;
         let test = subset(
             opened_test.data.clone(),
             setup.test_subset,

@@ -512,7 +512,7 @@ fn run() -> Result<()> {
                 }
             };
             let opened = open_verified(dataset, Split::Train, data.as_deref())?;
-            let trained_on = trained_on(dataset, &opened, ValidationSplit::new(validation))?;
+            let trained_on = trained_on(dataset, &opened, None, ValidationSplit::new(validation))?;
             let (train_data, _) =
                 training_split(opened.data.clone(), ValidationSplit::new(validation), n)?;
             let (c, h, _) = train_data.shape();

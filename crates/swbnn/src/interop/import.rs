@@ -331,7 +331,7 @@ fn write_dir_with(
     };
     std::fs::create_dir_all(parent).map_err(|e| io(parent, e))?;
     let sibling = |what: &str| parent.join(format!(".{name}.{what}-{}", std::process::id()));
-    remove_stale_temp_dirs(parent, &name);
+    bnn_train::remove_stale_temps(parent, &name);
     let tmp = sibling("tmp");
     std::fs::create_dir(&tmp).map_err(|e| io(&tmp, e))?;
     let result = write(&tmp).and_then(|()| {
@@ -357,30 +357,6 @@ fn write_dir_with(
         sync_dir(parent);
     }
     result
-}
-
-/// Removes the temporary directories (`.<name>.tmp-<pid>`) of `name` in `parent` that imports
-/// killed before their rename left behind: those whose process is gone (on Linux, where
-/// `/proc` tells; elsewhere none is removed). Best effort.
-fn remove_stale_temp_dirs(parent: &Path, name: &str) {
-    let prefix = format!(".{name}.tmp-");
-    let Ok(entries) = std::fs::read_dir(parent) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let file = entry.file_name().to_string_lossy().into_owned();
-        let gone = file
-            .strip_prefix(&prefix)
-            .and_then(|pid| pid.parse::<u32>().ok())
-            .is_some_and(|pid| {
-                pid != std::process::id()
-                    && Path::new("/proc/self").exists()
-                    && !Path::new("/proc").join(pid.to_string()).exists()
-            });
-        if gone {
-            let _ = std::fs::remove_dir_all(entry.path());
-        }
-    }
 }
 
 /// Flushes a directory's entries (best effort: the files themselves are already synced).
