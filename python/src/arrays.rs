@@ -1,6 +1,7 @@
-//! NumPy arrays in and out: every input is checked (type, dtype, dimensions, contiguity,
-//! emptiness) before a slice of it is borrowed, and a failed check is a `ValueError` that
-//! names the argument.
+//! NumPy arrays in and out: every input is checked (type, dtype, dimensions, emptiness)
+//! before a slice of it is borrowed, and a failed check is a `ValueError` that names the
+//! argument. Other numeric dtypes (float64, integers) and non-contiguous arrays are converted
+//! once; a float array is never taken as integer labels.
 
 use numpy::{
     Element, PyArrayDescrMethods, PyArrayDyn, PyArrayMethods, PyReadonlyArrayDyn, PyUntypedArray,
@@ -16,8 +17,8 @@ pub struct Input<'py, T: Element> {
 }
 
 impl<'py, T: Element> Input<'py, T> {
-    /// Checks `obj` (the argument `name`): a C-contiguous, non-empty NumPy array of dtype `T`
-    /// with `ndim` dimensions (any number when `None`).
+    /// Checks `obj` (the argument `name`): a non-empty NumPy array of dtype `T` (or one
+    /// converted to it, see the module docs) with `ndim` dimensions (any number when `None`).
     pub fn new(obj: &Bound<'py, PyAny>, name: &str, ndim: Option<usize>) -> PyResult<Self> {
         let py = obj.py();
         let untyped = obj.cast::<PyUntypedArray>().map_err(|_| {
@@ -33,9 +34,20 @@ impl<'py, T: Element> Input<'py, T> {
         let want = dtype::<T>(py);
         let got = untyped.dtype();
         if !got.is_equiv_to(&want) {
-            return Err(value_error(format!(
-                "{name} must have dtype {want}, got {got}; convert it with {name}.astype(numpy.{want})"
-            )));
+            // What NumPy users pass is converted once, as scikit-learn does: any float or
+            // integer array where floats are taken (NumPy's default float64 above all), any
+            // integer array where integers are. A float array is never truncated to labels.
+            let convertible = matches!(
+                (want.kind(), got.kind()),
+                (b'f', b'f' | b'i' | b'u') | (b'i', b'i' | b'u')
+            );
+            if !convertible {
+                return Err(value_error(format!(
+                    "{name} must have dtype {want}, got {got}; convert it with {name}.astype(numpy.{want})"
+                )));
+            }
+            let converted = obj.call_method1("astype", (want,))?;
+            return Self::new(&converted, name, ndim);
         }
         if let Some(d) = ndim
             && untyped.ndim() != d
@@ -53,9 +65,10 @@ impl<'py, T: Element> Input<'py, T> {
             )));
         }
         if !untyped.is_c_contiguous() {
-            return Err(value_error(format!(
-                "{name} must be C-contiguous; pass numpy.ascontiguousarray({name})"
-            )));
+            // A slice or a transpose: copied once into C order, as NumPy users expect.
+            let numpy = py.import("numpy")?;
+            let copied = numpy.call_method1("ascontiguousarray", (obj,))?;
+            return Self::new(&copied, name, ndim);
         }
         let array = untyped
             .cast::<PyArrayDyn<T>>()

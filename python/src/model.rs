@@ -14,7 +14,7 @@ use burn::prelude::*;
 use burn::tensor::TensorData;
 use numpy::PyArrayDyn;
 use pyo3::prelude::*;
-use swshare::format::{self, FormatError, SharedModelData};
+use swshare::format::SharedModelData;
 
 use crate::arrays::{Input, optional, output};
 use crate::errors::{pipeline_error, runtime_error, value_error};
@@ -28,25 +28,8 @@ pub fn cpu() -> PyResult<Device> {
     bnn_layers::device_by_name("flex").map_err(|e| runtime_error(&e))
 }
 
-/// What a model was loaded from.
-pub enum Source {
-    /// A `.swb` file, with the statistics of its content.
-    Shared {
-        /// The file's content.
-        data: Box<SharedModelData>,
-        /// The file's size.
-        bytes: u64,
-    },
-    /// A full-BNN file (every weight's own `(mu, rho)`).
-    FullBnn {
-        /// The file's size.
-        bytes: u64,
-        /// The fitted temperature the file holds, if any.
-        temperature: Option<f64>,
-    },
-    /// A directory with `model.bpk` and `config.json`.
-    Directory,
-}
+/// What a model was loaded from: the library's loader's answer.
+pub use swbnn::load::LoadedFrom as Source;
 
 /// A loaded model.
 #[pyclass(module = "swbnn._native", frozen)]
@@ -60,86 +43,15 @@ pub struct Model {
     temperature: Mutex<Option<f64>>,
 }
 
-/// Loads `path`: a `.swb` file, a full-BNN file, a directory holding `model.swb`, or a
-/// directory with `model.bpk` and `config.json` (`swbnn train`).
+/// Loads `path`: a `.swb` file (shared or full BNN), a `.qbnn` file, a directory holding
+/// `model.swb` or `model.qbnn`, or a directory with `model.bpk` and `config.json` (`swbnn
+/// train`), through the library's one loader.
 pub fn load_any(
     path: &Path,
     device: &Device,
 ) -> Result<(Network, ModelConfig, Source), swbnn::Error> {
-    if path.is_dir() {
-        let dir = swbnn::store::ModelDir::new(path);
-        let swb = dir.swb_path();
-        if swb.is_file() {
-            return load_file(&swb, device);
-        }
-        let (net, config) = dir.load(device)?;
-        return Ok((net, config, Source::Directory));
-    }
-    load_file(path, device)
-}
-
-fn load_file(path: &Path, device: &Device) -> Result<(Network, ModelConfig, Source), swbnn::Error> {
-    let bytes = std::fs::metadata(path)
-        .map_err(|e| swbnn::Error::io(path, e))?
-        .len();
-    match format::load(path) {
-        Ok(data) => {
-            let (net, config) = swshare::burn_edges::from_swb(&data, device)?;
-            Ok((
-                net,
-                config,
-                Source::Shared {
-                    data: Box::new(data),
-                    bytes,
-                },
-            ))
-        }
-        Err(e) if matches!(e.format_error(), Some(FormatError::WrongKind { .. })) => {
-            let (net, config, temperature) = load_full_bnn(path, device)?;
-            Ok((net, config, Source::FullBnn { bytes, temperature }))
-        }
-        Err(e) => Err(e.into()),
-    }
-}
-
-/// A Bayesian network from a full-BNN file: every weight's `(mu, rho)` and the other
-/// parameters by path; a parameter the file does not set is an error.
-/// Also returns the file's temperature.
-fn load_full_bnn(
-    path: &Path,
-    device: &Device,
-) -> Result<(Network, ModelConfig, Option<f64>), swbnn::Error> {
-    let data = format::load_full_bnn(path)?;
-    let config: ModelConfig =
-        serde_json::from_str(&data.arch).map_err(|e| swbnn::Error::parse(path, e))?;
-    let mut tensors = Vec::new();
-    let mut at = 0;
-    for l in &data.layers {
-        let n: usize = l.shape.iter().product();
-        for (suffix, values) in [("_mu", &data.mu), ("_rho", &data.rho)] {
-            tensors.push(bnn_layers::NamedTensor {
-                path: format!("{}{suffix}", l.path),
-                shape: l.shape.clone(),
-                data: values[at..at + n].to_vec(),
-            });
-        }
-        at += n;
-    }
-    tensors.extend(data.unshared.iter().map(|t| bnn_layers::NamedTensor {
-        path: t.path.clone(),
-        shape: t.shape.clone(),
-        data: t.data.clone(),
-    }));
-    let (net, set) = bnn_layers::import_params(config.init(device)?, &tensors)?;
-    if set != tensors.len() {
-        return Err(swbnn::Error::Usage(format!(
-            "{}: {} of the file's {} tensors match no parameter of its architecture",
-            path.display(),
-            tensors.len() - set,
-            tensors.len()
-        )));
-    }
-    Ok((net, config, data.temperature))
+    let m = swbnn::load::load_model(path, device)?;
+    Ok((m.net, m.config, m.from))
 }
 
 /// The fitted temperature stored with a model loaded from `path` as `source`: in the file, or
@@ -148,9 +60,9 @@ pub fn stored_temperature(path: &Path, source: &Source) -> Result<Option<f64>, s
     Ok(match source {
         Source::Shared { data, .. } => data.temperature,
         Source::FullBnn { temperature, .. } => *temperature,
-        Source::Directory => swbnn::store::ModelDir::new(path)
-            .read_calibration()?
-            .map(|c| c.temperature),
+        Source::Qbnn | Source::Directory => {
+            swbnn::calibration::ModelFile::at(path).temperature()?
+        }
     })
 }
 
@@ -507,6 +419,7 @@ impl Model {
         let mut v = serde_json::json!({
             "path": self.path.display().to_string(),
             "config": self.config,
+            "normalization": self.config.normalization,
             "parameters": counts,
             "temperature": *self
                 .temperature
@@ -523,6 +436,7 @@ impl Model {
                 v["source"] = "full-bnn".into();
                 v["file_bytes"] = (*bytes).into();
             }
+            Source::Qbnn => v["source"] = "qbnn".into(),
             Source::Directory => v["source"] = "directory".into(),
         }
         serde_json::to_string(&v).map_err(|e| runtime_error(&e))

@@ -15,10 +15,15 @@ Everything runs on the CPU. Bad input raises ``ValueError``.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import io
 import json
 import os
+import tempfile
+import zipfile
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -39,6 +44,76 @@ __all__ = [
 ]
 
 PathLike = Union[str, "os.PathLike[str]"]
+
+#: A data set: a preset's name (``"fashion-mnist"``), ``"folder:DIR"``, ``"npz:FILE"``, or
+#: NumPy arrays ``(x, y)`` / ``(x_train, y_train, x_test, y_test)``.
+DataSet = Union[str, Sequence[np.ndarray]]
+
+
+def _npz_bytes(arrays: Dict[str, np.ndarray]) -> bytes:
+    """A ``.npz`` of ``arrays`` whose bytes depend on the arrays alone (fixed zip times), so
+    that the same arrays give the same file and digest on every call."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as z:
+        for name, a in arrays.items():
+            info = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
+            npy = io.BytesIO()
+            np.lib.format.write_array(npy, np.ascontiguousarray(a), allow_pickle=False)
+            z.writestr(info, npy.getvalue())
+    return buf.getvalue()
+
+
+def _images_for_file(x: Any, name: str) -> np.ndarray:
+    """Images as the ``.npz`` reader takes them: uint8 kept, other numbers as float32 (values
+    in [0, 1] or [0, 255])."""
+    x = np.asarray(x)
+    if x.dtype == np.uint8:
+        return x
+    if x.dtype.kind not in "fiu":
+        raise ValueError(f"{name} must hold numbers (uint8 or float images), got dtype {x.dtype}")
+    return x.astype(np.float32)
+
+
+def _labels_for_file(y: Any, name: str) -> np.ndarray:
+    y = np.asarray(y)
+    if y.dtype.kind not in "iu":
+        raise ValueError(f"{name} must hold integer class labels, got dtype {y.dtype}")
+    return y.astype(np.int64)
+
+
+@contextlib.contextmanager
+def _dataset(dataset: DataSet, *, test_only: bool = False) -> Iterator[str]:
+    """The data-set argument of the commands: a name as it is, or arrays written once to a
+    temporary ``.npz`` named by its digest (removed afterwards). ``test_only``: ``(x, y)`` is
+    a test split (for evaluation)."""
+    if isinstance(dataset, (str, os.PathLike)):
+        yield os.fspath(dataset)
+        return
+    if not isinstance(dataset, (tuple, list)) or len(dataset) not in (2, 4):
+        raise ValueError(
+            "dataset must be a name (\"fashion-mnist\", \"folder:DIR\", \"npz:FILE\") or "
+            "NumPy arrays (x, y) or (x_train, y_train, x_test, y_test)"
+        )
+    keys = ["x_train", "y_train", "x_test", "y_test"]
+    if test_only and len(dataset) == 2:
+        # The reader needs a training split to number the classes: the test split's labels.
+        dataset = (dataset[0], dataset[1], dataset[0], dataset[1])
+    arrays = {
+        k: (_images_for_file if k.startswith("x") else _labels_for_file)(a, k)
+        for k, a in zip(keys, dataset)
+    }
+    for xk, yk in (("x_train", "y_train"), ("x_test", "y_test")):
+        if xk in arrays and len(arrays[xk]) != len(arrays[yk]):
+            raise ValueError(
+                f"{xk} has {len(arrays[xk])} images and {yk} {len(arrays[yk])} labels: one "
+                "label per image"
+            )
+    data = _npz_bytes(arrays)
+    with tempfile.TemporaryDirectory(prefix="swbnn-arrays-") as tmp:
+        path = os.path.join(tmp, f"arrays-{hashlib.sha256(data).hexdigest()[:16]}.npz")
+        with open(path, "wb") as f:
+            f.write(data)
+        yield f"npz:{path}"
 
 #: Codes of ``SharingPlan.fates``.
 FATE_SHARED, FATE_ELLIPSE, FATE_OUTLIER_MEAN, FATE_OUTLIER_GRADIENT, FATE_OUTLIER_SMALL_CLUSTER = (
@@ -142,6 +217,42 @@ class Model:
         return self._native.input_shape
 
     @property
+    def normalization(self) -> Optional[Dict[str, List[float]]]:
+        """``{"mean": [...], "std": [...]}`` per channel, of pixels scaled to [0, 1]: what
+        :meth:`predict` applies to uint8 images. ``None`` for models saved before it was
+        recorded."""
+        return self.info().get("normalization")
+
+    def _images(self, images: Any) -> np.ndarray:
+        """``images`` as the network takes them: uint8 images (``(n, C, H, W)``, ``(n, H, W,
+        C)`` or, grey, ``(n, H, W)``) are scaled to [0, 1] and normalised as in training;
+        any other array is taken as already normalised ``(n, C, H, W)``, converted to
+        float32."""
+        images = np.asarray(images)
+        if images.dtype != np.uint8:
+            return images
+        c, h, w = self.input_shape
+        if images.ndim == 3 and c == 1 and images.shape[1:] == (h, w):
+            images = images[:, None]
+        elif images.ndim == 4 and images.shape[1:] != (c, h, w) and images.shape[1:] == (h, w, c):
+            images = images.transpose(0, 3, 1, 2)
+        if images.ndim != 4 or images.shape[1:] != (c, h, w):
+            raise ValueError(
+                f"images must be (n, {c}, {h}, {w}), (n, {h}, {w}, {c})"
+                + (f" or (n, {h}, {w})" if c == 1 else "")
+                + f"; got shape {images.shape}"
+            )
+        norm = self.normalization
+        if norm is None:
+            raise ValueError(
+                "this model records no input normalisation (it predates the record): pass "
+                "float32 images normalised as in its training"
+            )
+        mean = np.asarray(norm["mean"], np.float32).reshape(1, c, 1, 1)
+        std = np.asarray(norm["std"], np.float32).reshape(1, c, 1, 1)
+        return np.ascontiguousarray((images.astype(np.float32) / np.float32(255) - mean) / std)
+
+    @property
     def temperature(self) -> Optional[float]:
         """The fitted temperature stored with the model (``swbnn calibrate``, or
         :meth:`fit_temperature` with ``store=True``); ``None`` when none was fitted."""
@@ -170,15 +281,16 @@ class Model:
         temperature: Optional[float] = None,
         calibrated: bool = False,
     ) -> np.ndarray:
-        """Predictive probabilities of float32 ``images`` ``(n, C, H, W)`` (normalised as in
-        training): the mean over ``samples`` Monte Carlo weight samples, ``(n, classes)``, or
-        each sample's, ``(samples, n, classes)``. The same seed gives the same numbers as
-        ``swbnn eval --seed`` on the same images.
+        """Predictive probabilities of ``images``: raw uint8 images (normalised here as the
+        model records, see :attr:`normalization`), or float images ``(n, C, H, W)`` already
+        normalised. Returns the mean over ``samples`` Monte Carlo weight samples, ``(n,
+        classes)``, or each sample's, ``(samples, n, classes)``. The same seed gives the same
+        numbers as ``swbnn eval --seed`` on the same images.
 
         With ``temperature`` (0.05 to 20), or ``calibrated=True`` for the model's stored
         :attr:`temperature`, each sample's logits are divided by it before the softmax."""
         t = self._temperature(temperature, calibrated)
-        return self._native.predict(images, samples, seed, return_samples, t)
+        return self._native.predict(self._images(images), samples, seed, return_samples, t)
 
     def evaluate(
         self,
@@ -197,7 +309,14 @@ class Model:
         labels = metrics._labels(labels)
         t = self._temperature(temperature, calibrated)
         return json.loads(
-            self._native.evaluate_json(images, labels, ood_images, samples, seed, t)
+            self._native.evaluate_json(
+                self._images(images),
+                labels,
+                None if ood_images is None else self._images(ood_images),
+                samples,
+                seed,
+                t,
+            )
         )
 
     def fit_temperature(
@@ -219,7 +338,7 @@ class Model:
         broken model or unusual data), ``images`` and ``samples``."""
         labels = metrics._labels(labels)
         return json.loads(
-            self._native.fit_temperature_json(images, labels, samples, seed, store)
+            self._native.fit_temperature_json(self._images(images), labels, samples, seed, store)
         )
 
     def info(self) -> Dict[str, Any]:
@@ -237,7 +356,7 @@ def load(path: PathLike) -> Model:
 
 
 def train(
-    dataset: str,
+    dataset: DataSet,
     arch: str,
     kind: str,
     out: PathLike,
@@ -249,31 +368,43 @@ def train(
     estimator: str = "reparam",
     resume: bool = False,
     progress: bool = False,
+    validation: Optional[int] = None,
+    image_size: Optional[int] = None,
+    start: Optional[PathLike] = None,
 ) -> List[Dict[str, Any]]:
     """Trains a ``"deterministic"`` or ``"bayesian"`` model as ``swbnn train`` does, into the
-    directory ``out``; returns the per-epoch statistics. As the command line's default, the
-    5,000-image validation split is held out of the training set (``subset`` draws from the
-    rest). Progress goes to stderr only with ``progress=True``."""
-    return json.loads(
-        _native.train_json(
-            dataset,
-            arch,
-            kind,
-            os.fspath(out),
-            epochs=epochs,
-            seed=seed,
-            data=None if data is None else os.fspath(data),
-            subset=subset,
-            estimator=estimator,
-            resume=resume,
-            progress=progress,
+    directory ``out``; returns the per-epoch statistics.
+
+    ``dataset`` is a preset's name, ``"folder:DIR"``, ``"npz:FILE"``, or NumPy arrays ``(x,
+    y)`` (uint8 images, or floats in [0, 1] or [0, 255]; ``(n, H, W)``, ``(n, H, W, C)`` or
+    ``(n, C, H, W)``; integer labels). ``validation`` images are held out of the training set
+    (default 5,000, as the command line; ``subset`` draws from the rest); the model records
+    the normalisation measured on the rest. ``start`` is ``--from``: a trained model directory
+    a Bayesian run starts from. Progress goes to stderr only with ``progress=True``."""
+    with _dataset(dataset) as name:
+        return json.loads(
+            _native.train_json(
+                name,
+                arch,
+                kind,
+                os.fspath(out),
+                epochs=epochs,
+                seed=seed,
+                data=None if data is None else os.fspath(data),
+                subset=subset,
+                estimator=estimator,
+                resume=resume,
+                progress=progress,
+                validation=validation,
+                image_size=image_size,
+                from_model=None if start is None else os.fspath(start),
+            )
         )
-    )
 
 
 def compress(
     model: PathLike,
-    dataset: str,
+    dataset: DataSet,
     out: PathLike,
     *,
     k: Optional[int] = None,
@@ -283,29 +414,33 @@ def compress(
     subset: Optional[int] = None,
     force: bool = False,
     progress: bool = False,
+    validation: Optional[int] = None,
 ) -> Dict[str, Any]:
     """Runs stages 1-3 on a trained Bayesian model directory and writes the ``.swb`` file
-    ``out``, as ``swbnn compress`` does; returns the compression report. As the command
-    line's default, the 5,000-image validation split is held out of the training set."""
-    return json.loads(
-        _native.compress_json(
-            os.fspath(model),
-            dataset,
-            os.fspath(out),
-            k=k,
-            config=_config_json(config),
-            epochs=epochs,
-            data=None if data is None else os.fspath(data),
-            subset=subset,
-            force=force,
-            progress=progress,
+    ``out``, as ``swbnn compress`` does; returns the compression report. ``dataset`` as in
+    :func:`train` (the data the model was trained on); ``validation`` images are held out
+    of it (default 5,000, as the command line)."""
+    with _dataset(dataset) as name:
+        return json.loads(
+            _native.compress_json(
+                os.fspath(model),
+                name,
+                os.fspath(out),
+                k=k,
+                config=_config_json(config),
+                epochs=epochs,
+                data=None if data is None else os.fspath(data),
+                subset=subset,
+                force=force,
+                progress=progress,
+                validation=validation,
+            )
         )
-    )
 
 
 def evaluate(
     model: PathLike,
-    dataset: str,
+    dataset: DataSet,
     *,
     samples: int = 30,
     seed: int = 0,
@@ -317,13 +452,19 @@ def evaluate(
     calibrated: bool = False,
 ) -> Dict[str, Any]:
     """Evaluates a model on a data set's test split (and an OOD set) as ``swbnn eval``
-    does; returns the evaluation (summary, OOD metrics, uncertainty diagnostics). With
+    does; returns the evaluation (summary, OOD metrics, uncertainty diagnostics).
+    ``dataset`` as in :func:`train`; arrays ``(x, y)`` are the test split itself. With
     ``temperature``, or ``calibrated=True`` for the model's stored one, each sample's logits
     are divided by it first."""
+    with _dataset(dataset, test_only=True) as name:
+        return _evaluate(model, name, samples, seed, ood, ood_dir, data, subset, temperature, calibrated)
+
+
+def _evaluate(model, name, samples, seed, ood, ood_dir, data, subset, temperature, calibrated):
     return json.loads(
         _native.evaluate_json(
             os.fspath(model),
-            dataset,
+            name,
             samples=samples,
             seed=seed,
             ood=ood,

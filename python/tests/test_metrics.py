@@ -80,13 +80,12 @@ def test_ood_metrics_match_sklearn():
 @pytest.mark.parametrize(
     "probs, labels, message",
     [
-        (np.full((2, 2), 0.5, np.float64), np.array([0, 1]), "dtype float32"),
+        (np.full((2, 2), 0.5, np.complex64), np.array([0, 1]), "dtype float32"),
         (np.full((2, 2), 0.5, np.float32), np.array([0, 1, 1]), "labels"),
         (np.full((2, 2), 0.7, np.float32), np.array([0, 1]), "sums to"),
         (np.array([[np.nan, 1]], np.float32), np.array([0]), "non-finite"),
         (np.full((2, 2), 0.5, np.float32), np.array([0, 2]), "out of range"),
         (np.full((2, 2), 0.5, np.float32), np.array([0.0, 1.0]), "dtype int64"),
-        (np.full((2, 4), 0.25, np.float32)[:, ::2], np.array([0, 1]), "C-contiguous"),
         (np.zeros((0, 2), np.float32), np.zeros(0, np.int64), "empty"),
     ],
 )
@@ -95,12 +94,21 @@ def test_bad_input(probs, labels, message):
         metrics.ece(probs, labels)
 
 
+def test_float64_strided_and_narrow_integer_inputs_are_converted_once():
+    p = np.array([[0.9, 0.1], [0.2, 0.8], [0.6, 0.4]])
+    y = np.array([0, 1, 1], dtype=np.uint8)
+    ref = metrics.ece(p.astype(np.float32), y.astype(np.int64))
+    assert metrics.ece(p, y) == ref
+    wide = np.zeros((3, 4))
+    wide[:, ::2] = p
+    assert metrics.ece(wide[:, ::2], y) == ref
+    assert metrics.auroc(np.zeros(3, np.float32), np.ones(3)) == metrics.auroc(np.zeros(3), np.ones(3))
+
+
 def test_bad_ood_input():
     with pytest.raises(ValueError, match="both classes|empty"):
         metrics.auroc(np.zeros(3), np.zeros(0))
     with pytest.raises(ValueError, match="non-finite"):
         metrics.auroc(np.array([np.nan, 1.0]), np.zeros(3))
-    with pytest.raises(ValueError, match="dtype float64"):
-        metrics.auroc(np.zeros(3, np.float32), np.zeros(3))
     with pytest.raises(ValueError, match="tpr level"):
         metrics.fpr_at_tpr(np.zeros(3), np.ones(3), level=2.0)

@@ -37,7 +37,7 @@ def test_config_and_gradient():
 @pytest.mark.parametrize(
     "mu, sigma, message",
     [
-        (np.zeros(5, np.float64), np.ones(5, np.float32), "mu must have dtype float32"),
+        (np.zeros(5, np.complex64), np.ones(5, np.float32), "mu must have dtype float32"),
         (np.zeros(5, np.float32), np.ones(4, np.float32), "sigma has 4 values"),
         (np.zeros(5, np.float32), -np.ones(5, np.float32), "sigma"),
         (np.array([0, np.nan, 0, 0, 0], np.float32), np.ones(5, np.float32), r"mu\[1\]"),

@@ -18,6 +18,9 @@
 //!   an out-of-distribution set from in-distribution images (their tiles shuffled).
 //! - [`DataLoader`] shuffles per epoch, batches, and prefetches with worker threads; the
 //!   batches are the same for any number of workers.
+//! - A user's own images: class folders of PNG/JPEG files ([`load_class_folders`]) or a NumPy
+//!   `.npz` ([`load_npz`]), named on a command line as a [`DataSource`] (`folder:DIR`,
+//!   `npz:FILE`); [`NormStats::measure`] gives their normalisation.
 //! - [`Locator`] finds a data set (`--data DIR`, `$SWBNN_DATA`, the user cache,
 //!   `/usr/share/datasets`) or downloads it with checksum verification.
 //!
@@ -49,6 +52,7 @@
 #![warn(missing_docs)]
 
 mod cifar;
+mod class_folders;
 mod corrupt;
 mod dataset;
 mod download;
@@ -60,7 +64,9 @@ mod idx;
 mod loader;
 mod locate;
 mod mat;
+mod npz;
 mod rng;
+mod source;
 mod subset;
 mod svhn;
 mod tiles;
@@ -69,6 +75,9 @@ mod transform;
 pub use cifar::{
     CIFAR_IMAGE_BYTES, CIFAR10_SUBDIR, CIFAR100_SUBDIR, Cifar100Label, cifar10_files,
     cifar100_file, load_cifar10, load_cifar100, read_cifar_file,
+};
+pub use class_folders::{
+    FolderImages, MAX_IMAGE_SIDE, folder_classes, folder_has_test, load_class_folders, split_dir,
 };
 pub use corrupt::{
     BLUR_SIGMA, CONTRAST_FACTOR, Corrupted, Corruption, CorruptionKind, MAX_SEVERITY, NOISE_SIGMA,
@@ -92,7 +101,9 @@ pub use idx::{
 pub use loader::{Batch, DataLoader, EpochIter, LoaderConfig};
 pub use locate::{DATA_ENV, Locator, default_cache_dir, open, open_dir};
 pub use mat::{MatArray, MatData, parse_mat, read_mat};
+pub use npz::{MAX_NPY_BYTES, load_npz, npz_has_test};
 pub use rng::{SampleRng, derive_seed};
+pub use source::DataSource;
 pub use subset::Subset;
 pub use svhn::{load_svhn, load_svhn_mat, svhn_file};
 pub use tiles::{TILE_GRID, TileShuffled};

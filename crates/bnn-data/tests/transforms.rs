@@ -142,10 +142,7 @@ fn normalisation_gives_zero_mean_unit_std_for_matching_stats() {
     // A 2-channel image whose channels have known mean and (population) std.
     let c0: Vec<f32> = vec![0.1, 0.3, 0.5, 0.7];
     let c1: Vec<f32> = vec![0.2, 0.2, 0.6, 0.6];
-    let stats = NormStats {
-        mean: &[0.4, 0.4],
-        std: &[0.223_606_8, 0.2],
-    };
+    let stats = NormStats::new(vec![0.4, 0.4], vec![0.223_606_8, 0.2]).unwrap();
     let img = image(2, 2, 2, [c0, c1].concat());
     let out = Normalize::new(stats)
         .apply(img, &mut SampleRng::new(0))
@@ -166,10 +163,32 @@ fn normalisation_gives_zero_mean_unit_std_for_matching_stats() {
 
 #[test]
 fn paper_stats_are_the_published_constants() {
-    assert_eq!(NormStats::CIFAR100.mean, &[0.5071, 0.4865, 0.4409]);
-    assert_eq!(NormStats::CIFAR100.std, &[0.2673, 0.2564, 0.2761]);
-    assert_eq!(DatasetId::FashionMnist.norm_stats().mean, &[0.2860]);
-    assert_eq!(DatasetId::Mnist.norm_stats().std, &[0.3081]);
+    assert_eq!(*NormStats::CIFAR100.mean, [0.5071, 0.4865, 0.4409]);
+    assert_eq!(*NormStats::CIFAR100.std, [0.2673, 0.2564, 0.2761]);
+    assert_eq!(*DatasetId::FashionMnist.norm_stats().mean, [0.2860]);
+    assert_eq!(*DatasetId::Mnist.norm_stats().std, [0.3081]);
+}
+
+#[test]
+fn measured_stats_are_the_mean_and_population_std_of_every_pixel() {
+    // Two 2-channel 1x2 images: channel 0 holds 0, 51, 102, 153 (mean 76.5, population std
+    // 57.02...), channel 1 is constant 255 (std 0, so 1: nothing to scale).
+    let pixels = vec![0, 51, 255, 255, 102, 153, 255, 255];
+    let data = bnn_data::InMemoryDataset::new(pixels, vec![0, 1], (2, 1, 2), 2).unwrap();
+    let stats = NormStats::measure(&data).unwrap();
+    let std0 = (((0f64 - 76.5).powi(2)
+        + (51f64 - 76.5).powi(2)
+        + (102f64 - 76.5).powi(2)
+        + (153f64 - 76.5).powi(2))
+        / 4.0)
+        .sqrt()
+        / 255.0;
+    assert!((stats.mean[0] as f64 - 0.3).abs() < 1e-6, "{stats:?}");
+    assert!((stats.std[0] as f64 - std0).abs() < 1e-6, "{stats:?}");
+    assert_eq!((stats.mean[1], stats.std[1]), (1.0, 1.0));
+    assert!(NormStats::new(vec![0.5], vec![0.0]).is_err());
+    assert!(NormStats::new(vec![0.5, 0.5], vec![0.2]).is_err());
+    assert!(NormStats::new(vec![f32::NAN], vec![0.2]).is_err());
 }
 
 #[test]

@@ -35,4 +35,4 @@ pub use network::{
     Body, MAX_CLASSES, MAX_CODEBOOK_LEN, MAX_IMAGE_SIZE, MAX_IN_CHANNELS, MAX_MLP_LAYERS,
     MAX_MLP_WIDTH, MAX_WIDTH, ModelConfig, Network, share_all_first,
 };
-pub use trained_on::TrainedOn;
+pub use trained_on::{InputNorm, TrainedOn};

@@ -9,7 +9,7 @@ use crate::layers::{LayerFactory, ShareFn};
 use crate::lenet::LeNet5;
 use crate::mlp::Mlp;
 use crate::resnet::{BlockKind, ResNet, Shortcut, Stem};
-use crate::trained_on::TrainedOn;
+use crate::trained_on::{InputNorm, TrainedOn};
 use crate::vit::{Vit, VitShape};
 use crate::wrn::WideResNet;
 use crate::{Arch, Kind, ModelError};
@@ -59,6 +59,10 @@ pub struct ModelConfig {
     /// and for models built outside training (an import, a test).
     #[config(default = "None")]
     pub trained_on: Option<TrainedOn>,
+    /// The normalisation of its input images; `None` in files written before it was recorded
+    /// (their data set's preset constants apply).
+    #[config(default = "None")]
+    pub normalization: Option<InputNorm>,
 }
 
 /// The network body of each architecture.

@@ -35,6 +35,18 @@ impl TrainedOn {
     }
 }
 
+/// How a model's input images are normalised: `(x / 255 - mean[c]) / std[c]` per channel,
+/// from raw 8-bit pixels. Recorded at training (a preset's published constants, or measured on
+/// the user's training images), so that `eval`, `predict` and Python's `Model.predict` take raw
+/// images.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InputNorm {
+    /// Mean per channel, of pixels scaled to `[0, 1]`.
+    pub mean: Vec<f32>,
+    /// Standard deviation per channel, of pixels scaled to `[0, 1]`.
+    pub std: Vec<f32>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -19,7 +19,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use bnn_data::{DataLoader, Dataset, DatasetId};
+use bnn_data::{DataLoader, DataSource, Dataset};
 use bnn_metrics::{TemperatureFit, validate_temperature};
 use bnn_models::{ModelConfig, Network};
 use bnn_train::{LogitSamples, predict_ensemble_logits, predict_logits};
@@ -186,7 +186,7 @@ pub fn run_of(model: &Path) -> Result<Option<(PathBuf, Setup)>, Error> {
 /// (default [`ValidationSplit::SEED`]). Returns the split and the run directory, if any.
 pub fn split_for(
     model: &Path,
-    dataset: DatasetId,
+    dataset: &DataSource,
     size: Option<usize>,
     seed: Option<u64>,
 ) -> Result<(ValidationSplit, Option<PathBuf>), Error> {
@@ -199,7 +199,7 @@ pub fn split_for(
     };
     let run = setup.validation;
     let named = dir.join(SETUP_FILE);
-    if setup.dataset != dataset {
+    if DataSource::Preset(setup.dataset) != *dataset {
         return Err(Error::Usage(format!(
             "{} belongs to the run in {}, which trained on {}, not {dataset}",
             model.display(),
@@ -374,6 +374,7 @@ impl ModelDir {
 mod tests {
     use super::*;
     use crate::store::SWB_FILE;
+    use bnn_data::DatasetId;
 
     fn calibration(t: f64) -> Calibration {
         Calibration {
@@ -503,13 +504,18 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let outside = dir.path().join("m.swb");
         assert_eq!(
-            split_for(&outside, DatasetId::FashionMnist, None, None).unwrap(),
+            split_for(&outside, &DatasetId::FashionMnist.into(), None, None).unwrap(),
             (ValidationSplit::standard(), None)
         );
         assert_eq!(
-            split_for(&outside, DatasetId::FashionMnist, Some(300), Some(2))
-                .unwrap()
-                .0,
+            split_for(
+                &outside,
+                &DatasetId::FashionMnist.into(),
+                Some(300),
+                Some(2)
+            )
+            .unwrap()
+            .0,
             ValidationSplit { size: 300, seed: 2 }
         );
         let run = dir.path().join("run");
@@ -527,30 +533,30 @@ mod tests {
         let want = (setup.validation, Some(run.clone()));
         for model in [stage.clone(), run.join("lenet5-2dgbnn.swb")] {
             assert_eq!(
-                split_for(&model, DatasetId::FashionMnist, None, None).unwrap(),
+                split_for(&model, &DatasetId::FashionMnist.into(), None, None).unwrap(),
                 want
             );
         }
         assert_eq!(
-            split_for(&stage, DatasetId::FashionMnist, Some(700), Some(9)).unwrap(),
+            split_for(&stage, &DatasetId::FashionMnist.into(), Some(700), Some(9)).unwrap(),
             want
         );
         for (size, seed, needle) in [
             (Some(5000), None, "--validation 5000"),
             (None, Some(4), "--validation-seed 4"),
         ] {
-            let e = split_for(&stage, DatasetId::FashionMnist, size, seed)
+            let e = split_for(&stage, &DatasetId::FashionMnist.into(), size, seed)
                 .unwrap_err()
                 .to_string();
             assert!(e.contains(needle) && e.contains(SETUP_FILE), "{e}");
         }
-        let e = split_for(&stage, DatasetId::Mnist, None, None)
+        let e = split_for(&stage, &DatasetId::Mnist.into(), None, None)
             .unwrap_err()
             .to_string();
         assert!(e.contains("trained on"), "{e}");
         setup.validation = ValidationSplit::none();
         crate::store::write_setup(&run, &setup).unwrap();
-        let e = split_for(&stage, DatasetId::FashionMnist, None, None)
+        let e = split_for(&stage, &DatasetId::FashionMnist.into(), None, None)
             .unwrap_err()
             .to_string();
         assert!(e.contains("held out no validation split"), "{e}");

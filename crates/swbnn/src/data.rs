@@ -5,12 +5,12 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use bnn_data::{
-    Compose, DataLoader, Dataset, DatasetId, FileDigest, LoaderConfig, Locator, NormStats,
-    Normalize, Published, RandomHorizontalFlip, Split, Subset, TileShuffled, by_name, digest_split,
-    file_digests, load_idx_pair, open_dir, verify_split,
+    Compose, DataLoader, DataSource, Dataset, DatasetId, FileDigest, FolderImages, LoaderConfig,
+    Locator, NormStats, Normalize, Published, RandomHorizontalFlip, Split, Subset, TileShuffled,
+    by_name, digest_split, file_digests, load_idx_pair, open_dir, verify_split,
 };
 
-use bnn_models::{ModelConfig, TrainedOn};
+use bnn_models::{InputNorm, ModelConfig, TrainedOn};
 
 use crate::Error;
 use crate::setup::ValidationSplit;
@@ -72,6 +72,78 @@ pub fn open_verified(
     Ok(OpenedSplit { data, dir, files })
 }
 
+/// Opens `split` of `source` for a command: a preset as [`open_verified`]; a user's `.npz`
+/// (with its SHA-256) or class folders, their images brought to `images` (a model's input:
+/// [`model_images`]; for training, the size asked for).
+pub fn open_source(
+    source: &DataSource,
+    split: Split,
+    data_dir: Option<&Path>,
+    images: FolderImages,
+) -> Result<OpenedSplit, Error> {
+    match source {
+        DataSource::Preset(id) => open_verified(*id, split, data_dir),
+        DataSource::Npz(file) => {
+            let data = source.load(split, images)?;
+            let (sha256, _) = file_digests(file)?;
+            Ok(OpenedSplit {
+                data,
+                dir: file.parent().map(Path::to_path_buf).unwrap_or_default(),
+                files: vec![FileDigest {
+                    path: file.clone(),
+                    sha256,
+                    published: Published::Unknown,
+                }],
+            })
+        }
+        DataSource::Folder(dir) => Ok(OpenedSplit {
+            data: source.load(split, images)?,
+            dir: dir.clone(),
+            files: Vec::new(),
+        }),
+    }
+}
+
+/// How a user's images are shaped for the model of `config`: its side and channels.
+pub fn model_images(config: &ModelConfig) -> FolderImages {
+    FolderImages {
+        size: Some(config.image_size),
+        channels: Some(config.in_channels),
+    }
+}
+
+/// The normalisation a model of `config` applies to raw images: the one it records, else
+/// (files written before the record) the preset constants of `source`. A model without a
+/// record given a user's data set is an error: its normalisation is unknown.
+pub fn model_norm(config: &ModelConfig, source: &DataSource) -> Result<NormStats, Error> {
+    match (&config.normalization, source.preset()) {
+        (Some(n), _) => Ok(NormStats::new(n.mean.clone(), n.std.clone())?),
+        (None, Some(id)) => Ok(id.norm_stats()),
+        (None, None) => Err(Error::Usage(format!(
+            "the model records no input normalisation (it predates the record), so it cannot \
+             read {source}: evaluate it on the preset data set it was trained on"
+        ))),
+    }
+}
+
+/// The normalisation a model trained on `train` of `source` records: a preset's published
+/// constants (the paper's), or the mean and std measured on `train`, the training images
+/// without the validation split.
+pub fn training_norm(source: &DataSource, train: &dyn Dataset) -> Result<NormStats, Error> {
+    Ok(match source.preset() {
+        Some(id) => id.norm_stats(),
+        None => NormStats::measure(train)?,
+    })
+}
+
+/// `stats` as a model records them.
+pub fn norm_record(stats: &NormStats) -> InputNorm {
+    InputNorm {
+        mean: stats.mean.to_vec(),
+        std: stats.std.to_vec(),
+    }
+}
+
 /// Prints `note` as a warning on standard error, unless this process printed it already.
 pub fn warn_once(note: &str) {
     static SEEN: Mutex<Option<HashSet<String>>> = Mutex::new(None);
@@ -89,22 +161,22 @@ pub fn warn_once(note: &str) {
 /// the test files (which `eval` compares): `test`'s when the caller opened it, else those
 /// beside the training files.
 pub fn trained_on(
-    id: DatasetId,
+    source: &DataSource,
     train: &OpenedSplit,
     test: Option<&OpenedSplit>,
     validation: ValidationSplit,
 ) -> Result<TrainedOn, Error> {
     let (c, h, w) = train.data.shape();
     let mut files = train.digests();
-    match test {
-        Some(test) => files.extend(test.digests()),
-        None if id.is_present(&train.dir, Split::Test) => {
+    match (test, source.preset()) {
+        (Some(test), _) => files.extend(test.digests()),
+        (None, Some(id)) if id.is_present(&train.dir, Split::Test) => {
             files.extend(by_name(&digest_split(id, Split::Test, &train.dir)?));
         }
-        None => {}
+        _ => {}
     }
     Ok(TrainedOn {
-        dataset: id.name().to_string(),
+        dataset: source.to_string(),
         shape: [c, h, w],
         validation: validation.size,
         validation_seed: validation.seed,
@@ -112,14 +184,32 @@ pub fn trained_on(
     })
 }
 
+/// Whether `source` may be the data set `recorded` (a [`TrainedOn::dataset`]): the same
+/// preset; or, for a user's files, any other user's files (a test split may lie in another
+/// file or folder than the training split; their digests, compared by file name, tell more).
+/// A preset and a user's data set are never the same.
+fn same_source(recorded: &str, source: &DataSource) -> bool {
+    match (recorded.parse::<DataSource>(), source.preset()) {
+        (Ok(DataSource::Preset(r)), Some(id)) => r == id,
+        (Ok(DataSource::Preset(_)), None) | (Ok(_), Some(_)) | (Err(_), _) => false,
+        (Ok(_), None) => true,
+    }
+}
+
 /// Compares data handed to a command for the model of `config` (`model` names it) with the
 /// data it was trained on: another data set, or files of the same name with other bytes, is
 /// a warning naming both, printed once. A model without a record is not compared.
-pub fn check_trained_on(model: &Path, config: &ModelConfig, id: DatasetId, data: &OpenedSplit) {
+pub fn check_trained_on(
+    model: &Path,
+    config: &ModelConfig,
+    source: &DataSource,
+    data: &OpenedSplit,
+) {
     let Some(record) = &config.trained_on else {
         return;
     };
-    if record.dataset != id.name() {
+    let id = source;
+    if !same_source(&record.dataset, source) {
         warn_once(&format!(
             "{} was trained on {}, and is given {id} ({}): other data than it was trained on",
             model.display(),
@@ -236,19 +326,20 @@ pub struct EvalData {
 pub fn open_eval_data(
     model: &Path,
     config: &ModelConfig,
-    dataset: DatasetId,
+    dataset: &DataSource,
     data_dir: Option<&Path>,
-    ood: Option<DatasetId>,
+    ood: Option<&DataSource>,
     ood_dir: Option<&Path>,
     n: Option<usize>,
 ) -> Result<EvalData, Error> {
-    let opened = open_verified(dataset, Split::Test, data_dir)?;
+    let opened = open_source(dataset, Split::Test, data_dir, model_images(config))?;
     check_trained_on(model, config, dataset, &opened);
     let test = subset(opened.data.clone(), n, 2, "the test set")?;
     check_input(config, test.as_ref(), "test data", true)?;
     let ood = match (ood, ood_dir) {
-        (Some(id), Some(dir)) => Some(open_ood_verified(id, dir)?),
-        (Some(id), None) => Some(open_verified(id, Split::Test, data_dir)?),
+        (Some(DataSource::Preset(id)), Some(dir)) => Some(open_ood_verified(*id, dir)?),
+        (Some(DataSource::Preset(id)), None) => Some(open_verified(*id, Split::Test, data_dir)?),
+        (Some(user), _) => Some(open_user_ood(user, config)?),
         (None, _) => None,
     };
     let ood = match ood {
@@ -261,6 +352,16 @@ pub fn open_eval_data(
         None => None,
     };
     Ok(EvalData { test, ood })
+}
+
+/// A user's out-of-distribution set: its test split when it has one, else all its images (a
+/// flat folder, a `.npz` without `x_test`), brought to the model's input shape.
+pub fn open_user_ood(source: &DataSource, config: &ModelConfig) -> Result<OpenedSplit, Error> {
+    let split = match source.has_test()? {
+        true => Split::Test,
+        false => Split::Train,
+    };
+    open_source(source, split, None, model_images(config))
 }
 
 /// A stratified random subset of `n` examples of `data` (all of it if `n` is `None` or the
@@ -377,7 +478,12 @@ impl ExperimentData {
     pub fn open(setup: &crate::setup::Setup) -> Result<Self, Error> {
         let opened = open_verified(setup.dataset, Split::Train, setup.data_dir.as_deref())?;
         let opened_test = open_verified(setup.dataset, Split::Test, setup.data_dir.as_deref())?;
-        let trained_on = trained_on(setup.dataset, &opened, Some(&opened_test), setup.validation)?;
+        let trained_on = trained_on(
+            &DataSource::Preset(setup.dataset),
+            &opened,
+            Some(&opened_test),
+            setup.validation,
+        )?;
         let (train, validation) =
             training_split(opened.data, setup.validation, setup.train_subset)?;
         let test = subset(
@@ -387,12 +493,12 @@ impl ExperimentData {
             "the test set",
         )?;
         let stats = setup.dataset.norm_stats();
-        let test_loader = eval_loader(stats, test.clone(), 256, setup.workers)?;
-        let validation_loader = eval_loader(stats, validation.clone(), 256, setup.workers)?;
+        let test_loader = eval_loader(stats.clone(), test.clone(), 256, setup.workers)?;
+        let validation_loader = eval_loader(stats.clone(), validation.clone(), 256, setup.workers)?;
         let validation_ood_loader = match validation.is_empty() {
             true => None,
             false => Some(eval_loader(
-                stats,
+                stats.clone(),
                 validation_ood(validation.clone())?,
                 256,
                 setup.workers,
@@ -403,7 +509,7 @@ impl ExperimentData {
                 let ood = open_ood_verified(*id, dir)?;
                 check_ood_not_test(&opened_test, &ood)?;
                 let data = subset_at_most(ood.data, setup.test_subset, 3)?;
-                Some(eval_loader(stats, data, 256, setup.workers)?)
+                Some(eval_loader(stats.clone(), data, 256, setup.workers)?)
             }
             None => None,
         };
@@ -421,23 +527,26 @@ impl ExperimentData {
     }
 }
 
-/// Training loader: the paper's augmentation for the data set (a flip for Fashion-MNIST, none
+/// Training loader: the paper's augmentation for a preset (a flip for Fashion-MNIST, none
 /// for MNIST digits, else [`DatasetId::train_transform`]: crop with 4-pixel reflection padding
 /// and flip for CIFAR, random resized crop to 224, flip and colour jitter for ImageNet,
-/// normalisation only for SVHN, whose digits a flip would change), normalised.
+/// normalisation only for SVHN, whose digits a flip would change), normalised. A user's data
+/// set is normalised with `stats` and not augmented: no flip or crop is safe for every kind
+/// of image (a flip changes digits and text).
 pub fn train_loader(
-    id: DatasetId,
+    source: &DataSource,
+    stats: &NormStats,
     data: Arc<dyn Dataset>,
     batch_size: usize,
     seed: u64,
     workers: usize,
 ) -> Result<DataLoader, Error> {
-    let t = match id {
-        DatasetId::Mnist => Compose::new().then(Normalize::new(id.norm_stats())),
-        DatasetId::FashionMnist => Compose::new()
+    let t = match source.preset() {
+        Some(DatasetId::Mnist) | None => Compose::new().then(Normalize::new(stats.clone())),
+        Some(DatasetId::FashionMnist) => Compose::new()
             .then(RandomHorizontalFlip::default())
-            .then(Normalize::new(id.norm_stats())),
-        _ => id.train_transform(),
+            .then(Normalize::new(stats.clone())),
+        Some(id) => id.train_transform(),
     };
     let config = LoaderConfig {
         batch_size,

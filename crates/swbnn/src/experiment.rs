@@ -103,7 +103,7 @@ pub fn evaluate_corruptions_into(
         .iter()
         .map(|&c| {
             let data: Arc<dyn Dataset> = Arc::new(Corrupted::new(test.clone(), c, CORRUPTION_SEED));
-            let loader = eval_loader(stats, data, 256, workers)?;
+            let loader = eval_loader(stats.clone(), data, 256, workers)?;
             let mut evs =
                 evaluate_tempered(model, &loader, None, samples, &temperatures(temperature))?
                     .into_iter();
@@ -274,7 +274,8 @@ pub(crate) fn gbnn_stage(
 ) -> Result<GbnnStage, Error> {
     let resumed = stage.resumed_seconds()?;
     let loader = train_loader(
-        setup.dataset,
+        &setup.dataset.into(),
+        &data.stats,
         data.train.clone(),
         cfg.retrain.batch_size,
         cfg.retrain.seed,
@@ -360,7 +361,8 @@ type Trained = (StageDir, Network, Row);
 impl Experiment<'_> {
     fn train_loader(&self, tc: &TrainConfig) -> Result<DataLoader, Error> {
         train_loader(
-            self.setup.dataset,
+            &self.setup.dataset.into(),
+            &self.data.stats,
             self.data.train.clone(),
             tc.batch_size,
             tc.seed,
@@ -493,7 +495,7 @@ impl Experiment<'_> {
                 model,
                 method.name(),
                 &self.data.test,
-                self.data.stats,
+                self.data.stats.clone(),
                 &setup.corruptions,
                 method.passes(setup.samples),
                 setup.workers,

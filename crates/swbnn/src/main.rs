@@ -22,31 +22,22 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
-use bnn_data::{Dataset, DatasetId, Split};
-use bnn_layers::{Estimator, bayes_from_deterministic, device_by_name};
-use bnn_models::torch_names::Convention;
-use bnn_models::{Arch, Kind, ModelConfig, Network};
-use bnn_train::{
-    Checkpointer, DataParallel, EpochStats, Observer, StepInfo, TrainConfig, evaluate_tempered,
-    train_data_parallel,
-};
-use burn::prelude::*;
-use clap::{Parser, Subcommand, ValueEnum};
+use bnn_data::DataSource;
+use bnn_layers::{Estimator, device_by_name};
+use bnn_models::Arch;
+use bnn_train::{DataParallel, EpochStats, Observer, StepInfo};
+use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
-use swbnn::calibration::ModelFile;
-use swbnn::data::{
-    EvalData, check_input, check_trained_on, eval_loader, open_eval_data, open_verified,
-    train_loader, trained_on, training_split,
+use swbnn::commands::{
+    self, CalibrateRequest, CompressRequest, CompressSettings, EvalRequest, Scaling, TrainKind,
+    TrainRequest,
 };
 use swbnn::experiment::Progress;
-use swbnn::interop::ExportAs;
+use swbnn::load::{LoadedModel, load_model};
 use swbnn::presets::BbbRecipe;
 use swbnn::results::Row;
 use swbnn::setup::ValidationSplit;
-use swbnn::store::ModelDir;
 use swbnn::{args, checks};
-use swshare::burn_edges::from_swb;
-use swshare::compress::{CompressConfig, compress};
 
 #[derive(Parser)]
 #[command(
@@ -68,20 +59,21 @@ struct Cli {
     command: Command,
 }
 
-#[derive(Clone, Copy, ValueEnum)]
-enum TrainKind {
-    Deterministic,
-    Bayesian,
-}
-
 #[derive(Subcommand)]
 enum Command {
     /// Train a deterministic or Bayes-by-Backprop model; checkpoints every epoch into --out.
     Train {
         /// Data set: mnist, fashion-mnist, cifar-10, cifar-100, svhn or imagenet (looked for in
-        /// --data, $SWBNN_DATA, the user cache, then /usr/share/datasets).
-        #[arg(long)]
-        dataset: DatasetId,
+        /// --data, $SWBNN_DATA, the user cache, then /usr/share/datasets); or your own:
+        /// folder:DIR (class sub-folders of PNG/JPEG images; DIR/train and DIR/test for the two
+        /// splits) or npz:FILE (x_train, y_train, optionally x_test, y_test). Classes, channels
+        /// and size come from the data; its normalisation is measured and stored with the model.
+        #[arg(long, value_name = "NAME|folder:DIR|npz:FILE")]
+        dataset: DataSource,
+        /// Resize the images of a folder: data set to this square size in pixels (default: the
+        /// first image's size; images of mixed sizes need it).
+        #[arg(long, value_parser = args::positive)]
+        image_size: Option<usize>,
         /// Architecture: mlp, lenet5, resnet18, resnet20, resnet50, resnet101, wrn28-10,
         /// vit-b16 or vit-tiny.
         #[arg(long)]
@@ -148,9 +140,9 @@ enum Command {
         #[arg(long)]
         model: PathBuf,
         /// The data set the model was trained on (its training split retrains stage 3):
-        /// mnist, fashion-mnist, cifar-10, cifar-100, svhn or imagenet.
-        #[arg(long)]
-        dataset: DatasetId,
+        /// mnist, fashion-mnist, cifar-10, cifar-100, svhn, imagenet, folder:DIR or npz:FILE.
+        #[arg(long, value_name = "NAME|folder:DIR|npz:FILE")]
+        dataset: DataSource,
         /// Output .swb file (an existing one only with --force).
         #[arg(long)]
         out: PathBuf,
@@ -190,12 +182,14 @@ enum Command {
         /// A .swb or .qbnn file, or a directory with model.bpk and config.json.
         model: PathBuf,
         /// The data set whose test split is evaluated: mnist, fashion-mnist, cifar-10,
-        /// cifar-100, svhn or imagenet.
-        #[arg(long)]
-        dataset: DatasetId,
-        /// Out-of-distribution data set; --ood-dir gives its directory.
-        #[arg(long)]
-        ood: Option<DatasetId>,
+        /// cifar-100, svhn, imagenet, folder:DIR or npz:FILE (images are resized and
+        /// normalised as the model records).
+        #[arg(long, value_name = "NAME|folder:DIR|npz:FILE")]
+        dataset: DataSource,
+        /// Out-of-distribution data set: a preset (--ood-dir gives its directory), or
+        /// folder:DIR or npz:FILE (its test split, else all its images).
+        #[arg(long, value_name = "NAME|folder:DIR|npz:FILE")]
+        ood: Option<DataSource>,
         /// The OOD set's folder: its test split in the standard layout, or
         /// images-idx3-ubyte.gz and labels-idx1-ubyte.gz (the layout of the 10,000-digit MNIST
         /// sample). Default: --data, then the usual search.
@@ -234,9 +228,10 @@ enum Command {
         /// A .swb or .qbnn file, or a directory with model.bpk and config.json.
         model: PathBuf,
         /// The data set the model was trained on (the validation split is held out of its
-        /// training split): mnist, fashion-mnist, cifar-10, cifar-100, svhn or imagenet.
-        #[arg(long)]
-        dataset: DatasetId,
+        /// training split): mnist, fashion-mnist, cifar-10, cifar-100, svhn, imagenet,
+        /// folder:DIR or npz:FILE.
+        #[arg(long, value_name = "NAME|folder:DIR|npz:FILE")]
+        dataset: DataSource,
         /// The data folder (used alone: a folder without the data set is an error).
         #[arg(long)]
         data: Option<PathBuf>,
@@ -341,90 +336,6 @@ impl Progress for Bars {
     }
 }
 
-fn read_config(dir: &Path) -> Result<ModelConfig> {
-    Ok(ModelDir::new(dir).read_config()?)
-}
-
-fn load_dir_model(dir: &Path, device: &Device) -> Result<(Network, ModelConfig)> {
-    Ok(ModelDir::new(dir).load(device)?)
-}
-
-/// Whether a model of `config` can start a Bayesian run of `arch` (`train --from`): a
-/// deterministic or Bayesian model of that architecture; a weight-shared one has no weight of
-/// its own to start from.
-fn check_start(config: &ModelConfig, arch: Arch) -> Result<()> {
-    if config.kind == Kind::Shared {
-        bail!(
-            "a weight-shared (2DGBNN) model cannot start a Bayesian run; start from the Bayesian model it was compressed from"
-        );
-    }
-    if config.arch != arch {
-        bail!("the model is a {}, --arch is {}", config.arch, arch);
-    }
-    Ok(())
-}
-
-/// `model` with every parameter (means, rhos, batch norm and its running statistics) of the
-/// Bayesian model `start`, which must have them all, with the same shapes.
-fn continue_bayesian(start: &Network, model: Network) -> Result<Network> {
-    let params = bnn_layers::export_params(start);
-    let expected = bnn_layers::export_params(&model).len();
-    let (model, copied) = bnn_layers::import_params(model, &params)?;
-    if copied != expected {
-        bail!("it set {copied} of the model's {expected} parameters: not the same network");
-    }
-    Ok(model)
-}
-
-/// A `.swb` or `.qbnn` file, a directory holding `model.swb` or `model.qbnn` (a
-/// reproduction's 2DGBNN and quantised-BNN stages), or a directory with `model.bpk` and
-/// `config.json` (`swbnn train`, a reproduction's other stages).
-fn load_any_model(path: &Path, device: &Device) -> Result<(Network, ModelConfig)> {
-    let swb = match ModelFile::at(path) {
-        ModelFile::Swb(file) => Some(file),
-        ModelFile::Qbnn(file) => {
-            let data = swshare::format::qbnn::load(&file)?;
-            return swbnn::baselines::qbnn::from_qbnn(&data, device)
-                .with_context(|| format!("building the model of {}", file.display()));
-        }
-        ModelFile::Dir(_) => None,
-    };
-    match swb {
-        Some(file) => {
-            // The same validation as `inspect`; the architecture is checked before the index.
-            let (data, _) = swshare::burn_edges::load_swb(&file, device).map_err(|e| {
-                let in_model_dir = file
-                    .parent()
-                    .is_some_and(|d| ModelDir::new(d).config_path().is_file());
-                let format_error = match &e {
-                    swshare::burn_edges::EdgeError::Format(f) => f.format_error(),
-                    _ => None,
-                };
-                match (format_error, in_model_dir) {
-                    (Some(swshare::format::FormatError::BadMagic { .. }), true) => anyhow::anyhow!(
-                        "{} is not a .swb file; for a model trained with `swbnn train`, pass its directory",
-                        file.display()
-                    ),
-                    _ => e.into(),
-                }
-            })?;
-            let (net, config) = from_swb(&data, device)
-                .with_context(|| format!("building the model of {}", file.display()))?;
-            if let Some(param) = bnn_train::first_non_finite(&net) {
-                bail!(
-                    "{}: parameter {param} holds a non-finite value (NaN or infinity)",
-                    file.display()
-                );
-            }
-            if let Some(out) = bnn_train::first_out_of_range(&net) {
-                bail!("{}: {out}", file.display());
-            }
-            Ok((net, config))
-        }
-        None => load_dir_model(path, device),
-    }
-}
-
 fn main() -> ExitCode {
     match run() {
         Ok(()) => ExitCode::SUCCESS,
@@ -442,11 +353,11 @@ fn run() -> Result<()> {
         rayon_threads(t)?;
     }
     let device = device_by_name(&cli.backend)?;
-    let ad = device.clone().autodiff();
     let mut bars = Bars::new(cli.json);
     match cli.command {
         Command::Train {
             dataset,
+            image_size,
             arch,
             kind,
             epochs,
@@ -456,148 +367,42 @@ fn run() -> Result<()> {
             save_init,
             resume,
             data,
-            subset: n,
+            subset,
             validation,
             estimator,
             seed,
             devices,
         } => {
-            // Every argument is checked before any data is read or anything written.
-            if resume {
-                checks::resumable_checkpoint(&out)?;
-            }
-            checks::output_dir("--out", &out)?;
-            if from.is_some() && matches!(kind, TrainKind::Deterministic) {
-                bail!(
-                    "--from starts a Bayesian model from a trained one; a deterministic run does not take it (pass --kind bayesian)"
-                );
-            }
-            if recipe.is_some() && matches!(kind, TrainKind::Deterministic) {
-                bail!(
-                    "--recipe sets how a Bayesian model is trained; a deterministic run does not take it (pass --kind bayesian)"
-                );
-            }
-            if let Some(file) = &save_init {
-                if matches!(kind, TrainKind::Deterministic) {
+            if let Some(list) = &devices {
+                let parallel =
+                    DataParallel::parse(list).with_context(|| format!("--devices {list}"))?;
+                let backend = |n: &str| n.split(':').next().unwrap_or(n).to_string();
+                if cli.backend != "flex" && backend(&cli.backend) != backend(&parallel.names()[0]) {
                     bail!(
-                        "--save-init writes a Bayesian model's start in bayesian-torch's names; a deterministic run does not take it (pass --kind bayesian)"
+                        "--backend {} and --devices {list} name different backends; --devices alone picks the devices",
+                        cli.backend
                     );
                 }
-                checks::output_target("--save-init", file, None, &[])?;
-            }
-            if let Some(dir) = &from {
-                let from_config =
-                    read_config(dir).with_context(|| format!("--from {}", dir.display()))?;
-                check_start(&from_config, arch)
-                    .with_context(|| format!("--from {}", dir.display()))?;
             }
             let estimator = Estimator::from_name(&estimator).with_context(|| {
                 format!("unknown estimator {estimator} (reparam, local-reparam, flipout)")
             })?;
-            let (ad, parallel) = match &devices {
-                None => (ad.clone(), DataParallel::single(device.clone())),
-                Some(list) => {
-                    let parallel =
-                        DataParallel::parse(list).with_context(|| format!("--devices {list}"))?;
-                    let backend = |n: &str| n.split(':').next().unwrap_or(n).to_string();
-                    if cli.backend != "flex"
-                        && backend(&cli.backend) != backend(&parallel.names()[0])
-                    {
-                        bail!(
-                            "--backend {} and --devices {list} name different backends; --devices alone picks the devices",
-                            cli.backend
-                        );
-                    }
-                    (parallel.devices()[0].clone().autodiff(), parallel)
-                }
+            let request = TrainRequest {
+                image_size,
+                epochs,
+                from,
+                recipe,
+                save_init,
+                resume,
+                data_dir: data,
+                subset,
+                validation: ValidationSplit::new(validation),
+                estimator,
+                seed,
+                devices,
+                ..TrainRequest::new(dataset, arch, kind, out)
             };
-            let opened = open_verified(dataset, Split::Train, data.as_deref())?;
-            let trained_on = trained_on(dataset, &opened, None, ValidationSplit::new(validation))?;
-            let (train_data, _) =
-                training_split(opened.data.clone(), ValidationSplit::new(validation), n)?;
-            let (c, h, _) = train_data.shape();
-            let mut config =
-                ModelConfig::for_input(arch, Kind::Deterministic, train_data.classes(), c, h);
-            config.trained_on = Some(trained_on);
-            config.bayes.estimator = estimator;
-            let mut tc = match kind {
-                TrainKind::Deterministic => TrainConfig::deterministic(epochs),
-                TrainKind::Bayesian => {
-                    let recipe = recipe.unwrap_or(BbbRecipe::Pretrained);
-                    config = config.with_kind(Kind::Bayesian);
-                    (config.bayes.weight_sigma, config.bayes.bias_sigma) = recipe.sigma_init();
-                    recipe.train_config(epochs)
-                }
-            };
-            tc.seed = seed;
-            parallel
-                .check_batch_size(tc.batch_size)
-                .with_context(|| format!("--devices {}", devices.as_deref().unwrap_or("")))?;
-            ad.seed(seed);
-            let mut model = config.init(&ad)?;
-            if let Some(dir) = from {
-                let (start, start_config) = load_dir_model(&dir, &ad)?;
-                check_trained_on(&dir, &start_config, dataset, &opened);
-                check_input(&start_config, train_data.as_ref(), "training data", true)
-                    .with_context(|| format!("--from {}", dir.display()))?;
-                model = match start_config.kind {
-                    Kind::Bayesian => continue_bayesian(&start, model),
-                    _ => Ok(bayes_from_deterministic(&start, model)?.0),
-                }
-                .with_context(|| format!("--from {}", dir.display()))?;
-            }
-            let loader = train_loader(dataset, train_data, tc.batch_size, seed, 2)?;
-            // Everything that must match to resume is checked before anything is written.
-            let mut run = serde_json::json!({
-                "dataset": dataset.name(),
-                "subset": n,
-            });
-            // Named only when there is one: a checkpoint made before validation splits
-            // resumes with --validation 0, on the images it trained on.
-            if validation > 0 {
-                run["validation"] = serde_json::json!(ValidationSplit::new(validation));
-            }
-            let ck = Checkpointer::new(&out)?
-                .with_run(run)
-                .with_world_size(parallel.world_size());
-            let state = if resume {
-                ck.check(&model, &loader, &tc)?
-            } else {
-                ck.state()?
-            };
-            if !resume && (state.is_some() || ck.model_path().exists()) {
-                bail!(
-                    "{} already holds a model; pass --resume to continue it",
-                    out.display()
-                );
-            }
-            let model_dir = ModelDir::new(&out);
-            if resume {
-                model_dir.check_resume(&config)?;
-            }
-            if !(resume && model_dir.config_path().exists()) {
-                model_dir.write_config(&config)?;
-            }
-            if let Some(file) = &save_init {
-                swbnn::interop::write_export(
-                    &model,
-                    &config,
-                    ExportAs::Convention(Convention::BayesianTorch),
-                    file,
-                    false,
-                )
-                .with_context(|| format!("--save-init {}", file.display()))?;
-            }
-            if let Some(s) = &state
-                && !s.is_exact()
-            {
-                eprintln!(
-                    "warning: the checkpoint in {} predates saved optimiser states; it resumes with fresh Adam/momentum moments (not bit-identical to an uninterrupted run)",
-                    out.display()
-                );
-            }
-            let (_, history) =
-                train_data_parallel(model, &loader, &tc, &parallel, Some(&ck), &mut bars)?;
+            let history = commands::train(&request, &device, &mut bars)?;
             if cli.json {
                 println!("{}", serde_json::to_string(&history)?);
             }
@@ -611,78 +416,22 @@ fn run() -> Result<()> {
             config,
             epochs,
             data,
-            subset: n,
+            subset,
             validation,
         } => {
-            // Every argument is checked before the model is loaded or a stage runs.
-            let inputs: Vec<&Path> = std::iter::once(model.as_path())
-                .chain(config.as_deref())
-                .collect();
-            let out = checks::output_target("--out", &out, Some(force), &inputs)?;
-            let mut cfg = match config {
-                Some(p) => {
-                    let bytes =
-                        bnn_metrics::file::read_bounded(&p, bnn_train::MAX_JSON_BYTES, "JSON")
-                            .with_context(|| format!("--config {}", p.display()))?;
-                    let text = String::from_utf8(bytes)
-                        .with_context(|| format!("--config {}: not UTF-8 text", p.display()))?;
-                    CompressConfig::from_json(&text)
-                        .with_context(|| format!("in {}", p.display()))?
-                }
-                None => swbnn::presets::command_line_compress(),
+            let request = CompressRequest {
+                force,
+                settings: config.map_or(CompressSettings::Defaults, CompressSettings::File),
+                k,
+                epochs,
+                data_dir: data,
+                subset,
+                validation: ValidationSplit::new(validation),
+                ..CompressRequest::new(model, dataset, out)
             };
-            if let Some(k) = k {
-                cfg.sharing.gmm.k = k;
-            }
-            if let Some(e) = epochs {
-                cfg.retrain.epochs = e;
-            }
-            cfg.validate()
-                .context("the compression settings (--config, --k, --epochs)")?;
-            let (bayes, bayes_config) = load_dir_model(&model, &ad)?;
-            let opened = open_verified(dataset, Split::Train, data.as_deref())?;
-            check_trained_on(&model, &bayes_config, dataset, &opened);
-            if let Some(held_out) = swbnn::calibration::recorded_split(&bayes_config)
-                && held_out != ValidationSplit::new(validation)
-            {
-                swbnn::data::warn_once(&format!(
-                    "{} held out {} validation images (seed {}), --validation is {}: stage 3's \
-                     stop rule reads images the model may have trained on",
-                    model.display(),
-                    held_out.size,
-                    held_out.seed,
-                    validation
-                ));
-            }
-            let full = opened.data;
-            check_input(&bayes_config, full.as_ref(), "training data", true)?;
-            let (train_data, validation_data) =
-                training_split(full, ValidationSplit::new(validation), n)?;
-            let loader = train_loader(
-                dataset,
-                train_data,
-                cfg.retrain.batch_size,
-                cfg.retrain.seed,
-                2,
-            )?;
-            // Stage 3's stop rule reads the validation split; with --validation 0 it is an error.
-            let validation_loader = match validation {
-                0 => None,
-                _ => Some(eval_loader(dataset.norm_stats(), validation_data, 256, 2)?),
-            };
-            let compressed = compress(
-                &bayes,
-                &bayes_config,
-                &loader,
-                validation_loader.as_ref(),
-                &cfg,
-                None,
-                &mut bars,
-            )?;
-            compressed.save(&out)?;
-            let report = &compressed.report;
+            let report = commands::compress(&request, &device, &mut bars)?;
             if cli.json {
-                println!("{}", serde_json::to_string(report)?);
+                println!("{}", serde_json::to_string(&report)?);
             } else {
                 println!("{report}");
             }
@@ -694,86 +443,54 @@ fn run() -> Result<()> {
             ood_dir,
             samples,
             data,
-            subset: n,
+            subset,
             seed,
             corruptions,
             calibrated,
             temperature,
         } => {
-            let file = ModelFile::at(&model);
-            let temperature = if calibrated {
-                Some(file.require_temperature()?)
-            } else {
-                temperature
+            let scaling = match (calibrated, temperature) {
+                (true, _) => Scaling::Stored,
+                (false, Some(t)) => Scaling::Given(t),
+                (false, None) => Scaling::Raw,
             };
-            let (net, net_config) = load_any_model(&model, &device)?;
-            let EvalData {
-                test: test_data,
-                ood: ood_data,
-            } = open_eval_data(
-                &model,
-                &net_config,
-                dataset,
-                data.as_deref(),
+            let request = EvalRequest {
                 ood,
-                ood_dir.as_deref(),
-                n,
-            )?;
-            let stats = dataset.norm_stats();
-            let test = eval_loader(stats, test_data.clone(), 256, 2)?;
-            let ood_loader = match ood_data {
-                Some(d) => Some(eval_loader(stats, d, 256, 2)?),
-                None => None,
+                ood_dir,
+                samples,
+                data_dir: data,
+                subset,
+                seed,
+                corruptions,
+                scaling,
+                ..EvalRequest::new(model.clone(), dataset)
             };
-            device.seed(seed);
-            let temperatures: Vec<f64> = std::iter::once(1.0).chain(temperature).collect();
-            let mut evs =
-                evaluate_tempered(&net, &test, ood_loader.as_ref(), samples, &temperatures)
-                    .with_context(|| format!("evaluating {}", model.display()))?
-                    .into_iter()
-                    .map(|(ev, _, _)| ev);
-            let ev = evs.next().context("no evaluation at temperature 1")?;
-            let cal = temperature.zip(evs.next());
-            let shifted = if corruptions {
-                swbnn::experiment::evaluate_corruptions(
-                    &net,
-                    "model",
-                    &test_data,
-                    stats,
-                    &bnn_data::Corruption::all(),
-                    samples,
-                    2,
-                    temperature,
-                )?
-            } else {
-                Vec::new()
-            };
+            let out = commands::eval(&request, &device)?;
             if cli.json {
-                let weights = swbnn::experiment::weight_stats(&net)?;
                 println!(
                     "{}",
                     serde_json::to_string(&serde_json::json!({
-                        "evaluation": ev,
-                        "calibrated": cal.as_ref().map(|(t, ev)| serde_json::json!({
+                        "evaluation": out.evaluation,
+                        "calibrated": out.calibrated.as_ref().map(|(t, ev)| serde_json::json!({
                             "temperature": t,
                             "evaluation": ev,
                         })),
-                        "weights": weights,
-                        "corruptions": shifted,
+                        "weights": out.weights,
+                        "corruptions": out.corruptions,
                     }))?
                 );
             } else {
-                print_evaluation("", &ev);
-                if let Some((t, ev)) = &cal {
+                print_evaluation("", &out.evaluation);
+                if let Some((t, ev)) = &out.calibrated {
                     print_evaluation(&format!("calibrated (T = {t:.4}): "), ev);
-                } else if let Ok(Some(t)) = file.temperature() {
+                } else if let Some(t) = out.stored_temperature {
                     eprintln!(
                         "note: {} has a fitted temperature {t:.4}; --calibrated reports its calibrated metrics too",
                         model.display()
                     );
                 }
-                if !shifted.is_empty() {
-                    print!("{}", swbnn::results::markdown_corruptions(&shifted));
+                if !out.corruptions.is_empty() {
+                    print!("{}", swbnn::results::markdown_corruptions(&out.corruptions));
                 }
             }
         }
@@ -786,36 +503,18 @@ fn run() -> Result<()> {
             samples,
             seed,
         } => {
-            // The model is rewritten in place: through a link to the file it names, only when
-            // this user may write it.
-            let model = match ModelFile::at(&model) {
-                ModelFile::Dir(_) => model,
-                file => checks::output_target("the model", file.path(), Some(true), &[])?,
+            let request = CalibrateRequest {
+                data_dir: data,
+                validation,
+                validation_seed,
+                samples,
+                seed,
+                ..CalibrateRequest::new(model, dataset)
             };
-            let file = ModelFile::at(&model);
-            let (net, net_config) = load_any_model(&model, &device)?;
-            // The split the model records it held out, unless one is given (then checked).
-            let recorded = swbnn::calibration::recorded_split(&net_config);
-            let (split, run_dir) = swbnn::calibration::split_for(
-                &model,
-                dataset,
-                validation.or(recorded.map(|r| r.size)),
-                validation_seed.or(recorded.map(|r| r.seed)),
-            )?;
-            swbnn::calibration::check_split_held_out(&model, &net_config, split)?;
-            let opened = open_verified(dataset, Split::Train, data.as_deref())?;
-            check_trained_on(&model, &net_config, dataset, &opened);
-            let held_out = swbnn::calibration::validation_split(opened.data, split)
-                .with_context(|| format!("the validation split of {} images", split.size))?;
-            check_input(&net_config, held_out.as_ref(), "validation data", true)?;
-            let loader = eval_loader(dataset.norm_stats(), held_out, 256, 2)?;
-            device.seed(seed);
-            let fit = swbnn::calibration::fit(&net, &loader, samples)
-                .with_context(|| format!("fitting the temperature of {}", model.display()))?;
-            file.store(&fit)
-                .with_context(|| format!("storing the temperature in {}", model.display()))?;
+            let out = commands::calibrate(&request, &device)?;
+            let fit = &out.fit;
             if cli.json {
-                println!("{}", serde_json::to_string(&fit)?);
+                println!("{}", serde_json::to_string(fit)?);
             } else {
                 println!(
                     "temperature {:.4}: validation NLL {:.4} -> {:.4} ({} images held out with seed {}{}, {} samples); stored in {}",
@@ -823,12 +522,12 @@ fn run() -> Result<()> {
                     fit.nll_before,
                     fit.nll_after,
                     fit.images,
-                    split.seed,
-                    run_dir
+                    out.split.seed,
+                    out.run_dir
                         .map(|d| format!(", the split of the run in {}", d.display()))
                         .unwrap_or_default(),
                     fit.samples,
-                    file.path().display()
+                    out.stored_in.display()
                 );
             }
             if fit.at_bound {
@@ -853,7 +552,7 @@ fn run() -> Result<()> {
             );
         }
         Command::Export(args) if args.out == Path::new("-") => {
-            let (net, config) = load_any_model(&args.model, &device)?;
+            let LoadedModel { net, config, .. } = load_model(&args.model, &device)?;
             let (bytes, n) = swbnn::interop::export_bytes(&net, &config, args.convention)?;
             std::io::Write::write_all(&mut std::io::stdout().lock(), &bytes)
                 .context("writing to standard output")?;
@@ -861,7 +560,7 @@ fn run() -> Result<()> {
         }
         Command::Export(args) => {
             let out = checks::output_target("--out", &args.out, Some(args.force), &[&args.model])?;
-            let (net, config) = load_any_model(&args.model, &device)?;
+            let LoadedModel { net, config, .. } = load_model(&args.model, &device)?;
             let n = swbnn::interop::write_export(&net, &config, args.convention, &out, true)?;
             eprintln!("wrote {} ({n} tensors)", args.out.display());
         }
@@ -937,6 +636,7 @@ fn rayon_threads(n: usize) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bnn_data::DatasetId;
     use clap::CommandFactory;
 
     /// Every flag and argument of every subcommand says what it is in `--help`.

@@ -225,7 +225,7 @@ impl Loaders {
             2,
             "the test set",
         )?;
-        let test = eval_loader(stats, test_data.clone(), 256, workers)?;
+        let test = eval_loader(stats.clone(), test_data.clone(), 256, workers)?;
         let ood = match ood {
             Some((id, dir)) => {
                 let data = match dir {

@@ -126,7 +126,7 @@ pub(crate) fn measure(
     let t = &cfg.timing;
     let images = subset_at_most(data.test.clone(), Some(t.images), 5)?;
     let n = images.len();
-    let loader = eval_loader(data.stats, images, t.batch_size, setup.workers)?;
+    let loader = eval_loader(data.stats.clone(), images, t.batch_size, setup.workers)?;
     let det = load_stage_model(setup, Method::Deterministic.name(), device)?.0;
     let bbb = load_stage_model(setup, Method::Bbb.name(), device)?.0;
     let gbnn = store::ModelDir::new(store::stage_path(&setup.out_dir, Method::Gbnn2d.name()))

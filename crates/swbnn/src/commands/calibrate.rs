@@ -1,0 +1,131 @@
+//! `swbnn calibrate`: a model's temperature, fitted by NLL on images it never trained on and
+//! stored with it.
+
+use std::path::PathBuf;
+
+use bnn_data::{DataSource, Split};
+use burn::prelude::*;
+
+use super::{require, within};
+use crate::Error;
+use crate::calibration::{
+    Calibration, ModelFile, check_split_held_out, fit, recorded_split, split_for, validation_split,
+};
+use crate::checks;
+use crate::data::{
+    check_input, check_trained_on, eval_loader, model_images, model_norm, open_source,
+};
+use crate::load::load_model;
+use crate::setup::ValidationSplit;
+
+/// What `swbnn calibrate` does: every field a flag of the command.
+#[derive(Debug, Clone)]
+pub struct CalibrateRequest {
+    /// A `.swb` or `.qbnn` file, or a model directory; rewritten with the temperature.
+    pub model: PathBuf,
+    /// The data set it was trained on (the validation split is held out of its training
+    /// split).
+    pub dataset: DataSource,
+    /// The folder of a preset data set (used alone).
+    pub data_dir: Option<PathBuf>,
+    /// The validation split's size; default: the model's record (else the run's, else 5,000).
+    pub validation: Option<usize>,
+    /// The validation split's seed; default as `validation`.
+    pub validation_seed: Option<u64>,
+    /// Monte-Carlo samples per image.
+    pub samples: usize,
+    /// Seed of the Monte-Carlo weight samples.
+    pub seed: u64,
+    /// Loader threads.
+    pub workers: usize,
+}
+
+impl CalibrateRequest {
+    /// A request with the command line's defaults: 30 samples, seed 0, the model's split.
+    pub fn new(model: PathBuf, dataset: DataSource) -> Self {
+        CalibrateRequest {
+            model,
+            dataset,
+            data_dir: None,
+            validation: None,
+            validation_seed: None,
+            samples: 30,
+            seed: 0,
+            workers: 2,
+        }
+    }
+}
+
+/// A fitted temperature, the split it was fitted on, and the run directory whose split that
+/// is (a model of a reproduction).
+#[derive(Debug, Clone)]
+pub struct CalibrateOutcome {
+    /// The fit.
+    pub fit: Calibration,
+    /// The validation split.
+    pub split: ValidationSplit,
+    /// The run the model belongs to, if any.
+    pub run_dir: Option<PathBuf>,
+    /// Where the temperature was stored.
+    pub stored_in: PathBuf,
+}
+
+/// Runs `request` on `device`: fits the temperature and stores it with the model (in a
+/// `.swb` or `.qbnn` file, or as `calibration.json` in a model directory).
+pub fn calibrate(request: &CalibrateRequest, device: &Device) -> Result<CalibrateOutcome, Error> {
+    let r = request;
+    require((1..=crate::args::MAX_SAMPLES).contains(&r.samples), || {
+        format!(
+            "samples must be 1 to {}, not {}",
+            crate::args::MAX_SAMPLES,
+            r.samples
+        )
+    })?;
+    // The model is rewritten in place: through a link to the file it names, only when this
+    // user may write it.
+    let model = match ModelFile::at(&r.model) {
+        ModelFile::Dir(_) => r.model.clone(),
+        file => checks::output_target("the model", file.path(), Some(true), &[])?,
+    };
+    let file = ModelFile::at(&model);
+    let loaded = load_model(&model, device)?;
+    let config = &loaded.config;
+    // The split the model records it held out, unless one is given (then checked).
+    let recorded = recorded_split(config);
+    let (split, run_dir) = split_for(
+        &model,
+        &r.dataset,
+        r.validation.or(recorded.map(|s| s.size)),
+        r.validation_seed.or(recorded.map(|s| s.seed)),
+    )?;
+    check_split_held_out(&model, config, split)?;
+    let opened = open_source(
+        &r.dataset,
+        Split::Train,
+        r.data_dir.as_deref(),
+        model_images(config),
+    )?;
+    check_trained_on(&model, config, &r.dataset, &opened);
+    let held_out = validation_split(opened.data, split).map_err(within(format_args!(
+        "the validation split of {} images",
+        split.size
+    )))?;
+    check_input(config, held_out.as_ref(), "validation data", true)?;
+    let loader = eval_loader(model_norm(config, &r.dataset)?, held_out, 256, r.workers)?;
+    let _rng = bnn_layers::lock_device_rng();
+    device.seed(r.seed);
+    let fit = fit(&loaded.net, &loader, r.samples).map_err(within(format_args!(
+        "fitting the temperature of {}",
+        model.display()
+    )))?;
+    file.store(&fit).map_err(within(format_args!(
+        "storing the temperature in {}",
+        model.display()
+    )))?;
+    Ok(CalibrateOutcome {
+        fit,
+        split,
+        run_dir,
+        stored_in: file.path().to_path_buf(),
+    })
+}

@@ -1,0 +1,172 @@
+//! `swbnn compress`: the method's stages 1-3 on a trained Bayesian model, saved as `.swb`.
+
+use std::path::{Path, PathBuf};
+
+use bnn_data::{DataSource, Split};
+use bnn_train::Observer;
+use burn::prelude::*;
+use swshare::CompressionReport;
+use swshare::compress::CompressConfig;
+
+use super::{require, within};
+use crate::Error;
+use crate::checks;
+use crate::data::{
+    check_input, check_trained_on, eval_loader, model_images, model_norm, open_source,
+    train_loader, training_split, warn_once,
+};
+use crate::setup::ValidationSplit;
+use crate::store::ModelDir;
+
+/// Where the compression settings come from.
+#[derive(Debug, Clone, Default)]
+pub enum CompressSettings {
+    /// The command line's defaults ([`crate::presets::command_line_compress`]).
+    #[default]
+    Defaults,
+    /// A JSON file (`{"sharing": {...}, "retrain": {...}, ...}`; missing fields take the
+    /// library's defaults).
+    File(PathBuf),
+    /// The same JSON, as text.
+    Json(String),
+}
+
+/// What `swbnn compress` does: every field a flag of the command.
+#[derive(Debug, Clone)]
+pub struct CompressRequest {
+    /// A model directory written by `swbnn train --kind bayesian`.
+    pub model: PathBuf,
+    /// The data set it was trained on (its training split retrains stage 3).
+    pub dataset: DataSource,
+    /// The `.swb` file written.
+    pub out: PathBuf,
+    /// Replace an existing `out`.
+    pub force: bool,
+    /// The settings, before `k` and `epochs` override them.
+    pub settings: CompressSettings,
+    /// Number of GMM components.
+    pub k: Option<usize>,
+    /// Most stage-3 epochs.
+    pub epochs: Option<usize>,
+    /// The folder of a preset data set (used alone).
+    pub data_dir: Option<PathBuf>,
+    /// A stratified subset of the training examples.
+    pub subset: Option<usize>,
+    /// The validation split held out of the training split (stage 3's stop rule reads it).
+    pub validation: ValidationSplit,
+    /// Loader threads.
+    pub workers: usize,
+}
+
+impl CompressRequest {
+    /// A request with the command line's defaults.
+    pub fn new(model: PathBuf, dataset: DataSource, out: PathBuf) -> Self {
+        CompressRequest {
+            model,
+            dataset,
+            out,
+            force: false,
+            settings: CompressSettings::Defaults,
+            k: None,
+            epochs: None,
+            data_dir: None,
+            subset: None,
+            validation: ValidationSplit::standard(),
+            workers: 2,
+        }
+    }
+
+    /// The settings: read, overridden by `k` and `epochs`, and validated.
+    pub fn config(&self) -> Result<CompressConfig, Error> {
+        let mut cfg = match &self.settings {
+            CompressSettings::Defaults => crate::presets::command_line_compress(),
+            CompressSettings::File(p) => {
+                let bytes = bnn_metrics::file::read_bounded(p, bnn_train::MAX_JSON_BYTES, "JSON")
+                    .map_err(within(format_args!("--config {}", p.display())))?;
+                let text = String::from_utf8(bytes).map_err(|_| {
+                    Error::Usage(format!("--config {}: not UTF-8 text", p.display()))
+                })?;
+                CompressConfig::from_json(&text)
+                    .map_err(within(format_args!("in {}", p.display())))?
+            }
+            CompressSettings::Json(text) => CompressConfig::from_json(text)?,
+        };
+        if let Some(k) = self.k {
+            cfg.sharing.gmm.k = k;
+        }
+        if let Some(e) = self.epochs {
+            cfg.retrain.epochs = e;
+        }
+        cfg.validate()
+            .map_err(within("the compression settings (--config, --k, --epochs)"))?;
+        Ok(cfg)
+    }
+}
+
+/// Runs `request` on `device` (autodiff is added here), reporting stage 3's steps to
+/// `observer`; writes `request.out` and returns the compression report. The output is
+/// checked, and the settings validated, before the model is loaded.
+pub fn compress(
+    request: &CompressRequest,
+    device: &Device,
+    observer: &mut dyn Observer,
+) -> Result<CompressionReport, Error> {
+    let r = request;
+    require(r.subset != Some(0), || "subset must be at least 1".into())?;
+    let inputs: Vec<&Path> = std::iter::once(r.model.as_path())
+        .chain(match &r.settings {
+            CompressSettings::File(p) => Some(p.as_path()),
+            _ => None,
+        })
+        .collect();
+    let out = checks::output_target("--out", &r.out, Some(r.force), &inputs)?;
+    let cfg = r.config()?;
+    let ad = device.clone().autodiff();
+    let (bayes, bayes_config) = ModelDir::new(&r.model).load(&ad)?;
+    let opened = open_source(
+        &r.dataset,
+        Split::Train,
+        r.data_dir.as_deref(),
+        model_images(&bayes_config),
+    )?;
+    check_trained_on(&r.model, &bayes_config, &r.dataset, &opened);
+    if let Some(held_out) = crate::calibration::recorded_split(&bayes_config)
+        && held_out != r.validation
+    {
+        warn_once(&format!(
+            "{} held out {} validation images (seed {}), --validation is {}: stage 3's stop \
+             rule reads images the model may have trained on",
+            r.model.display(),
+            held_out.size,
+            held_out.seed,
+            r.validation.size
+        ));
+    }
+    let stats = model_norm(&bayes_config, &r.dataset)?;
+    check_input(&bayes_config, opened.data.as_ref(), "training data", true)?;
+    let (train_data, validation_data) = training_split(opened.data, r.validation, r.subset)?;
+    let loader = train_loader(
+        &r.dataset,
+        &stats,
+        train_data,
+        cfg.retrain.batch_size,
+        cfg.retrain.seed,
+        r.workers,
+    )?;
+    // Stage 3's stop rule reads the validation split; without one it is an error.
+    let validation = match r.validation.size {
+        0 => None,
+        _ => Some(eval_loader(stats, validation_data, 256, r.workers)?),
+    };
+    let compressed = swshare::compress::compress(
+        &bayes,
+        &bayes_config,
+        &loader,
+        validation.as_ref(),
+        &cfg,
+        None,
+        observer,
+    )?;
+    compressed.save(&out)?;
+    Ok(compressed.report)
+}

@@ -1,0 +1,186 @@
+//! `swbnn eval`: accuracy, NLL, ECE and OOD AUROC of any model file on a test split.
+
+use std::path::PathBuf;
+
+use bnn_data::DataSource;
+use bnn_train::{Evaluation, evaluate_tempered};
+use burn::prelude::*;
+
+use super::require;
+use crate::Error;
+use crate::data::{EvalData, eval_loader, model_norm, open_eval_data};
+use crate::experiment::{evaluate_corruptions, weight_stats};
+use crate::load::load_model;
+use crate::results::CorruptionRow;
+use bnn_metrics::WeightStats;
+
+/// Which temperature an evaluation also reports, beside the raw predictive.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub enum Scaling {
+    /// None: the raw predictive only.
+    #[default]
+    Raw,
+    /// This temperature (0.05 to 20).
+    Given(f64),
+    /// The model's fitted one (`swbnn calibrate`); a model without one is an error.
+    Stored,
+}
+
+/// What `swbnn eval` does: every field a flag of the command.
+#[derive(Debug, Clone)]
+pub struct EvalRequest {
+    /// A `.swb` or `.qbnn` file, or a model directory.
+    pub model: PathBuf,
+    /// The data set whose test split is evaluated.
+    pub dataset: DataSource,
+    /// An out-of-distribution data set.
+    pub ood: Option<DataSource>,
+    /// The preset OOD set's folder.
+    pub ood_dir: Option<PathBuf>,
+    /// Monte-Carlo samples (1 to 10,000).
+    pub samples: usize,
+    /// The folder of a preset data set (used alone).
+    pub data_dir: Option<PathBuf>,
+    /// A stratified subset of the test set (and of the OOD set).
+    pub subset: Option<usize>,
+    /// Seed of the Monte-Carlo weight samples.
+    pub seed: u64,
+    /// Also evaluate the 15 corrupted test sets.
+    pub corruptions: bool,
+    /// The temperature also reported.
+    pub scaling: Scaling,
+    /// Loader threads.
+    pub workers: usize,
+}
+
+impl EvalRequest {
+    /// A request with the command line's defaults: 30 samples, seed 0.
+    pub fn new(model: PathBuf, dataset: DataSource) -> Self {
+        EvalRequest {
+            model,
+            dataset,
+            ood: None,
+            ood_dir: None,
+            samples: 30,
+            data_dir: None,
+            subset: None,
+            seed: 0,
+            corruptions: false,
+            scaling: Scaling::Raw,
+            workers: 2,
+        }
+    }
+
+    /// Checks the settings that need no file.
+    pub fn check(&self) -> Result<(), Error> {
+        require(
+            (1..=crate::args::MAX_SAMPLES).contains(&self.samples),
+            || {
+                format!(
+                    "samples must be 1 to {}, not {}",
+                    crate::args::MAX_SAMPLES,
+                    self.samples
+                )
+            },
+        )?;
+        require(self.subset != Some(0), || {
+            "subset must be at least 1".into()
+        })?;
+        require(self.ood_dir.is_none() || self.ood.is_some(), || {
+            "an OOD folder (--ood-dir) needs the OOD data set (--ood)".into()
+        })?;
+        if let Scaling::Given(t) = self.scaling {
+            bnn_metrics::validate_temperature(t)
+                .map_err(|e| Error::Usage(format!("temperature: {e}")))?;
+        }
+        Ok(())
+    }
+}
+
+/// An evaluation's results.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct EvalOutcome {
+    /// The raw predictive's metrics.
+    pub evaluation: Evaluation,
+    /// The temperature asked for and the metrics at it.
+    pub calibrated: Option<(f64, Evaluation)>,
+    /// The fitted temperature the model holds, whether or not it was applied.
+    pub stored_temperature: Option<f64>,
+    /// Statistics of the posterior's weights, by layer.
+    pub weights: Vec<WeightStats>,
+    /// The corrupted test sets' rows (empty unless asked for).
+    pub corruptions: Vec<CorruptionRow>,
+}
+
+/// Runs `request` on `device`. The same request and seed give the same numbers, whichever
+/// caller (the device's generator is held for the whole evaluation).
+pub fn eval(request: &EvalRequest, device: &Device) -> Result<EvalOutcome, Error> {
+    let r = request;
+    r.check()?;
+    let loaded = load_model(&r.model, device)?;
+    let stored = loaded.stored_temperature(&r.model)?;
+    let temperature = match r.scaling {
+        Scaling::Raw => None,
+        Scaling::Given(t) => Some(t),
+        Scaling::Stored => Some(stored.ok_or_else(|| {
+            Error::Usage(format!(
+                "{} holds no fitted temperature; fit one on the validation split with \
+                 `swbnn calibrate {} --dataset ...` (or give one with --temperature)",
+                r.model.display(),
+                r.model.display()
+            ))
+        })?),
+    };
+    let EvalData { test, ood } = open_eval_data(
+        &r.model,
+        &loaded.config,
+        &r.dataset,
+        r.data_dir.as_deref(),
+        r.ood.as_ref(),
+        r.ood_dir.as_deref(),
+        r.subset,
+    )?;
+    let stats = model_norm(&loaded.config, &r.dataset)?;
+    let test_loader = eval_loader(stats.clone(), test.clone(), 256, r.workers)?;
+    let ood_loader = match ood {
+        Some(d) => Some(eval_loader(stats.clone(), d, 256, r.workers)?),
+        None => None,
+    };
+    let _rng = bnn_layers::lock_device_rng();
+    device.seed(r.seed);
+    let temperatures: Vec<f64> = std::iter::once(1.0).chain(temperature).collect();
+    let mut evs = evaluate_tempered(
+        &loaded.net,
+        &test_loader,
+        ood_loader.as_ref(),
+        r.samples,
+        &temperatures,
+    )
+    .map_err(|e| Error::Usage(format!("evaluating {}: {e}", r.model.display())))?
+    .into_iter()
+    .map(|(ev, _, _)| ev);
+    let evaluation = evs
+        .next()
+        .ok_or_else(|| Error::Usage("no evaluation at temperature 1".into()))?;
+    let calibrated = temperature.zip(evs.next());
+    let corruptions = match r.corruptions {
+        true => evaluate_corruptions(
+            &loaded.net,
+            "model",
+            &test,
+            stats,
+            &bnn_data::Corruption::all(),
+            r.samples,
+            r.workers,
+            temperature,
+        )?,
+        false => Vec::new(),
+    };
+    Ok(EvalOutcome {
+        evaluation,
+        calibrated,
+        stored_temperature: stored,
+        weights: weight_stats(&loaded.net)?,
+        corruptions,
+    })
+}

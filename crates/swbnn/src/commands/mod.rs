@@ -1,0 +1,42 @@
+//! The commands as library calls: one request type and one function per command, shared by
+//! the `swbnn` command line and the Python package, which only parse arguments, call these
+//! and print. Each request is checked in full before any data is read or anything written.
+//!
+//! ```no_run
+//! use swbnn::commands::{TrainKind, TrainRequest, train};
+//! let device = bnn_layers::device_by_name("flex")?;
+//! let request = TrainRequest::new(
+//!     "npz:my-data.npz".parse()?,
+//!     "mlp".parse()?,
+//!     TrainKind::Deterministic,
+//!     "runs/det".into(),
+//! );
+//! let history = train(&request, &device, &mut bnn_train::Silent)?;
+//! println!("{} epochs", history.len());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod calibrate;
+mod compress;
+mod eval;
+mod train;
+
+pub use calibrate::{CalibrateOutcome, CalibrateRequest, calibrate};
+pub use compress::{CompressRequest, CompressSettings, compress};
+pub use eval::{EvalOutcome, EvalRequest, Scaling, eval};
+pub use train::{TrainKind, TrainRequest, train};
+
+use crate::Error;
+
+/// `Err(Error::Usage)` naming `what` unless `ok`.
+fn require(ok: bool, what: impl FnOnce() -> String) -> Result<(), Error> {
+    match ok {
+        true => Ok(()),
+        false => Err(Error::Usage(what())),
+    }
+}
+
+/// Wraps an error with the flag or file it concerns.
+fn within<E: std::fmt::Display>(context: impl std::fmt::Display) -> impl FnOnce(E) -> Error {
+    move |e| Error::Usage(format!("{context}: {e}"))
+}

@@ -1,0 +1,300 @@
+//! `swbnn train`: a deterministic or Bayes-by-Backprop model, checkpointed every epoch.
+
+use std::path::PathBuf;
+
+use bnn_data::{DataSource, FolderImages, Split};
+use bnn_layers::{Estimator, bayes_from_deterministic};
+use bnn_models::{Arch, Kind, ModelConfig, Network};
+use bnn_train::{Checkpointer, DataParallel, EpochStats, Observer, train_data_parallel};
+use burn::prelude::*;
+
+use super::{require, within};
+use crate::Error;
+use crate::checks;
+use crate::data::{
+    check_input, check_trained_on, norm_record, open_source, train_loader, trained_on,
+    training_norm, training_split,
+};
+use crate::interop::ExportAs;
+use crate::presets::BbbRecipe;
+use crate::setup::ValidationSplit;
+use crate::store::ModelDir;
+
+/// A deterministic network, or a Bayesian one trained by Bayes by Backprop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TrainKind {
+    /// A deterministic network (its weights can start a Bayesian one, `from`).
+    Deterministic,
+    /// A Bayesian network trained by Bayes by Backprop.
+    Bayesian,
+}
+
+/// What `swbnn train` does: every field a flag of the command (`swbnn train --help`).
+#[derive(Debug, Clone)]
+pub struct TrainRequest {
+    /// The data set: a preset, `folder:DIR` or `npz:FILE`.
+    pub dataset: DataSource,
+    /// Resize a folder data set's images to this square side (default: the first image's).
+    pub image_size: Option<usize>,
+    /// The architecture.
+    pub arch: Arch,
+    /// Deterministic or Bayesian.
+    pub kind: TrainKind,
+    /// Training epochs (at least 1).
+    pub epochs: usize,
+    /// The model directory written.
+    pub out: PathBuf,
+    /// A trained model directory to start a Bayesian run from.
+    pub from: Option<PathBuf>,
+    /// How a Bayesian model is trained (default [`BbbRecipe::Pretrained`]).
+    pub recipe: Option<BbbRecipe>,
+    /// Also write the Bayesian model's start to this `.safetensors` file.
+    pub save_init: Option<PathBuf>,
+    /// Continue the checkpoint in `out`.
+    pub resume: bool,
+    /// The folder of a preset data set (used alone).
+    pub data_dir: Option<PathBuf>,
+    /// A stratified subset of the training examples (at least 1).
+    pub subset: Option<usize>,
+    /// The validation split held out of the training split.
+    pub validation: ValidationSplit,
+    /// The Bayesian layers' gradient estimator.
+    pub estimator: Estimator,
+    /// Seed of the initialisation, the data order and the weight noise.
+    pub seed: u64,
+    /// Data-parallel devices (`cuda:0,cuda:1`); `None`: the given device alone.
+    pub devices: Option<String>,
+    /// Loader threads.
+    pub workers: usize,
+}
+
+impl TrainRequest {
+    /// A request with the command line's defaults: 5 epochs, the standard validation split,
+    /// the reparameterisation estimator, seed 0, 2 loader threads.
+    pub fn new(dataset: DataSource, arch: Arch, kind: TrainKind, out: PathBuf) -> Self {
+        TrainRequest {
+            dataset,
+            image_size: None,
+            arch,
+            kind,
+            epochs: 5,
+            out,
+            from: None,
+            recipe: None,
+            save_init: None,
+            resume: false,
+            data_dir: None,
+            subset: None,
+            validation: ValidationSplit::standard(),
+            estimator: Estimator::Reparameterization,
+            seed: 0,
+            devices: None,
+            workers: 2,
+        }
+    }
+
+    /// Checks every setting that needs no data: ranges, flags that go together, the output
+    /// directory, the start model's kind and architecture.
+    pub fn check(&self) -> Result<(), Error> {
+        require(self.epochs >= 1, || "epochs must be at least 1".into())?;
+        require(self.subset != Some(0), || {
+            "subset must be at least 1".into()
+        })?;
+        require(self.workers >= 1, || "workers must be at least 1".into())?;
+        let deterministic = self.kind == TrainKind::Deterministic;
+        require(!(self.from.is_some() && deterministic), || {
+            "--from starts a Bayesian model from a trained one; a deterministic run does not \
+             take it (pass --kind bayesian)"
+                .into()
+        })?;
+        require(!(self.recipe.is_some() && deterministic), || {
+            "--recipe sets how a Bayesian model is trained; a deterministic run does not take \
+             it (pass --kind bayesian)"
+                .into()
+        })?;
+        require(!(self.save_init.is_some() && deterministic), || {
+            "--save-init writes a Bayesian model's start in bayesian-torch's names; a \
+             deterministic run does not take it (pass --kind bayesian)"
+                .into()
+        })?;
+        require(
+            self.image_size.is_none() || matches!(self.dataset, DataSource::Folder(_)),
+            || {
+                format!(
+                    "--image-size resizes the images of a folder: data set; {} has a fixed size",
+                    self.dataset
+                )
+            },
+        )?;
+        if self.resume {
+            checks::resumable_checkpoint(&self.out)?;
+        }
+        checks::output_dir("--out", &self.out)?;
+        if let Some(file) = &self.save_init {
+            checks::output_target("--save-init", file, None, &[])?;
+        }
+        if let Some(dir) = &self.from {
+            let start = ModelDir::new(dir)
+                .read_config()
+                .map_err(within(format_args!("--from {}", dir.display())))?;
+            check_start(&start, self.arch)
+                .map_err(within(format_args!("--from {}", dir.display())))?;
+        }
+        Ok(())
+    }
+}
+
+/// Whether a model of `config` can start a Bayesian run of `arch`: a deterministic or
+/// Bayesian model of that architecture; a weight-shared one has no weight of its own.
+fn check_start(config: &ModelConfig, arch: Arch) -> Result<(), Error> {
+    require(config.kind != Kind::Shared, || {
+        "a weight-shared (2DGBNN) model cannot start a Bayesian run; start from the Bayesian \
+         model it was compressed from"
+            .into()
+    })?;
+    require(config.arch == arch, || {
+        format!("the model is a {}, --arch is {}", config.arch, arch)
+    })
+}
+
+/// `model` with every parameter (means, rhos, batch norm and its running statistics) of the
+/// Bayesian model `start`, which must have them all, with the same shapes.
+fn continue_bayesian(start: &Network, model: Network) -> Result<Network, Error> {
+    let params = bnn_layers::export_params(start);
+    let expected = bnn_layers::export_params(&model).len();
+    let (model, copied) = bnn_layers::import_params(model, &params)?;
+    require(copied == expected, || {
+        format!("it set {copied} of the model's {expected} parameters: not the same network")
+    })?;
+    Ok(model)
+}
+
+/// Runs `request` on `device` (autodiff is added here), reporting each step to `observer`;
+/// returns the epoch history. The model, its `config.json` (with the data it was trained on
+/// and its input normalisation) and a checkpoint each epoch go to `request.out`.
+pub fn train(
+    request: &TrainRequest,
+    device: &Device,
+    observer: &mut dyn Observer,
+) -> Result<Vec<EpochStats>, Error> {
+    request.check()?;
+    let r = request;
+    let (ad, parallel) = match &r.devices {
+        None => (
+            device.clone().autodiff(),
+            DataParallel::single(device.clone()),
+        ),
+        Some(list) => {
+            let parallel =
+                DataParallel::parse(list).map_err(within(format_args!("--devices {list}")))?;
+            (parallel.devices()[0].clone().autodiff(), parallel)
+        }
+    };
+    let images = FolderImages {
+        size: r.image_size,
+        channels: None,
+    };
+    let opened = open_source(&r.dataset, Split::Train, r.data_dir.as_deref(), images)?;
+    let record = trained_on(&r.dataset, &opened, None, r.validation)?;
+    let (train_data, _) = training_split(opened.data.clone(), r.validation, r.subset)?;
+    let stats = training_norm(&r.dataset, train_data.as_ref())?;
+    let (c, h, _) = train_data.shape();
+    let mut config =
+        ModelConfig::for_input(r.arch, Kind::Deterministic, train_data.classes(), c, h);
+    config.trained_on = Some(record);
+    config.normalization = Some(norm_record(&stats));
+    config.bayes.estimator = r.estimator;
+    let mut tc = match r.kind {
+        TrainKind::Deterministic => bnn_train::TrainConfig::deterministic(r.epochs),
+        TrainKind::Bayesian => {
+            let recipe = r.recipe.unwrap_or(BbbRecipe::Pretrained);
+            config = config.with_kind(Kind::Bayesian);
+            (config.bayes.weight_sigma, config.bayes.bias_sigma) = recipe.sigma_init();
+            recipe.train_config(r.epochs)
+        }
+    };
+    tc.seed = r.seed;
+    parallel
+        .check_batch_size(tc.batch_size)
+        .map_err(within(format_args!(
+            "--devices {}",
+            r.devices.as_deref().unwrap_or("")
+        )))?;
+    ad.seed(r.seed);
+    let mut model = config.init(&ad)?;
+    if let Some(dir) = &r.from {
+        let from = |e: Error| within(format_args!("--from {}", dir.display()))(e);
+        let (start, start_config) = ModelDir::new(dir).load(&ad)?;
+        check_trained_on(dir, &start_config, &r.dataset, &opened);
+        check_input(&start_config, train_data.as_ref(), "training data", true).map_err(from)?;
+        model = match start_config.kind {
+            Kind::Bayesian => continue_bayesian(&start, model),
+            _ => bayes_from_deterministic(&start, model)
+                .map(|(m, _)| m)
+                .map_err(Error::from),
+        }
+        .map_err(from)?;
+    }
+    let loader = train_loader(
+        &r.dataset,
+        &stats,
+        train_data,
+        tc.batch_size,
+        r.seed,
+        r.workers,
+    )?;
+    // Everything that must match to resume is checked before anything is written.
+    let mut run = serde_json::json!({
+        "dataset": r.dataset.to_string(),
+        "subset": r.subset,
+    });
+    // Named only when there is one: a checkpoint made before validation splits resumes with
+    // no split, on the images it trained on.
+    if r.validation.size > 0 {
+        run["validation"] = serde_json::json!(r.validation);
+    }
+    let ck = Checkpointer::new(&r.out)?
+        .with_run(run)
+        .with_world_size(parallel.world_size());
+    let state = match r.resume {
+        true => ck.check(&model, &loader, &tc)?,
+        false => ck.state()?,
+    };
+    require(
+        r.resume || (state.is_none() && !ck.model_path().exists()),
+        || {
+            format!(
+                "{} already holds a model; resume to continue it (--resume)",
+                r.out.display()
+            )
+        },
+    )?;
+    let model_dir = ModelDir::new(&r.out);
+    if r.resume {
+        model_dir.check_resume(&config)?;
+    }
+    if !(r.resume && model_dir.config_path().exists()) {
+        model_dir.write_config(&config)?;
+    }
+    if let Some(file) = &r.save_init {
+        crate::interop::write_export(
+            &model,
+            &config,
+            ExportAs::Convention(bnn_models::torch_names::Convention::BayesianTorch),
+            file,
+            false,
+        )
+        .map_err(within(format_args!("--save-init {}", file.display())))?;
+    }
+    if let Some(s) = &state
+        && !s.is_exact()
+    {
+        crate::data::warn_once(&format!(
+            "the checkpoint in {} predates saved optimiser states; it resumes with fresh \
+             Adam/momentum moments (not bit-identical to an uninterrupted run)",
+            r.out.display()
+        ));
+    }
+    let (_, history) = train_data_parallel(model, &loader, &tc, &parallel, Some(&ck), observer)?;
+    Ok(history)
+}

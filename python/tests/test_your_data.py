@@ -1,0 +1,79 @@
+"""Your own data from NumPy: train, compress and evaluate take arrays ``(x, y)``, and
+``Model.predict`` on raw uint8 images gives what ``swbnn.evaluate`` (the command line's eval)
+measures on them."""
+
+import numpy as np
+import pytest
+
+import swbnn
+
+
+def _images(n, side, seed):
+    """``n`` grey ``side x side`` uint8 images of 3 classes: class ``c`` lights a third of
+    the rows, on noise."""
+    rng = np.random.default_rng(seed)
+    y = np.arange(n) % 3
+    x = rng.integers(0, 90, size=(n, side, side)).astype(np.uint8)
+    for c in range(3):
+        rows = slice(c * side // 3, (c + 1) * side // 3)
+        lit = rng.random((n, side, side)) < 0.75
+        x[y == c, rows, :] += (160 * lit[y == c, rows, :]).astype(np.uint8)
+    return x, y
+
+
+@pytest.fixture(scope="module")
+def arrays_model(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("arrays")
+    x, y = _images(1400, 8, 1)
+    xt, yt = _images(300, 8, 2)
+    # NumPy's defaults: int64 labels; images as floats in [0, 1] for one of the steps.
+    det, bnn, swb = tmp / "det", tmp / "bnn", tmp / "m.swb"
+    swbnn.train((x, y), "mlp", "deterministic", det, epochs=1, validation=500)
+    swbnn.train(
+        (x.astype(np.float64) / 255.0, y), "mlp", "bayesian", bnn, epochs=1, validation=500, start=det
+    )
+    report = swbnn.compress(bnn, (x, y), swb, k=16, validation=500)
+    return swb, report, (xt, yt)
+
+
+def test_train_compress_and_evaluate_from_arrays(arrays_model):
+    swb, report, (xt, yt) = arrays_model
+    assert report["gaussians_fitted"] == 16
+    assert report["shared_model_params"] < report["full_model_params"]
+    model = swbnn.load(swb)
+    norm = model.normalization
+    assert norm is not None and len(norm["mean"]) == 1 and 0.05 < norm["std"][0] < 0.5
+    assert model.info()["normalization"] == norm
+    ev = swbnn.evaluate(swb, (xt, yt), samples=10, seed=3)
+    assert ev["summary"]["n"] == 300
+    assert ev["summary"]["accuracy"] > 0.6
+
+
+def test_predict_on_raw_uint8_images_equals_evaluate(arrays_model):
+    swb, _, (xt, yt) = arrays_model
+    model = swbnn.load(swb)
+    ev = swbnn.evaluate(swb, (xt, yt), samples=10, seed=3)
+    for images in (xt, xt[:, None], xt[..., None]):  # (n, H, W), (n, 1, H, W), (n, H, W, 1)
+        probs = model.predict(images, samples=10, seed=3)
+        assert swbnn.metrics.nll(probs, yt) == pytest.approx(ev["summary"]["nll"], abs=1e-6)
+        assert swbnn.metrics.accuracy(probs, yt) == pytest.approx(ev["summary"]["accuracy"], abs=1e-12)
+    # Normalised floats are taken as they are: the same numbers.
+    norm = model.normalization
+    floats = ((xt[:, None].astype(np.float32) / 255 - norm["mean"][0]) / norm["std"][0]).astype(np.float32)
+    np.testing.assert_allclose(
+        model.predict(floats, samples=10, seed=3), model.predict(xt, samples=10, seed=3), atol=1e-6
+    )
+
+
+def test_bad_arrays_are_refused_with_what_is_wrong(tmp_path):
+    x, y = _images(20, 8, 1)
+    with pytest.raises(ValueError, match="20 images and y_train 19 labels"):
+        swbnn.train((x, y[:19]), "mlp", "deterministic", tmp_path / "a", validation=0)
+    with pytest.raises(ValueError, match="integer class labels"):
+        swbnn.train((x, y.astype(np.float32)), "mlp", "deterministic", tmp_path / "b", validation=0)
+    bad = x.astype(np.float32)
+    bad[3, 0, 0] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        swbnn.train((bad, y), "mlp", "deterministic", tmp_path / "c", validation=0)
+    with pytest.raises(ValueError, match="name .* or NumPy arrays"):
+        swbnn.train((x,), "mlp", "deterministic", tmp_path / "d")
