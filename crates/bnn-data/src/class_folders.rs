@@ -16,6 +16,7 @@ use image::imageops::FilterType;
 
 use crate::dataset::{InMemoryDataset, Split};
 use crate::error::{DataError, Result};
+use crate::folder::{is_image, sorted_entries};
 
 /// How the images of a class-folder data set are brought to one shape.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -31,19 +32,18 @@ pub struct FolderImages {
 /// no longer fits a machine.
 pub const MAX_IMAGE_SIDE: usize = 4096;
 
-fn is_image(path: &Path) -> bool {
-    path.extension()
-        .and_then(|e| e.to_str())
-        .is_some_and(|e| matches!(e.to_ascii_lowercase().as_str(), "png" | "jpg" | "jpeg"))
-}
-
-fn sorted_entries(dir: &Path) -> Result<Vec<PathBuf>> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir(dir).map_err(|e| DataError::io(dir, e))? {
-        out.push(entry.map_err(|e| DataError::io(dir, e))?.path());
-    }
-    out.sort();
-    Ok(out)
+/// The names of the sub-folders of `dir`, sorted bytewise.
+fn sub_folders(dir: &Path) -> Result<Vec<String>> {
+    Ok(sorted_entries(dir)?
+        .into_iter()
+        .filter(|p| p.is_dir())
+        .map(|p| {
+            p.file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect())
 }
 
 /// The folder of `split` under `root`: `root/train` or `root/test` when `root/train` exists,
@@ -79,16 +79,7 @@ pub fn folder_has_test(root: &Path) -> bool {
 /// The class names (sorted sub-folder names) of the training split of `root`.
 pub fn folder_classes(root: &Path) -> Result<Vec<String>> {
     let dir = split_dir(root, Split::Train)?;
-    let names: Vec<String> = sorted_entries(&dir)?
-        .into_iter()
-        .filter(|p| p.is_dir())
-        .map(|p| {
-            p.file_name()
-                .unwrap_or_default()
-                .to_string_lossy()
-                .into_owned()
-        })
-        .collect();
+    let names = sub_folders(&dir)?;
     if names.len() < 2 {
         return Err(DataError::format(
             &dir,
@@ -151,16 +142,7 @@ pub fn load_class_folders(
     }
     let classes = folder_classes(root)?;
     let dir = split_dir(root, split)?;
-    let present: Vec<String> = sorted_entries(&dir)?
-        .into_iter()
-        .filter(|p| p.is_dir())
-        .map(|p| {
-            p.file_name()
-                .unwrap_or_default()
-                .to_string_lossy()
-                .into_owned()
-        })
-        .collect();
+    let present = sub_folders(&dir)?;
     if let Some(extra) = present.iter().find(|c| !classes.contains(c)) {
         return Err(DataError::format(
             dir.join(extra),

@@ -46,14 +46,16 @@ pub struct ImageFolder {
     config: FolderConfig,
 }
 
-fn is_image(path: &Path) -> bool {
+/// Whether `path` names a PNG or JPEG file (case-insensitive extension).
+pub(crate) fn is_image(path: &Path) -> bool {
     path.extension()
         .and_then(|e| e.to_str())
         .map(|e| matches!(e.to_ascii_lowercase().as_str(), "jpeg" | "jpg" | "png"))
         .unwrap_or(false)
 }
 
-fn sorted_entries(dir: &Path) -> Result<Vec<PathBuf>> {
+/// The entries of `dir`, sorted bytewise.
+pub(crate) fn sorted_entries(dir: &Path) -> Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     for entry in std::fs::read_dir(dir).map_err(|e| DataError::io(dir, e))? {
         out.push(entry.map_err(|e| DataError::io(dir, e))?.path());
