@@ -386,10 +386,16 @@ pub fn shareable_layer_names(table: &WeightTable) -> Vec<String> {
         .collect()
 }
 
-/// Class names of a data set (indices for data sets without fixed names).
-pub fn class_names(dataset: bnn_data::DatasetId) -> Vec<String> {
-    use bnn_data::DatasetId;
-    let names: &[&str] = match dataset {
+/// Class names of a data set of `classes` classes: a preset's, a class folder's sub-folder
+/// names, else the indices.
+pub fn class_names(dataset: &bnn_data::DataSource, classes: usize) -> Result<Vec<String>, Error> {
+    use bnn_data::{DataSource, DatasetId};
+    let id = match dataset {
+        DataSource::Folder(dir) => return Ok(bnn_data::folder_classes(dir)?),
+        DataSource::Npz(_) => return Ok((0..classes).map(|i| i.to_string()).collect()),
+        DataSource::Preset(id) => *id,
+    };
+    let names: &[&str] = match id {
         DatasetId::FashionMnist => &[
             "T-shirt/top",
             "Trouser",
@@ -416,17 +422,27 @@ pub fn class_names(dataset: bnn_data::DatasetId) -> Vec<String> {
         ],
         _ => &[],
     };
-    if names.is_empty() {
-        (0..dataset.classes()).map(|i| i.to_string()).collect()
+    Ok(if names.is_empty() {
+        (0..id.classes()).map(|i| i.to_string()).collect()
     } else {
         names.iter().map(|s| s.to_string()).collect()
-    }
+    })
 }
 
-/// How a data set is called in titles and legends.
-pub fn dataset_label(dataset: bnn_data::DatasetId) -> &'static str {
-    use bnn_data::DatasetId;
-    match dataset {
+/// How a data set is called in titles and legends: a preset's name, or a user's file or
+/// folder name.
+pub fn dataset_label(dataset: &bnn_data::DataSource) -> String {
+    use bnn_data::{DataSource, DatasetId};
+    let id = match dataset {
+        DataSource::Preset(id) => *id,
+        user => {
+            let path = user.path().unwrap_or(std::path::Path::new(""));
+            return path
+                .file_name()
+                .map_or_else(|| user.to_string(), |n| n.to_string_lossy().into_owned());
+        }
+    };
+    match id {
         DatasetId::Mnist => "MNIST",
         DatasetId::FashionMnist => "Fashion-MNIST",
         DatasetId::Cifar10 => "CIFAR-10",
@@ -434,6 +450,7 @@ pub fn dataset_label(dataset: bnn_data::DatasetId) -> &'static str {
         DatasetId::Svhn => "SVHN",
         DatasetId::ImageNet => "ImageNet",
     }
+    .to_string()
 }
 
 /// How a method is called in titles: `deterministic` -> `Deterministic`, `bbb` -> `BBB`,

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use bnn_data::{Corruption, DatasetId};
+use bnn_data::{Corruption, DataSource};
 use bnn_models::{Kind, Network};
 use bnn_plot::{SigmaAxis, Size, WeightsOptions};
 use bnn_train::evaluate;
@@ -70,12 +70,14 @@ pub struct PlotArgs {
     /// reliability and corruptions, 2dgbnn for the others.
     #[arg(long)]
     pub method: Option<String>,
-    /// Data set of a .swb file or training directory (a run directory knows its own).
-    #[arg(long)]
-    pub dataset: Option<DatasetId>,
-    /// Out-of-distribution data set; --ood-dir gives its directory.
-    #[arg(long)]
-    pub ood: Option<DatasetId>,
+    /// Data set of a .swb file or training directory (a run directory knows its own): a
+    /// preset, folder:DIR or npz:FILE.
+    #[arg(long, value_name = "NAME|folder:DIR|npz:FILE")]
+    pub dataset: Option<DataSource>,
+    /// Out-of-distribution data set (a preset, whose directory --ood-dir gives, or folder:DIR
+    /// or npz:FILE).
+    #[arg(long, value_name = "NAME|folder:DIR|npz:FILE")]
+    pub ood: Option<DataSource>,
     /// Directory of the OOD data set.
     #[arg(long)]
     pub ood_dir: Option<PathBuf>,
@@ -137,6 +139,7 @@ enum Source {
     Run(Box<RunDir>),
     Model {
         model: Box<Network>,
+        config: Box<bnn_models::ModelConfig>,
         label: String,
         /// The `.swb` file it was loaded from, if any.
         swb: Option<PathBuf>,
@@ -161,8 +164,10 @@ fn open_source(args: &PlotArgs, device: &Device) -> Result<Source, Error> {
     };
     if let Some(swb) = swb {
         let data = swshare::format::load(&swb)?;
+        let (model, config) = from_swb(&data, device)?;
         return Ok(Source::Model {
-            model: Box::new(from_swb(&data, device)?.0),
+            model: Box::new(model),
+            config: Box::new(config),
             label: Method::Gbnn2d.label().into(),
             swb: Some(swb),
         });
@@ -177,6 +182,7 @@ fn open_source(args: &PlotArgs, device: &Device) -> Result<Source, Error> {
         };
         return Ok(Source::Model {
             model: Box::new(model),
+            config: Box::new(config),
             label: label.into(),
             swb: None,
         });
@@ -189,8 +195,12 @@ fn open_source(args: &PlotArgs, device: &Device) -> Result<Source, Error> {
 }
 
 /// Data of a single model: from the arguments.
-fn model_loaders(args: &PlotArgs, need_ood: bool) -> Result<Loaders, Error> {
-    let dataset = args.dataset.ok_or_else(|| {
+fn model_loaders(
+    args: &PlotArgs,
+    need_ood: bool,
+    config: &bnn_models::ModelConfig,
+) -> Result<Loaders, Error> {
+    let dataset = args.dataset.as_ref().ok_or_else(|| {
         Error::Usage("--dataset is needed to evaluate a model file or directory".into())
     })?;
     if need_ood && args.ood.is_none() {
@@ -198,19 +208,30 @@ fn model_loaders(args: &PlotArgs, need_ood: bool) -> Result<Loaders, Error> {
             "the OOD figure needs --ood (and --ood-dir for a directory of images)".into(),
         ));
     }
-    let ood = args.ood.map(|id| (id, args.ood_dir.as_deref()));
-    Loaders::new(dataset, args.data.as_deref(), ood, args.subset, 2)
+    let ood = args.ood.clone().map(|id| (id, args.ood_dir.as_deref()));
+    Loaders::new(
+        dataset,
+        args.data.as_deref(),
+        ood,
+        args.subset,
+        2,
+        Some(config),
+    )
 }
 
 fn run_loaders(args: &PlotArgs, run: &RunDir) -> Result<Loaders, Error> {
     let setup = &run.setup;
-    let ood = setup.ood.as_ref().map(|(id, d)| (*id, Some(d.as_path())));
+    let ood = setup
+        .ood
+        .as_ref()
+        .map(|(id, d)| ((*id).into(), Some(d.as_path())));
     Loaders::new(
-        setup.dataset,
+        &setup.dataset.into(),
         args.data.as_deref().or(setup.data_dir.as_deref()),
         ood,
         args.subset.or(setup.test_subset),
         2,
+        None,
     )
 }
 
@@ -262,8 +283,16 @@ pub fn run(args: &PlotArgs, device: &Device) -> Result<PathBuf, Error> {
                 draw_predictions(args, what, &preds, &loaders, out)?;
             }
         }
-        (what, Source::Model { model, label, .. }) => {
-            let loaders = model_loaders(args, what == Figure::Ood)?;
+        (
+            what,
+            Source::Model {
+                model,
+                config,
+                label,
+                ..
+            },
+        ) => {
+            let loaders = model_loaders(args, what == Figure::Ood, &config)?;
             let n = samples(None);
             if what == Figure::Corruptions {
                 let series = model_corruptions(&label, &model, &loaders, device, n)?;
@@ -291,7 +320,7 @@ fn model_corruptions(
         model,
         label,
         &loaders.test_data,
-        loaders.dataset.norm_stats(),
+        loaders.stats.clone(),
         &Corruption::all(),
         samples,
         loaders.workers,
@@ -323,18 +352,18 @@ fn draw_predictions(
             let ood = loaders
                 .ood
                 .as_ref()
-                .map_or("OOD", |(id, _)| figures::dataset_label(*id));
+                .map_or("OOD".to_string(), |(id, _)| figures::dataset_label(id));
             figures::ood(
                 &preds[0],
-                figures::dataset_label(loaders.dataset),
-                ood,
+                &figures::dataset_label(&loaders.dataset),
+                &ood,
                 args.size(figures::OOD_SIZE),
                 out,
             )
         }
         Figure::PerClass => figures::per_class(
             &preds[0],
-            &figures::class_names(loaders.dataset),
+            &figures::class_names(&loaders.dataset, loaders.test.dataset().classes())?,
             args.size(figures::PER_CLASS_SIZE),
             out,
         ),

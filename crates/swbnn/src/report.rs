@@ -34,7 +34,7 @@ pub fn write_report(dir: &Path, device: &Device) -> Result<PathBuf, Error> {
     std::fs::create_dir_all(&fig_dir).map_err(|e| Error::io(&fig_dir, e))?;
     let loaders = run.loaders()?;
     let preds = run_predictions(&run, &loaders, &Method::MAIN, device, run.setup.samples)?;
-    let dataset = figures::dataset_label(run.setup.dataset);
+    let dataset = figures::dataset_label(&run.setup.dataset.into());
     let arch = run.setup.arch.name();
     let multi_seed = run.models != run.dir;
 
@@ -109,14 +109,14 @@ pub fn write_report(dir: &Path, device: &Device) -> Result<PathBuf, Error> {
             "### Out-of-distribution detection: {dataset} vs {}\n\nMaximum probability, \
              predictive entropy and mutual information on the test set and on the OOD set, \
              and each one's ROC curve as an OOD detector (in-distribution positive).\n",
-            figures::dataset_label(*ood_id)
+            figures::dataset_label(&(*ood_id).into())
         );
         for (m, p) in Method::MAIN.iter().zip(&preds) {
             let name = format!("ood-{m}.png");
             figures::ood(
                 p,
-                figures::dataset_label(run.setup.dataset),
-                figures::dataset_label(*ood_id),
+                &dataset,
+                &figures::dataset_label(&(*ood_id).into()),
                 OOD_SIZE,
                 &fig_dir.join(&name),
             )?;
@@ -124,7 +124,7 @@ pub fn write_report(dir: &Path, device: &Device) -> Result<PathBuf, Error> {
         }
     }
 
-    let names = figures::class_names(run.setup.dataset);
+    let names = figures::class_names(&run.setup.dataset.into(), run.setup.dataset.classes())?;
     let _ = writeln!(
         md,
         "### Confidence per class\n\nThe test set's confidence (maximum probability) grouped \

@@ -8,8 +8,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use bnn_data::{Dataset, DatasetId, Split};
+use bnn_data::{DataSource, Dataset, FolderImages, NormStats, Split};
 use bnn_layers::export_bayes;
+use bnn_models::ModelConfig;
 use bnn_models::Network;
 use bnn_train::{Predictions, predict};
 use burn::prelude::*;
@@ -17,7 +18,10 @@ use swshare::burn_edges::table_from_tensors;
 use swshare::{SharingPlan, WeightTable};
 
 use crate::Error;
-use crate::data::{eval_loader, open_ood, open_split, subset, subset_at_most};
+use crate::data::{
+    eval_loader, model_images, model_norm, open_ood, open_source, open_user_ood, subset,
+    subset_at_most,
+};
 use crate::figures::{CleanMetrics, ModelPredictions};
 use crate::method::Method;
 use crate::setup::Setup;
@@ -184,11 +188,14 @@ impl RunDir {
     pub fn loaders(&self) -> Result<Loaders, Error> {
         let s = &self.setup;
         Loaders::new(
-            s.dataset,
+            &s.dataset.into(),
             s.data_dir.as_deref(),
-            s.ood.as_ref().map(|(id, dir)| (*id, Some(dir.as_path()))),
+            s.ood
+                .as_ref()
+                .map(|(id, dir)| ((*id).into(), Some(dir.as_path()))),
             s.test_subset,
             s.workers,
+            None,
         )
     }
 }
@@ -196,51 +203,73 @@ impl RunDir {
 /// The evaluation data of a figure.
 pub struct Loaders {
     /// In-distribution data set.
-    pub dataset: DatasetId,
+    pub dataset: DataSource,
     /// Test-set loader.
     pub test: bnn_data::DataLoader,
     /// The raw test set (for corrupted copies).
     pub test_data: Arc<dyn Dataset>,
+    /// Its normalisation (the model's, for a model file).
+    pub stats: NormStats,
     /// OOD data set and loader.
-    pub ood: Option<(DatasetId, bnn_data::DataLoader)>,
+    pub ood: Option<(DataSource, bnn_data::DataLoader)>,
     /// Loader threads.
     pub workers: usize,
 }
 
 impl Loaders {
-    /// The test split of `dataset` (a stratified `subset` if given) and an OOD set: a
-    /// directory as `swbnn eval --ood-dir` takes, or without one the OOD data set's test split
-    /// found like the training data.
+    /// The test split of `dataset` (a stratified `subset` if given) and an OOD set: for a
+    /// preset, a directory as `swbnn eval --ood-dir` takes, or without one its test split
+    /// found like the training data; a user's data set as `eval --ood` reads it. For the model
+    /// of `config` (a model file, not a run), the images are shaped and normalised as it
+    /// records.
     pub fn new(
-        dataset: DatasetId,
+        dataset: &DataSource,
         data_dir: Option<&Path>,
-        ood: Option<(DatasetId, Option<&Path>)>,
+        ood: Option<(DataSource, Option<&Path>)>,
         subset_n: Option<usize>,
         workers: usize,
+        config: Option<&ModelConfig>,
     ) -> Result<Self, Error> {
-        let stats = dataset.norm_stats();
-        let test_data = subset(
-            open_split(dataset, Split::Test, data_dir)?,
-            subset_n,
-            2,
-            "the test set",
-        )?;
+        let stats = match (config, dataset.preset()) {
+            (Some(c), _) => model_norm(c, dataset)?,
+            (None, Some(id)) => id.norm_stats(),
+            (None, None) => {
+                return Err(Error::Usage(format!(
+                    "{dataset}: a user's data set is read for a model, whose normalisation it \
+                     records"
+                )));
+            }
+        };
+        let images = config.map(model_images).unwrap_or(FolderImages::default());
+        let opened = open_source(dataset, Split::Test, data_dir, images)?;
+        let test_data = subset(opened.data, subset_n, 2, "the test set")?;
         let test = eval_loader(stats.clone(), test_data.clone(), 256, workers)?;
         let ood = match ood {
-            Some((id, dir)) => {
-                let data = match dir {
-                    Some(dir) => open_ood(id, dir)?,
-                    None => open_split(id, Split::Test, data_dir)?,
+            Some((source, dir)) => {
+                let data = match (&source, dir, config) {
+                    (DataSource::Preset(id), Some(dir), _) => open_ood(*id, dir)?,
+                    (DataSource::Preset(id), None, _) => {
+                        open_source(&source, Split::Test, data_dir, images)
+                            .map(|o| o.data)
+                            .map_err(|e| Error::Usage(format!("the OOD set {id}: {e}")))?
+                    }
+                    (_, _, Some(c)) => open_user_ood(&source, c)?.data,
+                    (_, _, None) => {
+                        return Err(Error::Usage(format!(
+                            "{source}: a user's OOD set is read for a model file"
+                        )));
+                    }
                 };
                 let data = subset_at_most(data, subset_n, 3)?;
-                Some((id, eval_loader(stats, data, 256, workers)?))
+                Some((source, eval_loader(stats.clone(), data, 256, workers)?))
             }
             None => None,
         };
         Ok(Self {
-            dataset,
+            dataset: dataset.clone(),
             test,
             test_data,
+            stats,
             ood,
             workers,
         })

@@ -267,6 +267,23 @@ fn class_folders_go_through_the_whole_method_resized_to_one_size() {
     );
     let ev = whole_method(dir.path(), &dataset, &["--image-size", "8"]);
     assert_eq!(ev["evaluation"]["summary"]["n"], 150);
+    let figure = dir.path().join("per-class.svg");
+    ok(&[
+        "plot",
+        "per-class",
+        dir.path().join("m.swb").to_str().unwrap(),
+        "--dataset",
+        &dataset,
+        "--samples",
+        "4",
+        "--out",
+        figure.to_str().unwrap(),
+    ]);
+    let svg = std::fs::read_to_string(&figure).unwrap();
+    assert!(
+        svg.contains("triangle") && svg.contains("circle"),
+        "class names from the folders"
+    );
 }
 
 #[test]
