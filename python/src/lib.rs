@@ -33,6 +33,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(pipeline::train_json, m)?)?;
     m.add_function(wrap_pyfunction!(pipeline::compress_json, m)?)?;
     m.add_function(wrap_pyfunction!(pipeline::evaluate_json, m)?)?;
+    m.add_function(wrap_pyfunction!(pipeline::calibrate_json, m)?)?;
     for f in [
         wrap_pyfunction!(metrics::ece, m)?,
         wrap_pyfunction!(metrics::mce, m)?,

@@ -11,7 +11,8 @@ use bnn_train::{EpochStats, Observer, StepInfo};
 use pyo3::prelude::*;
 use swbnn::Error;
 use swbnn::commands::{
-    self, CompressRequest, CompressSettings, EvalRequest, Scaling, TrainKind, TrainRequest,
+    self, CalibrateRequest, CompressRequest, CompressSettings, EvalRequest, Scaling, TrainKind,
+    TrainRequest,
 };
 use swbnn::setup::ValidationSplit;
 
@@ -221,6 +222,40 @@ pub fn evaluate_json(
         // The metrics at the temperature asked for, else the raw ones.
         let ev = out.calibrated.map_or(out.evaluation, |(_, ev)| ev);
         serde_json::to_string(&ev).map_err(Error::json)
+    })
+    .map_err(pipeline_error)
+}
+
+/// Fits a model's temperature on the validation split it held out and stores it with the
+/// model, as `swbnn calibrate` does; returns the fit as JSON text.
+#[pyfunction]
+#[pyo3(signature = (
+    model, dataset, *, samples = 30, seed = 0, data = None, validation = None,
+    validation_seed = None
+))]
+#[allow(clippy::too_many_arguments)]
+pub fn calibrate_json(
+    py: Python<'_>,
+    model: PathBuf,
+    dataset: &str,
+    samples: usize,
+    seed: u64,
+    data: Option<PathBuf>,
+    validation: Option<usize>,
+    validation_seed: Option<u64>,
+) -> PyResult<String> {
+    let request = CalibrateRequest {
+        data_dir: data,
+        validation,
+        validation_seed,
+        samples,
+        seed,
+        ..CalibrateRequest::new(model, source(dataset).map_err(pipeline_error)?)
+    };
+    py.detach(|| {
+        let device = cpu().map_err(|e| usage(e.to_string()))?;
+        let out = commands::calibrate(&request, &device)?;
+        serde_json::to_string(&out.fit).map_err(Error::json)
     })
     .map_err(pipeline_error)
 }

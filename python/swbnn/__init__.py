@@ -6,7 +6,8 @@
 * ``swbnn.load``: a ``.swb`` file, a full-BNN file or a model directory; ``Model.predict``,
   ``Model.evaluate``, ``Model.info``, and temperature scaling: ``Model.fit_temperature``,
   ``Model.temperature``, ``predict(..., calibrated=True)``.
-* ``swbnn.train``, ``swbnn.compress``, ``swbnn.evaluate``: the command line's steps.
+* ``swbnn.train``, ``swbnn.compress``, ``swbnn.calibrate``, ``swbnn.evaluate``: the command
+  line's commands, on a data set's name or NumPy arrays.
 * ``swbnn.metrics``: ECE/MCE, NLL, Brier, entropy, mutual information, AUROC/AUPR/FPR@95.
 * ``swbnn.torch`` (needs PyTorch, imported on its own): compress a PyTorch BNN in PyTorch.
 
@@ -34,6 +35,7 @@ __version__ = _native.__version__
 __all__ = [
     "Model",
     "SharingPlan",
+    "calibrate",
     "compress",
     "evaluate",
     "gmm",
@@ -458,6 +460,35 @@ def evaluate(
     are divided by it first."""
     with _dataset(dataset, test_only=True) as name:
         return _evaluate(model, name, samples, seed, ood, ood_dir, data, subset, temperature, calibrated)
+
+
+def calibrate(
+    model: PathLike,
+    dataset: DataSet,
+    *,
+    samples: int = 30,
+    seed: int = 0,
+    data: Optional[PathLike] = None,
+    validation: Optional[int] = None,
+    validation_seed: Optional[int] = None,
+) -> Dict[str, Any]:
+    """Fits the model's temperature by NLL on the validation split it held out of
+    ``dataset``'s training split (the split it records, unless ``validation`` and
+    ``validation_seed`` name it) and stores it with the model, as ``swbnn calibrate`` does;
+    returns ``temperature``, ``nll_before``, ``nll_after``, ``at_bound``, ``images`` and
+    ``samples``. ``dataset`` as in :func:`train`: the data the model was trained on."""
+    with _dataset(dataset) as name:
+        return json.loads(
+            _native.calibrate_json(
+                os.fspath(model),
+                name,
+                samples=samples,
+                seed=seed,
+                data=None if data is None else os.fspath(data),
+                validation=validation,
+                validation_seed=validation_seed,
+            )
+        )
 
 
 def _evaluate(model, name, samples, seed, ood, ood_dir, data, subset, temperature, calibrated):

@@ -49,6 +49,16 @@ def test_train_compress_and_evaluate_from_arrays(arrays_model):
     assert ev["summary"]["accuracy"] > 0.6
 
 
+def test_calibrate_from_arrays_stores_the_temperature(arrays_model, tmp_path):
+    swb, _, _ = arrays_model
+    x, y = _images(1400, 8, 1)
+    copy = tmp_path / "c.swb"
+    copy.write_bytes(swb.read_bytes())
+    fit = swbnn.calibrate(copy, (x, y), samples=5)
+    assert fit["images"] == 500 and 0.05 <= fit["temperature"] <= 20
+    assert swbnn.load(copy).temperature == pytest.approx(fit["temperature"])
+
+
 def test_predict_on_raw_uint8_images_equals_evaluate(arrays_model):
     swb, _, (xt, yt) = arrays_model
     model = swbnn.load(swb)

@@ -48,7 +48,7 @@ enum Command {
     Reproduce {
         /// mnist, fashion-mnist, cifar10, cifar100, svhn or imagenet.
         dataset: DatasetId,
-        /// A small, fast run (LeNet-5, all training images, a few epochs).
+        /// A small, fast run (LeNet-5, every training image but the validation split, a few epochs).
         #[arg(long)]
         quick: bool,
         /// Architecture (default: the paper's for the data set).

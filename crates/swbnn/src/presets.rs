@@ -40,9 +40,10 @@ pub fn command_line_compress() -> CompressConfig {
     cfg
 }
 
-/// A preset for `dataset`; `quick` trains LeNet-5 on all training images for a few epochs
-/// (minutes on 2 CPU cores), the full run trains the data set's architecture to convergence
-/// (CIFAR, SVHN and ImageNet: the paper's appendix recipe, [`crate::paper_presets`]).
+/// A preset for `dataset`; `quick` trains LeNet-5 on every training image but the validation
+/// split, for a few epochs (minutes on 2 CPU cores), the full run trains the data set's
+/// architecture to convergence (CIFAR, SVHN and ImageNet: the paper's appendix recipe,
+/// [`crate::paper_presets`]).
 ///
 /// The out-of-distribution set ([`crate::data::paired_ood`]: the MNIST digits for Fashion-MNIST) is set
 /// when `ood` finds its test split on this machine; nothing is downloaded here (see
