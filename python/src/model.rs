@@ -14,7 +14,6 @@ use burn::prelude::*;
 use burn::tensor::TensorData;
 use numpy::PyArrayDyn;
 use pyo3::prelude::*;
-use swshare::format::SharedModelData;
 
 use crate::arrays::{Input, optional, output};
 use crate::errors::{pipeline_error, runtime_error, value_error};
@@ -430,7 +429,7 @@ impl Model {
             Source::Shared { data, bytes } => {
                 v["source"] = "swb".into();
                 v["file_bytes"] = (*bytes).into();
-                v["sharing"] = sharing_stats(data);
+                v["sharing"] = swbnn::load::sharing_stats(data);
             }
             Source::FullBnn { bytes, .. } => {
                 v["source"] = "full-bnn".into();
@@ -467,30 +466,6 @@ impl Model {
             self.input_shape()
         )
     }
-}
-
-/// A `.swb` content's weights by fate and codebook size (what `swbnn inspect` prints).
-fn sharing_stats(data: &SharedModelData) -> serde_json::Value {
-    use swshare::{OutlierCause, WeightFate};
-    let (mut shared, mut ellipse, mut mean, mut grad, mut small) = (0, 0, 0, 0, 0);
-    for f in &data.fates {
-        match f {
-            WeightFate::Shared(_) => shared += 1,
-            WeightFate::Ellipse(_) => ellipse += 1,
-            WeightFate::Outlier(OutlierCause::MeanThreshold) => mean += 1,
-            WeightFate::Outlier(OutlierCause::Gradient) => grad += 1,
-            WeightFate::Outlier(OutlierCause::SmallCluster) => small += 1,
-        }
-    }
-    serde_json::json!({
-        "gaussians": data.codebook_mu.len(),
-        "shareable_weights": data.fates.len(),
-        "plain_shared": shared,
-        "ellipse_weights": ellipse,
-        "outliers": {"mean_threshold": mean, "gradient": grad, "small_cluster": small},
-        "unshared_values": data.unshared.iter().map(|t| t.data.len()).sum::<usize>(),
-        "layers": data.layers.len(),
-    })
 }
 
 /// Loads a model (see [`load_any`]) onto the CPU.

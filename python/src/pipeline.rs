@@ -40,16 +40,7 @@ impl Observer for Progress {
 
     fn on_epoch(&mut self, s: &EpochStats) {
         if self.on {
-            eprintln!(
-                "epoch {}: loss {:.4} nll {:.4} kl {:.1} train acc {:.4} ({:.0} img/s, {:.0} s)",
-                s.epoch + 1,
-                s.loss,
-                s.nll,
-                s.kl,
-                s.accuracy,
-                s.images_per_s,
-                s.seconds
-            );
+            eprintln!("{}", swbnn::commands::epoch_line(s));
         }
     }
 }

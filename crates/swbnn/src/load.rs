@@ -186,3 +186,28 @@ fn load_full_bnn(
     }
     Ok((net, config, data.temperature))
 }
+
+/// A `.swb` content's weights by fate, codebook size and layers: what `swbnn inspect` and
+/// Python's `Model.info()` show.
+pub fn sharing_stats(data: &SharedModelData) -> serde_json::Value {
+    use swshare::{OutlierCause, WeightFate};
+    let (mut shared, mut ellipse, mut mean, mut grad, mut small) = (0, 0, 0, 0, 0);
+    for f in &data.fates {
+        match f {
+            WeightFate::Shared(_) => shared += 1,
+            WeightFate::Ellipse(_) => ellipse += 1,
+            WeightFate::Outlier(OutlierCause::MeanThreshold) => mean += 1,
+            WeightFate::Outlier(OutlierCause::Gradient) => grad += 1,
+            WeightFate::Outlier(OutlierCause::SmallCluster) => small += 1,
+        }
+    }
+    serde_json::json!({
+        "gaussians": data.codebook_mu.len(),
+        "shareable_weights": data.fates.len(),
+        "plain_shared": shared,
+        "ellipse_weights": ellipse,
+        "outliers": {"mean_threshold": mean, "gradient": grad, "small_cluster": small},
+        "unshared_values": data.unshared.iter().map(|t| t.data.len()).sum::<usize>(),
+        "layers": data.layers.len(),
+    })
+}

@@ -305,16 +305,7 @@ impl Observer for Bars {
             b.finish_and_clear();
         }
         if !self.quiet {
-            eprintln!(
-                "epoch {}: loss {:.4} nll {:.4} kl {:.1} train acc {:.4} ({:.0} img/s, {:.0} s)",
-                s.epoch + 1,
-                s.loss,
-                s.nll,
-                s.kl,
-                s.accuracy,
-                s.images_per_s,
-                s.seconds
-            );
+            eprintln!("{}", swbnn::commands::epoch_line(s));
         }
     }
 }
@@ -600,30 +591,11 @@ fn print_evaluation(prefix: &str, ev: &bnn_train::Evaluation) {
 
 /// A model file's statistics: weights by fate, codebook size, parameters.
 fn describe(data: &swshare::format::SharedModelData, file_bytes: u64) -> serde_json::Value {
-    use swshare::{OutlierCause, WeightFate};
-    let (mut shared, mut ellipse, mut mean, mut grad, mut small) = (0, 0, 0, 0, 0);
-    for f in &data.fates {
-        match f {
-            WeightFate::Shared(_) => shared += 1,
-            WeightFate::Ellipse(_) => ellipse += 1,
-            WeightFate::Outlier(OutlierCause::MeanThreshold) => mean += 1,
-            WeightFate::Outlier(OutlierCause::Gradient) => grad += 1,
-            WeightFate::Outlier(OutlierCause::SmallCluster) => small += 1,
-        }
-    }
-    let unshared: usize = data.unshared.iter().map(|t| t.data.len()).sum();
-    serde_json::json!({
-        "file_bytes": file_bytes,
-        "architecture": serde_json::from_str::<serde_json::Value>(&data.arch).unwrap_or_default(),
-        "gaussians": data.codebook_mu.len(),
-        "shareable_weights": data.fates.len(),
-        "plain_shared": shared,
-        "ellipse_weights": ellipse,
-        "outliers": {"mean_threshold": mean, "gradient": grad, "small_cluster": small},
-        "unshared_values": unshared,
-        "layers": data.layers.len(),
-        "temperature": data.temperature,
-    })
+    let mut v = swbnn::load::sharing_stats(data);
+    v["file_bytes"] = file_bytes.into();
+    v["architecture"] = serde_json::from_str::<serde_json::Value>(&data.arch).unwrap_or_default();
+    v["temperature"] = serde_json::json!(data.temperature);
+    v
 }
 
 fn rayon_threads(n: usize) -> Result<()> {

@@ -28,6 +28,20 @@ pub use train::{TrainKind, TrainRequest, train};
 
 use crate::Error;
 
+/// One line for a finished epoch, as the command line and the Python package print it.
+pub fn epoch_line(s: &bnn_train::EpochStats) -> String {
+    format!(
+        "epoch {}: loss {:.4} nll {:.4} kl {:.1} train acc {:.4} ({:.0} img/s, {:.0} s)",
+        s.epoch + 1,
+        s.loss,
+        s.nll,
+        s.kl,
+        s.accuracy,
+        s.images_per_s,
+        s.seconds
+    )
+}
+
 /// `Err(Error::Usage)` naming `what` unless `ok`.
 fn require(ok: bool, what: impl FnOnce() -> String) -> Result<(), Error> {
     match ok {
