@@ -339,3 +339,221 @@ def test_cuda(trained, data):
     shared, report = swt.compress(m, loader(xt, yt), k=16, epochs=1, val_loader=loader(xv, yv))
     out, kl = shared(xt[:8].cuda())
     assert out.is_cuda and kl.is_cuda
+
+
+# A .swb of the swbnn command line in the equivalent PyTorch module. The LeNet-5 fixture and
+# its logits are the interop fixtures of the Rust crate (crates/swbnn/tests/data/interop:
+# `cargo test -p swbnn --test interop -- --ignored regenerate` writes lenet5-shared.swb, then
+# `python interop/fixtures/make_fixtures.py --shared` records shared-logits.json), and
+# `cargo test -p swbnn --test interop` checks that the Rust forward pass gives those logits to
+# 1e-5: the mean network and one weight sample on the fixed noise of `exported.fixed_noise`.
+INTEROP = Path(__file__).resolve().parents[2] / "crates" / "swbnn" / "tests" / "data" / "interop"
+DATA = Path(__file__).parent / "data"
+
+
+def _interop(name):
+    path = INTEROP / name
+    if not path.exists():
+        pytest.skip(f"the Rust crate's interop fixture {name} is not here (a source checkout has it)")
+    return path
+
+
+class BtLeNet5(nn.Module):
+    """The command line's LeNet-5 for 1 x 12 x 12 inputs in bayesian-torch layers."""
+
+    def __init__(self, classes=10):
+        super().__init__()
+        from bayesian_torch.layers import Conv2dReparameterization as C
+        from bayesian_torch.layers import LinearReparameterization as L
+
+        self.conv1 = C(1, 6, 5, padding=2)
+        self.conv2 = C(6, 16, 5)
+        self.fc1 = L(16, 120)
+        self.fc2 = L(120, 84)
+        self.fc3 = L(84, classes)
+
+    def forward(self, x):
+        x, _ = self.conv1(x)
+        x, _ = self.conv2(F.max_pool2d(F.relu(x), 2))
+        x = F.max_pool2d(F.relu(x), 2).flatten(1)
+        x, _ = self.fc1(x)
+        x, _ = self.fc2(F.relu(x))
+        x, _ = self.fc3(F.relu(x))
+        return x
+
+
+class BtMlp(nn.Module):
+    """The command line's MLP (1 x 8 x 8 -> 12 -> 3, as python/tests/data/tiny.swb) in
+    bayesian-torch layers, under its module names `layers.0`, `layers.1`."""
+
+    def __init__(self):
+        super().__init__()
+        from bayesian_torch.layers import LinearReparameterization as L
+
+        self.layers = nn.ModuleList([L(64, 12), L(12, 3)])
+
+    def forward(self, x):
+        x, _ = self.layers[0](x.flatten(1))
+        x, _ = self.layers[1](F.relu(x))
+        return x
+
+
+class BtResNet20(nn.Module):
+    """The command line's ResNet-20 (width 4, projection shortcuts, 1 x 28 x 28 inputs) in
+    bayesian-torch layers under bayesian-torch's CIFAR ResNet names (`layer1.0.conv1`,
+    `shortcut.0` / `shortcut.1`, `linear`).
+
+    python/tests/data/resnet20-w4-shared.swb was made by the command line from this module's
+    random posterior (``torch.manual_seed(0)``, then batch norm's weight, bias and statistics
+    drawn by :func:`random_batch_norm`), saved with ``torch.save(model.state_dict(), "r20.pt")``:
+
+        swbnn import --arch resnet20 --dataset fashion-mnist --width 4 --shortcut projection --out r20 r20.pt
+        swbnn --threads 1 compress --model r20 --dataset fashion-mnist --data path/to/fashion-mnist \\
+            --k 16 --epochs 1 --subset 256 --validation 256 --out resnet20-w4-shared.swb
+    """
+
+    class Block(nn.Module):
+        def __init__(self, cin, cout, stride):
+            super().__init__()
+            from bayesian_torch.layers import Conv2dReparameterization as C
+
+            self.conv1 = C(cin, cout, 3, stride=stride, padding=1, bias=False)
+            self.bn1 = nn.BatchNorm2d(cout)
+            self.conv2 = C(cout, cout, 3, stride=1, padding=1, bias=False)
+            self.bn2 = nn.BatchNorm2d(cout)
+            self.shortcut = nn.Sequential()
+            if stride != 1 or cin != cout:
+                self.shortcut = nn.Sequential(C(cin, cout, 1, stride=stride, bias=False), nn.BatchNorm2d(cout))
+
+        def forward(self, x):
+            o, _ = self.conv1(x)
+            o, _ = self.conv2(F.relu(self.bn1(o)))
+            o = self.bn2(o)
+            if len(self.shortcut):
+                sc, _ = self.shortcut[0](x)
+                x = self.shortcut[1](sc)
+            return F.relu(o + x)
+
+    def __init__(self, w=4, classes=10):
+        super().__init__()
+        from bayesian_torch.layers import Conv2dReparameterization as C
+        from bayesian_torch.layers import LinearReparameterization as L
+
+        B = BtResNet20.Block
+        self.conv1 = C(1, w, 3, stride=1, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(w)
+        self.layer1 = nn.Sequential(*[B(w, w, 1) for _ in range(3)])
+        self.layer2 = nn.Sequential(B(w, 2 * w, 2), *[B(2 * w, 2 * w, 1) for _ in range(2)])
+        self.layer3 = nn.Sequential(B(2 * w, 4 * w, 2), *[B(4 * w, 4 * w, 1) for _ in range(2)])
+        self.linear = L(4 * w, classes)
+
+    def forward(self, x):
+        h, _ = self.conv1(x)
+        h = self.layer3(self.layer2(self.layer1(F.relu(self.bn1(h)))))
+        out, _ = self.linear(F.adaptive_avg_pool2d(h, 1).flatten(1))
+        return out
+
+
+def random_batch_norm(model):
+    """Batch norm parameters and statistics away from their defaults (the fixture's recipe)."""
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, nn.BatchNorm2d):
+                m.running_mean.uniform_(-0.2, 0.2)
+                m.running_var.uniform_(0.5, 1.5)
+                m.weight.uniform_(0.8, 1.2)
+                m.bias.uniform_(-0.1, 0.1)
+    return model
+
+
+def _fixed_noise_sampler(layer):
+    """One weight sample of ``layer`` on the fixed noise: ``mu + sigma * eps`` per tensor, the
+    noise indexed in PyTorch's weight layout (as the Rust test indexes it)."""
+    from swbnn.torch.exported import fixed_noise
+
+    def sample():
+        mu, sigma = layer.distribution()
+        w = mu + sigma * fixed_noise(mu.numel()).reshape(mu.shape)
+        b = None
+        if layer.bias_mu is not None:
+            b = layer.bias_mu + F.softplus(layer.bias_rho) * fixed_noise(layer.bias_mu.numel())
+        return w, b
+
+    return sample
+
+
+def test_command_line_swb_loads_into_bayesian_torch_lenet5(tmp_path):
+    _bt()
+    import json
+
+    model = swt.load(BtLeNet5(), _interop("lenet5-shared.swb"))
+    case = json.loads(_interop("expected.json").read_text())["lenet5"]
+    recorded = json.loads(_interop("shared-logits.json").read_text())
+    x = torch.tensor(case["input"], dtype=torch.float32).reshape(case["input_shape"])
+    layers = [m for m in model.modules() if isinstance(m, swt.SharedLayer)]
+    assert [type(m).__name__ for m in layers] == ["SharedConv2d"] * 2 + ["SharedLinear"] * 3
+    assert tuple(model.fc1.shape) == (120, 16)  # the file's [16, 120], transposed
+    model.eval()
+    with torch.no_grad():
+        for m in layers:
+            m.sampling = False
+        mean = model(x)
+        for m in layers:
+            m.sampling = True
+            m._sample = _fixed_noise_sampler(m)
+        fixed = model(x)
+    np.testing.assert_allclose(mean.reshape(-1).numpy(), np.asarray(recorded["mean"], np.float32), rtol=0, atol=1e-5)
+    np.testing.assert_allclose(fixed.reshape(-1).numpy(), np.asarray(recorded["fixed"], np.float32), rtol=0, atol=1e-5)
+    # The two numbers differ: the fixed-noise sample is no mean network.
+    assert np.abs(np.asarray(recorded["mean"]) - np.asarray(recorded["fixed"])).max() > 1e-3
+
+
+def _near_deterministic_copy(src, dst):
+    """``src`` with every sigma ~ 4e-18 (rho = -40) and each ellipse weight reduced to its
+    first codebook entry: a weight sample is then the mean network, in Rust and in PyTorch."""
+    import json
+
+    from swbnn import _native
+
+    d = json.loads(_native.swb_load(str(src)))
+    d["codebook_rho"] = [-40.0] * len(d["codebook_rho"])
+    d["outlier_rho"] = [-40.0] * len(d["outlier_rho"])
+    for t in d["unshared"]:
+        if t["path"].endswith("bias_rho"):
+            t["data"] = [-40.0] * len(t["data"])
+    d["ellipses"] = [{"components": e["components"][:1], "alphas": [1.0]} for e in d["ellipses"]]
+    _native.swb_save(str(dst), json.dumps(d), True, False)
+    return dst
+
+
+@pytest.mark.parametrize(
+    "fixture,net,shape",
+    [
+        ("lenet5", BtLeNet5, (6, 1, 12, 12)),
+        ("tiny", BtMlp, (6, 1, 8, 8)),
+        ("resnet20", BtResNet20, (6, 1, 28, 28)),
+    ],
+)
+def test_command_line_swb_predicts_as_the_rust_model(fixture, net, shape, tmp_path):
+    """swbnn.torch.load + predict in PyTorch against the Rust model's own prediction
+    (swbnn.Model.predict, the code of `swbnn eval`) on the same file, made deterministic."""
+    _bt()
+    import swbnn
+
+    src = {"lenet5": lambda: _interop("lenet5-shared.swb"), "tiny": lambda: DATA / "tiny.swb",
+           "resnet20": lambda: DATA / "resnet20-w4-shared.swb"}[fixture]()
+    path = _near_deterministic_copy(src, tmp_path / "m.swb")
+    x = 4.0 * torch.randn(shape, generator=torch.Generator().manual_seed(3))
+    rust = swbnn.load(path).predict(x.numpy(), samples=1, seed=0)
+    model = swt.load(net(), path).eval()
+    with torch.no_grad():
+        ours = F.softmax(model(x), dim=1).numpy()
+    np.testing.assert_allclose(ours, rust, rtol=0, atol=1e-5)
+    # Not a trivial agreement: the predictions differ between images.
+    assert np.abs(rust - rust[:1]).max() > 1e-4
+
+
+def test_command_line_swb_into_another_architecture_names_the_module():
+    _bt()
+    with pytest.raises(ValueError, match=r"module `conv1` .* is not a Bayesian layer of the model"):
+        swt.load(BtMlp(), _interop("lenet5-shared.swb"))
