@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use bnn_data::{DataSource, Dataset, FolderImages, NormStats, Split};
+use bnn_data::{DataSource, Dataset, NormStats, Split};
 use bnn_layers::export_bayes;
 use bnn_models::ModelConfig;
 use bnn_models::Network;
@@ -240,7 +240,7 @@ impl Loaders {
                 )));
             }
         };
-        let images = config.map(model_images).unwrap_or(FolderImages::default());
+        let images = config.map(model_images).unwrap_or_default();
         let opened = open_source(dataset, Split::Test, data_dir, images)?;
         let test_data = subset(opened.data, subset_n, 2, "the test set")?;
         let test = eval_loader(stats.clone(), test_data.clone(), 256, workers)?;

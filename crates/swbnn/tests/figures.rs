@@ -168,7 +168,7 @@ fn every_figure_of_a_tiny_run() {
     for (i, (what, model)) in cases.into_iter().enumerate() {
         let mut a = args(what, &model, PathBuf::new());
         if model != dir {
-            a.dataset = Some(DatasetId::FashionMnist);
+            a.dataset = Some(DatasetId::FashionMnist.into());
             a.subset = Some(100);
         }
         draw_both(&a, figs.path(), &format!("{i}"));
