@@ -610,6 +610,109 @@ mod tests {
     use super::*;
     use bnn_data::DatasetId;
     use clap::CommandFactory;
+    use std::path::Path;
+
+    /// Splits a shell command line into words: whitespace outside quotes separates them;
+    /// '...' and "..." quote. Enough for the documentation's commands.
+    fn shell_words(line: &str) -> Vec<String> {
+        let (mut words, mut word, mut quote, mut any) = (Vec::new(), String::new(), None, false);
+        for c in line.chars() {
+            match (quote, c) {
+                (None, '\'' | '"') => (quote, any) = (Some(c), true),
+                (Some(q), c) if c == q => quote = None,
+                (None, c) if c.is_whitespace() => {
+                    if any {
+                        words.push(std::mem::take(&mut word));
+                    }
+                    any = false;
+                }
+                (_, c) => {
+                    word.push(c);
+                    any = true;
+                }
+            }
+        }
+        if any {
+            words.push(word);
+        }
+        words
+    }
+
+    /// The `swbnn` command lines of the shell blocks of a Markdown text: lines continued by
+    /// a trailing backslash joined, comments cut, each `&&`- or `;`-separated part that runs
+    /// `swbnn` (as `swbnn ...` or `cargo run ... -p swbnn -- ...`) as its arguments.
+    fn documented_commands(markdown: &str) -> Vec<(String, Vec<String>)> {
+        let mut out = Vec::new();
+        let (mut in_shell, mut pending) = (false, String::new());
+        for line in markdown.lines() {
+            let t = line.trim();
+            if let Some(lang) = t.strip_prefix("```") {
+                in_shell = !in_shell && matches!(lang, "sh" | "bash" | "shell" | "console");
+                continue;
+            }
+            if !in_shell {
+                continue;
+            }
+            let t = t.strip_prefix("$ ").unwrap_or(t);
+            pending.push_str(t.trim_end_matches('\\'));
+            pending.push(' ');
+            if t.ends_with('\\') {
+                continue;
+            }
+            let full = std::mem::take(&mut pending);
+            let code = match full.find(" #") {
+                Some(i) => &full[..i],
+                None => full.as_str(),
+            };
+            for part in code.split("&&").flat_map(|p| p.split(';')) {
+                let part = part.trim();
+                let args = if let Some(i) = part.find("-p swbnn -- ") {
+                    &part[i + "-p swbnn -- ".len()..]
+                } else if let Some(rest) = part.strip_prefix("swbnn ") {
+                    rest
+                } else {
+                    continue;
+                };
+                out.push((part.to_string(), shell_words(args)));
+            }
+        }
+        out
+    }
+
+    /// Every `swbnn` command line in the README and the user guide parses: its subcommand,
+    /// flags and values exist (a renamed flag or an unknown value fails here).
+    #[test]
+    fn every_documented_command_parses() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let mut files = vec![root.join("README.md")];
+        let guide = root.join("docs/guide");
+        let mut pages: Vec<_> = std::fs::read_dir(&guide)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "md"))
+            .collect();
+        pages.sort();
+        files.extend(pages);
+        let (mut checked, mut failed) = (0, Vec::new());
+        for file in &files {
+            let text = std::fs::read_to_string(file).unwrap();
+            for (line, args) in documented_commands(&text) {
+                checked += 1;
+                let parsed = Cli::try_parse_from(std::iter::once("swbnn".to_string()).chain(args));
+                if let Err(e) = parsed
+                    && !matches!(
+                        e.kind(),
+                        clap::error::ErrorKind::DisplayHelp
+                            | clap::error::ErrorKind::DisplayVersion
+                    )
+                {
+                    failed.push(format!("{}: `{line}`: {}", file.display(), e.kind()));
+                }
+            }
+        }
+        assert!(checked >= 20, "only {checked} documented commands found");
+        assert!(failed.is_empty(), "{}", failed.join("\n"));
+    }
 
     /// Every flag and argument of every subcommand says what it is in `--help`.
     #[test]
