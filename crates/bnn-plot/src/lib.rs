@@ -19,6 +19,20 @@
 //!
 //! Files are written to a temporary name and renamed into place. Bad input is a
 //! [`PlotError`], never a panic.
+//!
+//! ```
+//! use bnn_metrics::{Probabilities, reliability_diagram};
+//! use bnn_plot::{ReliabilityPanel, Size, reliability};
+//!
+//! // Four predictions of two classes and their labels.
+//! let probs = Probabilities::new(vec![0.9, 0.1, 0.2, 0.8, 0.6, 0.4, 0.3, 0.7], 4, 2)?;
+//! let diagram = reliability_diagram(&probs, &[0u32, 1, 1, 1], 10)?;
+//! let out = tempfile::tempdir()?.keep().join("reliability.svg");
+//! let panel = ReliabilityPanel { name: "my model", diagram: &diagram };
+//! reliability(&[panel], Size { width: 450, height: 600 }, &out)?;
+//! assert!(std::fs::read_to_string(&out)?.contains("<svg"));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 #![warn(missing_docs)]
 
 mod corruptions;

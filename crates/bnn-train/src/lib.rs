@@ -12,6 +12,29 @@
 //! - [`mean_mu_gradients`]: averaged `d loss / d mu` for the gradient-outlier criterion.
 //!
 //! The library prints nothing; pass an [`Observer`] for progress.
+//!
+//! ```
+//! use bnn_data::{Compose, DataLoader, InMemoryDataset, LoaderConfig};
+//! use bnn_models::{Arch, Kind, ModelConfig};
+//! use bnn_train::{Silent, TrainConfig, evaluate, train};
+//! use burn::prelude::*;
+//!
+//! // 64 grey 4x4 images of two classes: bright ones are class 1.
+//! let labels: Vec<u32> = (0..64).map(|i| i % 2).collect();
+//! let pixels = labels.iter().flat_map(|&l| vec![if l == 1 { 220u8 } else { 30 }; 16]).collect();
+//! let data = InMemoryDataset::new(pixels, labels, (1, 4, 4), 2)?;
+//! let loader = DataLoader::new(data, Compose::new(), LoaderConfig { batch_size: 16, ..Default::default() })?;
+//!
+//! let device = bnn_layers::device_by_name("flex")?;
+//! let mut config = ModelConfig::for_input(Arch::Mlp, Kind::Bayesian, 2, 1, 4);
+//! config.mlp_hidden = vec![16];
+//! let model = config.init(&device.autodiff())?;
+//! let (model, history) = train(model, &loader, &TrainConfig::bayes_by_backprop(2), None, &mut Silent)?;
+//! assert_eq!(history.len(), 2);
+//! let ev = evaluate(&model.valid(), &loader, None, 10)?;
+//! assert_eq!(ev.summary.n, 64);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 #![warn(missing_docs)]
 
 mod batch;

@@ -6,6 +6,28 @@
 //! the metrics choices are made on ([`validation`]), the figures of `swbnn plot` ([`figures`],
 //! [`plot`], [`run_dir`]) and the reproduction's report ([`report`]), shared by the `swbnn` binary and
 //! `cargo xtask reproduce`, whose one entry point is [`reproduce`].
+//!
+//! Each command of the `swbnn` binary is one call of [`commands`], on a preset data set or
+//! your own (`folder:DIR`, `npz:FILE`):
+//!
+//! ```no_run
+//! use swbnn::commands::{self, CompressRequest, EvalRequest, TrainKind, TrainRequest};
+//!
+//! let device = bnn_layers::device_by_name("flex")?;
+//! let data: bnn_data::DataSource = "npz:my-data.npz".parse()?;
+//! let det = TrainRequest::new(data.clone(), "lenet5".parse()?, TrainKind::Deterministic, "det".into());
+//! commands::train(&det, &device, &mut bnn_train::Silent)?;
+//! let bnn = TrainRequest {
+//!     from: Some("det".into()),
+//!     ..TrainRequest::new(data.clone(), "lenet5".parse()?, TrainKind::Bayesian, "bnn".into())
+//! };
+//! commands::train(&bnn, &device, &mut bnn_train::Silent)?;
+//! let request = CompressRequest::new("bnn".into(), data.clone(), "model.swb".into());
+//! commands::compress(&request, &device, &mut bnn_train::Silent)?;
+//! let eval = commands::eval(&EvalRequest::new("model.swb".into(), data), &device)?;
+//! println!("accuracy {:.4}", eval.evaluation.summary.accuracy);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 #![warn(missing_docs)]
 
 pub mod args;
