@@ -317,6 +317,10 @@ pub struct EvalData {
     /// The out-of-distribution set, if one was asked for (subset of seed 3, cut to the test
     /// set's subset size when larger).
     pub ood: Option<Arc<dyn Dataset>>,
+    /// Where the OOD set was read from: its folder and the SHA-256 of each file by name, so
+    /// that a reported OOD number names its set (MNIST's test split and the 10,000-digit
+    /// sample are both "mnist").
+    pub ood_source: Option<(PathBuf, BTreeMap<String, String>)>,
 }
 
 /// Opens the test split of `dataset` (from `data_dir` or the usual search) and, when `ood` is
@@ -342,6 +346,7 @@ pub fn open_eval_data(
         (Some(user), _) => Some(open_user_ood(user, config)?),
         (None, _) => None,
     };
+    let ood_source = ood.as_ref().map(|o| (o.dir.clone(), o.digests()));
     let ood = match ood {
         Some(o) => {
             check_ood_not_test(&opened, &o)?;
@@ -351,7 +356,11 @@ pub fn open_eval_data(
         }
         None => None,
     };
-    Ok(EvalData { test, ood })
+    Ok(EvalData {
+        test,
+        ood,
+        ood_source,
+    })
 }
 
 /// A user's out-of-distribution set: its test split when it has one, else all its images (a

@@ -468,9 +468,22 @@ fn run() -> Result<()> {
                         })),
                         "weights": out.weights,
                         "corruptions": out.corruptions,
+                        "ood_set": out.ood_source.as_ref().map(|(dir, files)| serde_json::json!({
+                            "dataset": request.ood.as_ref().map(|o| o.to_string()),
+                            "dir": dir,
+                            "sha256": files,
+                        })),
                     }))?
                 );
             } else {
+                if let (Some(ood), Some((dir, files))) = (&request.ood, &out.ood_source) {
+                    let names: Vec<&str> = files.keys().map(String::as_str).collect();
+                    println!(
+                        "OOD set: {ood} read from {} ({})",
+                        dir.display(),
+                        names.join(", ")
+                    );
+                }
                 print_evaluation("", &out.evaluation);
                 if let Some((t, ev)) = &out.calibrated {
                     print_evaluation(&format!("calibrated (T = {t:.4}): "), ev);

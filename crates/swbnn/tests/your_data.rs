@@ -223,6 +223,17 @@ fn an_npz_file_goes_through_train_compress_calibrate_and_eval() {
         ev["evaluation"]["ood_entropy"]["auroc"].as_f64().is_some(),
         "{ev}"
     );
+    // The OOD set a number came from is named: its source, folder and file digests.
+    assert_eq!(
+        ev["ood_set"]["dataset"],
+        format!("npz:{}", ood.display()),
+        "{ev}"
+    );
+    assert_eq!(
+        ev["ood_set"]["sha256"]["ood.npz"].as_str().unwrap().len(),
+        64,
+        "{ev}"
+    );
 }
 
 #[test]

@@ -1,5 +1,6 @@
 //! `swbnn eval`: accuracy, NLL, ECE and OOD AUROC of any model file on a test split.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use bnn_data::DataSource;
@@ -110,6 +111,8 @@ pub struct EvalOutcome {
     pub weights: Vec<WeightStats>,
     /// The corrupted test sets' rows (empty unless asked for).
     pub corruptions: Vec<CorruptionRow>,
+    /// The OOD set's folder and the SHA-256 of each file it was read from, by name.
+    pub ood_source: Option<(PathBuf, BTreeMap<String, String>)>,
 }
 
 /// Runs `request` on `device`. The same request and seed give the same numbers, whichever
@@ -131,7 +134,11 @@ pub fn eval(request: &EvalRequest, device: &Device) -> Result<EvalOutcome, Error
             ))
         })?),
     };
-    let EvalData { test, ood } = open_eval_data(
+    let EvalData {
+        test,
+        ood,
+        ood_source,
+    } = open_eval_data(
         &r.model,
         &loaded.config,
         &r.dataset,
@@ -182,5 +189,6 @@ pub fn eval(request: &EvalRequest, device: &Device) -> Result<EvalOutcome, Error
         stored_temperature: stored,
         weights: weight_stats(&loaded.net)?,
         corruptions,
+        ood_source,
     })
 }
