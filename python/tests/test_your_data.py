@@ -47,6 +47,10 @@ def test_train_compress_and_evaluate_from_arrays(arrays_model):
     ev = swbnn.evaluate(swb, (xt, yt), samples=10, seed=3)
     assert ev["summary"]["n"] == 300
     assert ev["summary"]["accuracy"] > 0.6
+    # Test arrays without the last class (labels 0 and 1 of a 3-class model) are evaluated.
+    keep = yt < 2
+    ev2 = swbnn.evaluate(swb, (xt[keep], yt[keep]), samples=10, seed=3)
+    assert ev2["summary"]["n"] == int(keep.sum())
 
 
 def test_calibrate_from_arrays_stores_the_temperature(arrays_model, tmp_path):

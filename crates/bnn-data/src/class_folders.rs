@@ -16,7 +16,7 @@ use image::imageops::FilterType;
 
 use crate::dataset::{InMemoryDataset, Split};
 use crate::error::{DataError, Result};
-use crate::folder::{is_image, sorted_entries};
+use crate::folder::{decode_image, is_image, open_image, sorted_entries};
 
 /// How the images of a class-folder data set are brought to one shape.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -96,10 +96,7 @@ pub fn folder_classes(root: &Path) -> Result<Vec<String>> {
 
 /// Reads the header of `path`: `(width, height, grey)`.
 fn header(path: &Path) -> Result<(u32, u32, bool)> {
-    let decoder = image::ImageReader::open(path)
-        .map_err(|e| DataError::io(path, e))?
-        .with_guessed_format()
-        .map_err(|e| DataError::io(path, e))?
+    let decoder = open_image(path)?
         .into_decoder()
         .map_err(|e| DataError::Decode {
             path: path.to_path_buf(),
@@ -210,15 +207,7 @@ pub fn load_class_folders(
     let plane = side * side;
     let mut pixels = Vec::with_capacity(files.len() * channels * plane);
     for (path, _) in &files {
-        let decoded = image::ImageReader::open(path)
-            .map_err(|e| DataError::io(path, e))?
-            .with_guessed_format()
-            .map_err(|e| DataError::io(path, e))?
-            .decode()
-            .map_err(|e| DataError::Decode {
-                path: path.clone(),
-                reason: e.to_string(),
-            })?;
+        let decoded = decode_image(path)?;
         let decoded = match (decoded.width() as usize, decoded.height() as usize) {
             (w, h) if w == side && h == side => decoded,
             _ => decoded.resize_exact(side as u32, side as u32, FilterType::Triangle),

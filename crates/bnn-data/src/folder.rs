@@ -46,6 +46,24 @@ pub struct ImageFolder {
     config: FolderConfig,
 }
 
+/// An image reader for `path`, its format guessed from the file's first bytes.
+pub(crate) fn open_image(
+    path: &Path,
+) -> Result<image::ImageReader<std::io::BufReader<std::fs::File>>> {
+    image::ImageReader::open(path)
+        .map_err(|e| DataError::io(path, e))?
+        .with_guessed_format()
+        .map_err(|e| DataError::io(path, e))
+}
+
+/// The image at `path`, decoded; a file that does not decode is an error naming it.
+pub(crate) fn decode_image(path: &Path) -> Result<image::DynamicImage> {
+    open_image(path)?.decode().map_err(|e| DataError::Decode {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    })
+}
+
 /// Whether `path` names a PNG or JPEG file (case-insensitive extension).
 pub(crate) fn is_image(path: &Path) -> bool {
     path.extension()
@@ -142,16 +160,7 @@ impl Dataset for ImageFolder {
             index,
             len: self.files.len(),
         })?;
-        let img = image::ImageReader::open(path)
-            .map_err(|e| DataError::io(path, e))?
-            .with_guessed_format()
-            .map_err(|e| DataError::io(path, e))?
-            .decode()
-            .map_err(|e| DataError::Decode {
-                path: path.clone(),
-                reason: e.to_string(),
-            })?
-            .to_rgb8();
+        let img = decode_image(path)?.to_rgb8();
         let (w, h) = img.dimensions();
         if w == 0 || h == 0 {
             return Err(DataError::Decode {

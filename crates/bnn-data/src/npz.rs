@@ -167,7 +167,9 @@ fn read_arrays(path: &Path, keys: &[&str]) -> Result<Vec<Option<NpyArray>>> {
                 ),
             ));
         }
-        let mut bytes = Vec::with_capacity(entry.size() as usize);
+        // The declared size is not trusted for the allocation: a corrupt header could claim
+        // gigabytes; the vector grows with what the entry really holds.
+        let mut bytes = Vec::with_capacity(entry.size().min(64 << 20) as usize);
         (&mut entry)
             .take(MAX_NPY_BYTES + 1)
             .read_to_end(&mut bytes)
@@ -205,36 +207,30 @@ fn image_bytes(x: &NpyArray, path: &Path, key: &str) -> Result<(Vec<u8>, (usize,
             format!("array `{key}`: images of {h}x{w} pixels"),
         ));
     }
-    let values: Vec<f64> = match x.dtype {
-        Dtype::U8 => x.data.iter().map(|&b| b as f64).collect(),
+    // Bytes in the file's order first: uint8 as stored, floats checked and rounded (two
+    // passes over the array, no wider copy of it).
+    let stored: Vec<u8> = match x.dtype {
+        Dtype::U8 => x.data.clone(),
         Dtype::F32 | Dtype::F64 => {
-            let v: Vec<f64> = match x.dtype {
-                Dtype::F32 => x
-                    .data
-                    .chunks_exact(4)
-                    .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f64)
-                    .collect(),
-                _ => x
-                    .data
-                    .chunks_exact(8)
-                    .map(|b| f64::from_le_bytes(b.try_into().unwrap_or([0; 8])))
-                    .collect(),
+            let width = x.dtype.size();
+            let value = |b: &[u8]| match width {
+                4 => f32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f64,
+                _ => f64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]),
             };
-            if let Some(i) = v.iter().position(|v| !v.is_finite()) {
-                return Err(DataError::format(
-                    path,
-                    format!(
-                        "array `{key}`: image {} holds {} (NaN or infinity)",
-                        i / (c * h * w),
-                        v[i]
-                    ),
-                ));
+            let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
+            for (i, b) in x.data.chunks_exact(width).enumerate() {
+                let v = value(b);
+                if !v.is_finite() {
+                    return Err(DataError::format(
+                        path,
+                        format!(
+                            "array `{key}`: image {} holds {v} (NaN or infinity)",
+                            i / (c * h * w)
+                        ),
+                    ));
+                }
+                (lo, hi) = (lo.min(v), hi.max(v));
             }
-            let (lo, hi) = v
-                .iter()
-                .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, u), &x| {
-                    (l.min(x), u.max(x))
-                });
             if lo < 0.0 || hi > 255.0 {
                 return Err(DataError::format(
                     path,
@@ -246,7 +242,10 @@ fn image_bytes(x: &NpyArray, path: &Path, key: &str) -> Result<(Vec<u8>, (usize,
                 ));
             }
             let scale = if hi <= 1.0 { 255.0 } else { 1.0 };
-            v.into_iter().map(|x| x * scale).collect()
+            x.data
+                .chunks_exact(width)
+                .map(|b| (value(b) * scale).round() as u8)
+                .collect()
         }
         Dtype::Int { .. } => {
             return Err(DataError::format(
@@ -255,17 +254,15 @@ fn image_bytes(x: &NpyArray, path: &Path, key: &str) -> Result<(Vec<u8>, (usize,
             ));
         }
     };
-    let per = c * h * w;
-    let mut bytes = vec![0u8; values.len()];
-    for (i, image) in values.chunks(per).enumerate() {
-        for ch in 0..c {
-            for p in 0..h * w {
-                let v = if channels_last {
-                    image[p * c + ch]
-                } else {
-                    image[ch * h * w + p]
-                };
-                bytes[i * per + ch * h * w + p] = v.round() as u8;
+    if !channels_last {
+        return Ok((stored, (c, h, w)));
+    }
+    let (per, plane) = (c * h * w, h * w);
+    let mut bytes = vec![0u8; stored.len()];
+    for (image, out) in stored.chunks(per).zip(bytes.chunks_mut(per)) {
+        for p in 0..plane {
+            for ch in 0..c {
+                out[ch * plane + p] = image[p * c + ch];
             }
         }
     }

@@ -339,7 +339,22 @@ pub fn open_eval_data(
     let opened = open_source(dataset, Split::Test, data_dir, model_images(config))?;
     check_trained_on(model, config, dataset, &opened);
     let test = subset(opened.data.clone(), n, 2, "the test set")?;
-    check_input(config, test.as_ref(), "test data", true)?;
+    // A user's test split numbers its classes by the labels it holds, so it may have fewer
+    // than the model (a test file without the last class): every label must be a class of the
+    // model. A preset has a fixed class count, which must be the model's.
+    check_input(
+        config,
+        test.as_ref(),
+        "test data",
+        dataset.preset().is_some(),
+    )?;
+    if test.classes() > config.classes {
+        return Err(Error::DataMismatch {
+            what: "test data".into(),
+            found: format!("{} classes", test.classes()),
+            expected: format!("{}", config.classes),
+        });
+    }
     let ood = match (ood, ood_dir) {
         (Some(DataSource::Preset(id)), Some(dir)) => Some(open_ood_verified(*id, dir)?),
         (Some(DataSource::Preset(id)), None) => Some(open_verified(*id, Split::Test, data_dir)?),
