@@ -557,3 +557,183 @@ def test_command_line_swb_into_another_architecture_names_the_module():
     _bt()
     with pytest.raises(ValueError, match=r"module `conv1` .* is not a Bayesian layer of the model"):
         swt.load(BtMlp(), _interop("lenet5-shared.swb"))
+
+
+# The reverse: a .swb written in PyTorch for one of the command line's architectures, in the
+# command line's format, which the Rust reader (swbnn.load, the loader of `swbnn eval`) reads.
+R20_CONFIG = {"arch": "resnet20", "classes": 10, "in_channels": 1, "image_size": 28, "width": 4}
+
+
+def _command_line_fixture(name):
+    return {
+        "lenet5": (lambda: _interop("lenet5-shared.swb"), BtLeNet5, (6, 1, 12, 12)),
+        "tiny": (lambda: DATA / "tiny.swb", BtMlp, (6, 1, 8, 8)),
+        "resnet20": (lambda: DATA / "resnet20-w4-shared.swb", BtResNet20, (6, 1, 28, 28)),
+    }[name]
+
+
+@pytest.mark.parametrize("fixture", ["lenet5", "tiny", "resnet20"])
+def test_command_line_swb_saves_back_in_the_command_line_format(fixture, tmp_path):
+    """load -> save gives back the file's content (read by the native reader) and its Rust
+    predictions, without naming the config again: the loaded model remembers it."""
+    _bt()
+    import json
+
+    import swbnn
+    from swbnn import _native
+
+    src, net, shape = _command_line_fixture(fixture)
+    src = src()
+    model = swt.load(net(), src)
+    back = tmp_path / "back.swb"
+    sizes = swt.save(model, back)
+    assert sizes["total"] == back.stat().st_size
+    original, written = json.loads(_native.swb_load(str(src))), json.loads(_native.swb_load(str(back)))
+    for key in original:
+        assert written[key] == original[key], key
+    if fixture == "resnet20":  # written by the current command line with the default options
+        assert back.read_bytes() == src.read_bytes()
+    x = 4.0 * torch.randn(shape, generator=torch.Generator().manual_seed(3))
+    np.testing.assert_array_equal(
+        swbnn.load(back).predict(x.numpy(), samples=4, seed=0),
+        swbnn.load(src).predict(x.numpy(), samples=4, seed=0),
+    )
+    # command_line=False keeps the PyTorch format, which load() reads back as such.
+    swt.save(model, tmp_path / "torch.swb", command_line=False)
+    assert json.loads(json.loads(_native.swb_load(str(tmp_path / "torch.swb")))["arch"])["format"] == "swbnn-torch-v1"
+    again = swt.load(net(), tmp_path / "torch.swb")
+    assert not hasattr(again, swt._file._REMEMBERED)
+
+
+@pytest.mark.parametrize("fixture", ["lenet5", "tiny", "resnet20"])
+def test_torch_edits_reach_the_rust_model(fixture, tmp_path):
+    """A command-line model changed in PyTorch (codebook, outliers, biases, batch norm) and
+    saved: the Rust model of the written file predicts as the PyTorch module (mean network)."""
+    _bt()
+    import swbnn
+
+    src, net, shape = _command_line_fixture(fixture)
+    src = src()
+    model = swt.load(net(), src).eval()
+    g = torch.Generator().manual_seed(7)
+    layers = [m for _, m in swt._layers.shared_layers(model)]
+    with torch.no_grad():
+        layers[0].shared_codebook.mu.add_(0.05 * torch.randn(layers[0].shared_codebook.mu.shape, generator=g))
+        for m in layers:
+            m.outlier_mu.add_(0.05 * torch.randn(m.outlier_mu.shape, generator=g))
+            if m.bias_mu is not None:
+                m.bias_mu.add_(0.05 * torch.randn(m.bias_mu.shape, generator=g))
+            m.sampling = False
+        for m in model.modules():
+            if isinstance(m, nn.BatchNorm2d):
+                m.running_mean.add_(0.05 * torch.randn(m.running_mean.shape, generator=g))
+                m.weight.mul_(1.1)
+    path = tmp_path / "edited.swb"
+    swt.save(model, path)
+    x = 4.0 * torch.randn(shape, generator=torch.Generator().manual_seed(3))
+    rust = swbnn.load(path).predict(x.numpy(), samples=1)  # one pass: the mean network
+    with torch.no_grad():
+        ours = F.softmax(model(x), dim=1).numpy()
+    np.testing.assert_allclose(ours, rust, rtol=0, atol=1e-5)
+    # Not the original file's predictions: the edits were written.
+    assert np.abs(swbnn.load(src).predict(x.numpy(), samples=1) - rust).max() > 1e-3
+
+
+@pytest.fixture(scope="module")
+def torch_resnet20():
+    """The bayesian-torch ResNet-20 of the fixture, compressed in PyTorch (no command line)."""
+    _bt()
+    torch.manual_seed(0)
+    net = random_batch_norm(BtResNet20()).eval()
+    x, y = images(128)
+    shared, _ = swt.compress(net, loader(x, y), k=8, epochs=0)
+    return shared.eval(), x[:16]
+
+
+def test_torch_compressed_resnet20_loads_in_rust(torch_resnet20, tmp_path):
+    import swbnn
+
+    shared, x = torch_resnet20
+    path = tmp_path / "r20.swb"
+    swt.save(shared, path, command_line=R20_CONFIG)
+    rust = swbnn.load(path)
+    info = rust.info()["config"]
+    assert (info["arch"], info["kind"], info["codebook_len"], info["width"]) == ("resnet20", "shared", len(shared.conv1.shared_codebook), 4)
+    for _, m in swt._layers.shared_layers(shared):
+        m.sampling = False
+    try:
+        with torch.no_grad():
+            ours = F.softmax(shared(x), dim=1).numpy()
+    finally:
+        for _, m in swt._layers.shared_layers(shared):
+            m.sampling = True
+    np.testing.assert_allclose(ours, rust.predict(x.numpy(), samples=1), rtol=0, atol=1e-5)
+    # The file loads back into PyTorch with the same tensors and remembers the config.
+    fresh = swt.load(BtResNet20(), path)
+    for (p, a), (_, b) in zip(swt._layers.shared_layers(shared), swt._layers.shared_layers(fresh)):
+        assert torch.equal(a.index, b.index) and torch.equal(a.outlier_mu, b.outlier_mu), p
+    swt.save(fresh, tmp_path / "again.swb")
+    assert (tmp_path / "again.swb").read_bytes() == path.read_bytes()
+
+
+def test_command_line_config_mismatch_names_the_module(torch_resnet20, tmp_path):
+    shared, _ = torch_resnet20
+    path = tmp_path / "bad.swb"
+    with pytest.raises(ValueError, match=r"module `linear`: weight shape \[10, 16\] in the model, \[5, 16\] in the resnet20"):
+        swt.save(shared, path, command_line=dict(R20_CONFIG, classes=5))
+    with pytest.raises(ValueError, match=r"module `conv1`: weight shape \[4, 1, 3, 3\] in the model, \[4, 3, 3, 3\]"):
+        swt.save(shared, path, command_line=dict(R20_CONFIG, in_channels=3))
+    # Option-A shortcuts have no projection: the model's is a module the architecture lacks.
+    with pytest.raises(ValueError, match=r"module `layer2\.0\.shortcut\.0` of the model is not in the resnet20 architecture"):
+        swt.save(shared, path, command_line=dict(R20_CONFIG, shortcut="zero-pad"))
+    with pytest.raises(ValueError, match=r"module `layers\.0` of the mlp architecture .* is not a weight-shared layer of the model"):
+        swt.save(shared, path, command_line=dict(R20_CONFIG, arch="mlp"))
+    with pytest.raises(ValueError, match=r"'colour' is no ModelConfig key"):
+        swt.save(shared, path, command_line=dict(R20_CONFIG, colour=True))
+    with pytest.raises(ValueError, match=r"architecture 'vit-tiny' has no PyTorch names"):
+        swt.save(shared, path, command_line=dict(R20_CONFIG, arch="vit-tiny"))
+    assert not path.exists()
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"arch": "mlp", "classes": 3, "in_channels": 2, "image_size": 5, "mlp_hidden": [7, 4]},
+        {"arch": "lenet5", "classes": 4, "in_channels": 3, "image_size": 28},
+        {"arch": "resnet20", "classes": 5, "in_channels": 1, "image_size": 12, "width": 2, "shortcut": "zero-pad"},
+        {"arch": "resnet18", "classes": 5, "in_channels": 3, "image_size": 16, "width": 2},
+        {"arch": "resnet18", "classes": 5, "in_channels": 3, "image_size": 80, "width": 1},
+        {"arch": "resnet50", "classes": 3, "in_channels": 1, "image_size": 16, "width": 1, "cifar_stem": False},
+        {"arch": "resnet101", "classes": 3, "in_channels": 1, "image_size": 16, "width": 1},
+    ],
+    ids=["mlp", "lenet5", "resnet20-zero-pad", "resnet18", "resnet18-imagenet-stem", "resnet50", "resnet101"],
+)
+def test_command_line_layout_is_the_rust_architecture(config, tmp_path):
+    """save()'s list of the architecture's layers and tensors (names, shapes, order) is the
+    Rust model's: the Rust reader, which refuses any other, loads a file built from it."""
+    import json
+
+    import swbnn
+    from swbnn import _native
+
+    cfg = swt._file._full_config(config, 1)
+    layers, unshared = [], []
+    for e in swt._file._command_line_layout(cfg):
+        if e[0] == "bn":
+            unshared += [{"path": f"body.{e[1]}.{n}", "shape": [e[2]], "data": [1.0] * e[2]} for n in ("gamma", "beta", "running_mean", "running_var")]
+            continue
+        layers.append({"path": f"body.{e[1]}.weight", "shape": e[2]})
+        if e[3]:
+            n = e[2][1] if e[0] == "dense" else e[2][0]
+            unshared += [{"path": f"body.{e[1]}.bias_{s}", "shape": [n], "data": [0.0] * n} for s in ("mu", "rho")]
+    n = sum(int(np.prod(l["shape"])) for l in layers)
+    data = {
+        "arch": json.dumps(cfg), "codebook_mu": [0.01], "codebook_rho": [-5.0], "layers": layers,
+        "fates": [{"Shared": 0}] * n, "ellipses": [], "outlier_mu": [], "outlier_rho": [], "outlier_causes": [],
+        "unshared": unshared, "temperature": None,
+    }
+    _native.swb_save(str(tmp_path / "m.swb"), json.dumps(data), True, False)
+    model = swbnn.load(tmp_path / "m.swb")
+    s = config["image_size"]
+    probs = model.predict(np.zeros((2, config["in_channels"], s, s), np.float32), samples=1)
+    assert probs.shape == (2, config["classes"])

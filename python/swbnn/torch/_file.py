@@ -9,14 +9,17 @@ is ``{"format": "swbnn-torch-v1", "layers": [...]}``, the PyTorch layers it repl
 architectures (MLP, LeNet-5, ResNet-18/20/50/101) into the equivalent PyTorch module with
 bayesian-torch's names (``swbnn import``'s names: ``layer1.0.conv1``, ResNet-20's ``shortcut``
 and ``linear``, torchvision's ``downsample`` for the others); dense weights are transposed from
-the command line's ``[in, out]`` to PyTorch's ``[out, in]``.
+the command line's ``[in, out]`` to PyTorch's ``[out, in]``. :func:`save` writes the reverse:
+given the command line's ``ModelConfig`` (or remembering the one of the file :func:`load` read),
+it writes the file the command line would have written for that architecture, which
+``swbnn eval`` and :func:`swbnn.load` read.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from typing import Dict, List, Union
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 import numpy as np
 import torch
@@ -36,12 +39,49 @@ def _shared_prefixes(layers) -> List[str]:
     return [p + "." for p, _ in layers]
 
 
-def save(shared_model: torch.nn.Module, path: PathLike, *, entropy_index: bool = True, int8_outliers: bool = False) -> Dict[str, int]:
+#: Attribute of a model :func:`load` filled from a command-line file: ``{"arch": the file's
+#: ModelConfig text, "temperature": its fitted temperature}``, which :func:`save` writes again.
+_REMEMBERED = "_swbnn_command_line"
+
+
+def save(
+    shared_model: torch.nn.Module,
+    path: PathLike,
+    *,
+    entropy_index: bool = True,
+    int8_outliers: bool = False,
+    command_line: Union[None, bool, str, Dict[str, Any]] = None,
+) -> Dict[str, int]:
     """Writes a model returned by :func:`swbnn.torch.compress` (or :func:`load`) as a ``.swb``
-    file; returns the size in bytes of each part of the file."""
+    file; returns the size in bytes of each part of the file.
+
+    ``command_line``, the swbnn command line's ``ModelConfig`` (a dict or its JSON text: at
+    least ``arch``, ``classes``, ``in_channels``, ``image_size``, and ``width``,
+    ``mlp_hidden``, ``shortcut``, ``cifar_stem`` where they differ from the defaults), writes
+    the file in the command line's format for that architecture (MLP, LeNet-5, ResNet-18/20/
+    50/101), so that ``swbnn eval`` and :func:`swbnn.load` read it: the model must be the
+    equivalent module under ``swbnn import``'s names (what :func:`load` reads such a file
+    into). The config is written with the shared kind and the codebook's length. A module of
+    the architecture that the model lacks or holds with another shape or geometry, or a layer
+    or tensor of the model that the architecture lacks, is a ``ValueError`` naming the module.
+
+    By default (``None``), a model that :func:`load` read from a command-line file is written
+    in that format again, any other model in the PyTorch format (``{"format":
+    "swbnn-torch-v1", ...}``), which ``command_line=False`` always writes. A config equal to
+    the one :func:`load` read keeps that file's config text and fitted temperature, so that
+    load -> save writes the content of the file it read.
+    """
     layers = shared_layers(shared_model)
     if not layers:
         raise ValueError("the model has no weight-shared layers: compress it with swbnn.torch.compress first")
+    if command_line is None:
+        remembered = getattr(shared_model, _REMEMBERED, None)
+        command_line = remembered["arch"] if remembered else False
+    if command_line is not False:
+        if command_line is True:
+            raise ValueError("command_line=True needs the ModelConfig: pass it as a dict (or None to use the one load() read)")
+        data = _to_command_line(shared_model, layers, command_line)
+        return json.loads(_native.swb_save(os.fspath(path), json.dumps(data), entropy_index, int8_outliers))
     cb = layers[0][1].shared_codebook
     k = len(cb)
     fates: List[dict] = []
@@ -122,7 +162,9 @@ def load(model: torch.nn.Module, path: PathLike) -> torch.nn.Module:
         arch = json.loads(data["arch"])
     except ValueError:
         arch = None
+    remembered = None
     if isinstance(arch, dict) and arch.get("format") != FORMAT and arch.get("kind") == "shared" and "arch" in arch:
+        remembered = {"arch": data["arch"], "temperature": data.get("temperature")}
         arch = _from_command_line(data, arch, os.fspath(path))
     if not isinstance(arch, dict) or arch.get("format") != FORMAT:
         raise ValueError(f"{os.fspath(path)}: not a weight-shared model of swbnn.torch or of the swbnn command line")
@@ -230,6 +272,11 @@ def load(model: torch.nn.Module, path: PathLike) -> torch.nn.Module:
         ]
         if missing:
             raise ValueError(f"tensor `{missing[0]}` of the model is not in the file")
+    # save() writes a command-line model back in the command line's format by default.
+    if remembered is not None:
+        setattr(model, _REMEMBERED, remembered)
+    elif _REMEMBERED in model.__dict__:
+        delattr(model, _REMEMBERED)
     return model
 
 
@@ -352,3 +399,266 @@ def _from_command_line(data: dict, config: dict, path: str) -> dict:
         unshared=renamed,
     )
     return {"format": FORMAT, "codebook_len": k, "prior": [0.0, 0.1], "layers": layers}
+
+
+#: The keys of the command line's ``ModelConfig`` (its reader refuses any other).
+_CONFIG_KEYS = (
+    "arch", "kind", "classes", "in_channels", "image_size", "cifar_stem", "mlp_hidden",
+    "shortcut", "width", "bayes", "codebook_len", "trained_on", "normalization",
+)
+
+
+#: The command line's defaults of the keys its reader needs (``bnn_models::ModelConfig``,
+#: ``bnn_layers::BayesOptions``); ``classes`` has none.
+_CONFIG_DEFAULTS = {"in_channels": 3, "image_size": 32, "mlp_hidden": [400, 400]}
+_BAYES_DEFAULTS = {
+    "estimator": "Reparameterization",
+    "weight_sigma": {"XavierUniform": {"gain": 0.01}},
+    "bias_sigma": {"AbsNormal": {"std": 0.001}},
+    "empirical_prior": False,
+}
+
+
+def _full_config(config: dict, k: int) -> dict:
+    """``config`` in the order of the command line's ``ModelConfig``, its absent non-optional
+    keys at the command line's defaults (its reader needs them; optional keys stay absent, as
+    an older reader may not know them), of the shared kind with ``codebook_len = k``."""
+    bayes = config.get("bayes", {})
+    if not isinstance(bayes, dict):
+        raise ValueError(f"command_line: `bayes` = {bayes!r} is not a dict of the command line's BayesOptions")
+    fixed = {
+        "kind": "shared",
+        "codebook_len": k,
+        "bayes": dict(_BAYES_DEFAULTS, **bayes),
+    }
+    out = {}
+    for key in _CONFIG_KEYS:
+        if key in fixed:
+            out[key] = fixed[key]
+        elif key in config:
+            out[key] = config[key]
+        elif key in _CONFIG_DEFAULTS:
+            out[key] = _CONFIG_DEFAULTS[key]
+    return out
+
+
+def _command_line_config(command_line, remembered: Optional[dict], k: int) -> Tuple[dict, str, Optional[float]]:
+    """The ``ModelConfig`` of ``save(command_line=...)`` as a dict of the shared kind with
+    ``codebook_len = k``, its text for the file (the text :func:`load` read when the config
+    is that file's) and the temperature to store."""
+    if isinstance(command_line, str):
+        try:
+            config = json.loads(command_line)
+        except ValueError as e:
+            raise ValueError(f"command_line: not a ModelConfig in JSON: {e}") from None
+    else:
+        config = command_line
+    if not isinstance(config, dict):
+        raise ValueError(f"command_line: expected the command line's ModelConfig as a dict, got {type(config).__name__}")
+    unknown = [key for key in config if key not in _CONFIG_KEYS]
+    if unknown:
+        raise ValueError(f"command_line: {unknown[0]!r} is no ModelConfig key (known: {', '.join(_CONFIG_KEYS)})")
+    arch = config.get("arch")
+    if arch not in _COMMAND_LINE_ARCHS:
+        raise ValueError(f"command_line: architecture {arch!r} has no PyTorch names (supported: {', '.join(_COMMAND_LINE_ARCHS)})")
+    if "classes" not in config:
+        raise ValueError("command_line: the ModelConfig needs `classes`")
+    config = _full_config(config, k)
+    old = json.loads(remembered["arch"]) if remembered is not None else None
+    if old is not None and old.get("codebook_len") == k and _full_config(old, k) == config:
+        # The text the file held, so that load -> save gives back the same file.
+        return config, remembered["arch"], remembered.get("temperature")
+    return config, json.dumps(config, separators=(",", ":")), None
+
+
+def _command_line_layout(config: dict) -> List[tuple]:
+    """The modules of the command line's architecture with parameters, in the order the Rust
+    model visits them (the order of the file's layers and tensors), under the Rust names
+    without ``body.``: ``("dense", path, [in, out], bias)``, ``("conv", path, [out, in, k, k],
+    bias, stride, padding)`` or ``("bn", path, channels)``. Follows ``bnn_models``' MLP,
+    LeNet-5 and ResNets (``ModelConfig::param_shapes``) and its defaults for absent keys."""
+
+    def size(key, default):
+        v = config.get(key, default)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"command_line: `{key}` = {v!r} is not a positive integer")
+        return v
+
+    arch = config["arch"]
+    classes, c, s = size("classes", 0), size("in_channels", 3), size("image_size", 32)
+    if arch == "mlp":
+        hidden = config.get("mlp_hidden", [400, 400])
+        if not isinstance(hidden, list) or not all(isinstance(h, int) and h > 0 for h in hidden):
+            raise ValueError(f"command_line: `mlp_hidden` = {hidden!r} is not a list of positive integers")
+        sizes = [c * s * s, *hidden, classes]
+        return [("dense", f"layers.{i}", [a, b], True) for i, (a, b) in enumerate(zip(sizes, sizes[1:]))]
+    if arch == "lenet5":
+        f = (s // 2 - 4) // 2 if s // 2 >= 4 else 0
+        if f <= 0:
+            raise ValueError(f"command_line: lenet5 needs images of at least 10 px, got image_size = {s}")
+        return [
+            ("conv", "conv1", [6, c, 5, 5], True, 1, 2),
+            ("conv", "conv2", [16, 6, 5, 5], True, 1, 0),
+            ("dense", "fc1", [16 * f * f, 120], True),
+            ("dense", "fc2", [120, 84], True),
+            ("dense", "fc3", [84, classes], True),
+        ]
+    bottleneck = arch in ("resnet50", "resnet101")
+    blocks = {"resnet20": [3, 3, 3], "resnet18": [2, 2, 2, 2], "resnet50": [3, 4, 6, 3], "resnet101": [3, 4, 23, 3]}[arch]
+    base = 16 if arch == "resnet20" else 64
+    if config.get("width") is not None:
+        base = size("width", base)
+    widths = [base << i for i in range(len(blocks))]
+    shortcut = config.get("shortcut") or "projection"
+    if shortcut not in ("projection", "zero-pad"):
+        raise ValueError(f"command_line: `shortcut` = {shortcut!r} is neither 'projection' nor 'zero-pad'")
+    cifar = arch == "resnet20" or (config.get("cifar_stem") if config.get("cifar_stem") is not None else s <= 64)
+    out: List[tuple] = [("conv", "conv1", [widths[0], c, 3, 3], False, 1, 1) if cifar else ("conv", "conv1", [widths[0], c, 7, 7], False, 2, 3)]
+    out.append(("bn", "bn1", widths[0]))
+    expansion = 4 if bottleneck else 1
+    c_in = widths[0]
+    for st, (n, w) in enumerate(zip(blocks, widths)):
+        for b in range(n):
+            stride = 2 if st > 0 and b == 0 else 1
+            p = f"layers.{st}.{b}"
+            c_out = w * expansion
+            if bottleneck:
+                out += [
+                    ("conv", f"{p}.conv1", [w, c_in, 1, 1], False, 1, 0), ("bn", f"{p}.bn1", w),
+                    ("conv", f"{p}.conv2", [w, w, 3, 3], False, stride, 1), ("bn", f"{p}.bn2", w),
+                    ("conv", f"{p}.conv3", [c_out, w, 1, 1], False, 1, 0), ("bn", f"{p}.bn3", c_out),
+                ]
+            else:
+                out += [
+                    ("conv", f"{p}.conv1", [w, c_in, 3, 3], False, stride, 1), ("bn", f"{p}.bn1", w),
+                    ("conv", f"{p}.conv2", [w, w, 3, 3], False, 1, 1), ("bn", f"{p}.bn2", w),
+                ]
+            if (stride != 1 or c_in != c_out) and shortcut == "projection":
+                out += [("conv", f"{p}.downsample.conv", [c_out, c_in, 1, 1], False, stride, 0), ("bn", f"{p}.downsample.bn", c_out)]
+            c_in = c_out
+    out.append(("dense", "fc", [c_in, classes], True))
+    return out
+
+
+def _geometry(layer) -> Tuple[Any, Any, Any, Any]:
+    """``(stride, padding, dilation, groups)`` of a shared convolution as pairs (``groups`` an
+    int); ``padding="valid"`` is ``(0, 0)``."""
+    pair = lambda v: tuple(int(x) for x in v) if isinstance(v, (tuple, list)) else (int(v), int(v))  # noqa: E731
+    padding = layer.padding
+    padding = (0, 0) if padding == "valid" else padding if isinstance(padding, str) else pair(padding)
+    return pair(layer.stride), padding, pair(layer.dilation), int(layer.groups)
+
+
+def _to_command_line(model: torch.nn.Module, layers, command_line) -> dict:
+    """The content of the ``.swb`` the command line would write for ``model`` as the
+    architecture ``command_line`` (the inverse of :func:`_from_command_line`): Rust layer paths
+    in the Rust model's order, dense weights (their fates) transposed back to ``[in, out]``,
+    outliers and ellipses in that weight order, biases and batch norm under their Rust names."""
+    cb = layers[0][1].shared_codebook
+    k = len(cb)
+    for p, layer in layers:
+        if layer.shared_codebook is not cb:
+            raise ValueError(f"module `{p}` uses another codebook than `{layers[0][0]}`")
+    config, arch_text, temperature = _command_line_config(command_line, getattr(model, _REMEMBERED, None), k)
+    arch = config["arch"]
+    what = f"the {arch} architecture of the command line config"
+    layout = _command_line_layout(config)
+    by_path = dict(layers)
+    state = model.state_dict()
+    prefixes = _shared_prefixes(layers)
+    used_layers, used_keys = set(), set()
+    shapes, fates, ellipses, unshared = [], [], [], []
+    out_mu: List[float] = []
+    out_rho: List[float] = []
+    out_causes: List[str] = []
+
+    def tensor(rust_path: str, t: torch.Tensor) -> None:
+        unshared.append({"path": f"body.{rust_path}", "shape": list(t.shape), "data": t.detach().cpu().float().reshape(-1).tolist()})
+
+    for entry in layout:
+        kind, rust_module = entry[0], entry[1]
+        module = _torch_module(arch, rust_module)
+        if kind == "bn":
+            channels = entry[2]
+            for rust_name, name in (("gamma", "weight"), ("beta", "bias"), ("running_mean", "running_mean"), ("running_var", "running_var")):
+                key = f"{module}.{name}"
+                t = state.get(key)
+                if t is None:
+                    raise ValueError(f"module `{module}`: {what} has a batch norm here, the model has no tensor `{key}`")
+                if list(t.shape) != [channels]:
+                    raise ValueError(f"module `{module}`: `{name}` of shape {list(t.shape)} in the model, [{channels}] in {what}")
+                tensor(f"{rust_module}.{rust_name}", t)
+                used_keys.add(key)
+            used_keys.add(f"{module}.num_batches_tracked")
+            continue
+        rust_shape, bias = entry[2], entry[3]
+        layer = by_path.get(module)
+        if layer is None:
+            raise ValueError(f"module `{module}` of {what} (`body.{rust_module}`) is not a weight-shared layer of the model")
+        torch_shape = [rust_shape[1], rust_shape[0]] if kind == "dense" else list(rust_shape)
+        if list(layer.shape) != torch_shape:
+            raise ValueError(f"module `{module}`: weight shape {list(layer.shape)} in the model, {torch_shape} in {what}")
+        if (kind == "dense") != (layer.spec.kind == "linear"):
+            raise ValueError(f"module `{module}`: a {layer.spec.kind} layer in the model, a {'linear' if kind == 'dense' else 'conv2d'} layer in {what}")
+        if kind == "conv":
+            stride, padding = entry[4], entry[5]
+            got = _geometry(layer)
+            if got != ((stride, stride), (padding, padding), (1, 1), 1):
+                raise ValueError(
+                    f"module `{module}`: stride {got[0]}, padding {got[1]}, dilation {got[2]}, groups {got[3]} in the model; "
+                    f"stride {stride}, padding {padding}, no dilation or groups in {what}"
+                )
+            if getattr(layer, "padding_mode", "zeros") != "zeros":
+                raise ValueError(f"module `{module}`: padding mode {layer.padding_mode!r} in the model, zeros in {what}")
+        if (layer.bias_mu is not None) != bias:
+            raise ValueError(f"module `{module}`: bias {'present' if layer.bias_mu is not None else 'absent'} in the model, {'present' if bias else 'absent'} in {what}")
+        used_layers.add(module)
+        shapes.append({"path": f"body.{rust_module}.weight", "shape": list(rust_shape)})
+        index = layer.index.detach().cpu().numpy().astype(np.int64).reshape(-1)
+        if kind == "dense":
+            # The file's [in, out] row-major order: entry i * n_out + o is PyTorch's (o, i).
+            n_out, n_in = torch_shape
+            index = index.reshape(n_out, n_in).T.reshape(-1)
+        n_outl = int(layer.outlier_mu.shape[0])
+        o_mu = layer.outlier_mu.detach().cpu().float().tolist()
+        o_rho = layer.outlier_rho.detach().cpu().float().tolist()
+        o_causes = layer.outlier_causes.cpu().numpy()
+        comps = layer.ellipse_components.cpu().numpy()
+        alphas = layer.ellipse_alphas.detach().cpu().numpy().astype(np.float32)
+        for i in index.tolist():
+            if i < k:
+                fates.append({"Shared": i})
+            elif i < k + n_outl:
+                cause = _CAUSES.get(int(o_causes[i - k]), "MeanThreshold")
+                fates.append({"Outlier": cause})
+                out_mu.append(o_mu[i - k])
+                out_rho.append(o_rho[i - k])
+                out_causes.append(cause)
+            else:
+                # Ellipses are numbered in weight order, as the command line writes them.
+                r = i - k - n_outl
+                keep = alphas[r] > 0
+                fates.append({"Ellipse": len(ellipses)})
+                ellipses.append({"components": [int(v) for v in comps[r][keep]], "alphas": [float(v) for v in alphas[r][keep]]})
+        if bias:
+            tensor(f"{rust_module}.bias_mu", layer.bias_mu)
+            tensor(f"{rust_module}.bias_rho", layer.bias_rho)
+    extra = [p for p, _ in layers if p not in used_layers]
+    if extra:
+        raise ValueError(f"module `{extra[0]}` of the model is not in {what}")
+    extra = [key for key in state if key not in used_keys and not any(key.startswith(pre) for pre in prefixes)]
+    if extra:
+        raise ValueError(f"tensor `{extra[0]}` of the model is not in {what}")
+    return {
+        "arch": arch_text,
+        "codebook_mu": cb.mu.detach().cpu().float().tolist(),
+        "codebook_rho": cb.rho.detach().cpu().float().tolist(),
+        "layers": shapes,
+        "fates": fates,
+        "ellipses": ellipses,
+        "outlier_mu": out_mu,
+        "outlier_rho": out_rho,
+        "outlier_causes": out_causes,
+        "unshared": unshared,
+        "temperature": temperature,
+    }
