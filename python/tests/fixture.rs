@@ -189,7 +189,7 @@ fn fixtures_match_the_library() {
     let (plan, _) = build_plan(&table, &cfg).unwrap();
 
     let data = format::load(dir.join("tiny.swb")).unwrap();
-    let (net, _) = from_swb(&data, &device).unwrap();
+    let (net, _) = from_swb::<ModelConfig>(&data, &device).unwrap();
     let probs = predictions(&net, &device);
     // The full BNN's file is checked by the Python side only (it has the loader); these are
     // the predictions of the network it was written from.

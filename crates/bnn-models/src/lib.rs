@@ -15,6 +15,7 @@
 //! ```
 #![warn(missing_docs)]
 
+pub mod classifier;
 mod error;
 mod kind;
 pub mod layers;
@@ -28,6 +29,7 @@ pub mod vit;
 pub mod wrn;
 
 pub use bnn_layers::BayesOptions;
+pub use classifier::{Architecture, Classifier, ClassifierBody};
 pub use error::ModelError;
 pub use kind::{Arch, Kind};
 pub use layers::{Conv, Dense, LayerFactory, ShareFn};

@@ -1,10 +1,10 @@
 //! A model of the zoo: configuration, construction in each kind, forward pass.
 
-use bnn_layers::{Codebook, ParamCounts, WeightSource, count_params};
+use bnn_layers::{Codebook, CodebookView, ParamCounts, WeightSource};
 use burn::config::Config;
-use burn::module::{ModuleVisitor, Param};
 use burn::prelude::*;
 
+use crate::classifier::{Architecture, Classifier, ClassifierBody};
 use crate::layers::{LayerFactory, ShareFn};
 use crate::lenet::LeNet5;
 use crate::mlp::Mlp;
@@ -14,9 +14,6 @@ use crate::vit::{Vit, VitShape};
 use crate::wrn::WideResNet;
 use crate::{Arch, Kind, ModelError};
 use bnn_layers::BayesOptions;
-
-/// Path prefix of every layer: the `body` field of [`Network`].
-const BODY: &str = "body.";
 
 /// Everything needed to build a model; saved with every model file so that evaluation needs no
 /// other flags.
@@ -81,21 +78,9 @@ pub enum Body {
     Vit(Vit),
 }
 
-/// A model of the zoo: its body and, for the shared kind, the global codebook.
-#[derive(Module, Debug)]
-pub struct Network {
-    /// The layers.
-    pub body: Body,
-    /// Shared Gaussians (shared kind only).
-    pub codebook: Option<Codebook>,
-}
-
-impl Network {
-    /// `[batch, channels, h, w] -> [batch, classes]` logits.
-    pub fn forward(&self, x: Tensor<4>) -> Tensor<2> {
-        let view = self.codebook.as_ref().map(Codebook::view);
-        let cb = view.as_ref();
-        match &self.body {
+impl ClassifierBody for Body {
+    fn forward(&self, x: Tensor<4>, cb: Option<&CodebookView>) -> Tensor<2> {
+        match self {
             Body::Mlp(m) => m.forward(x, cb),
             Body::LeNet5(m) => m.forward(x, cb),
             Body::ResNet(m) => m.forward(x, cb),
@@ -103,20 +88,10 @@ impl Network {
             Body::Vit(m) => m.forward(x, cb),
         }
     }
-
-    /// Parameter counts, from shapes only.
-    pub fn counts(&self) -> ParamCounts {
-        count_params(self)
-    }
-
-    /// Path and shape of every float parameter (and running statistic), in visiting order,
-    /// without reading or initialising any (paths as [`ModelConfig::param_shapes`]).
-    pub fn param_shapes(&self) -> Vec<(String, Vec<usize>)> {
-        let mut shapes = ShapeVisitor::default();
-        self.visit(&mut shapes);
-        shapes.out
-    }
 }
+
+/// A model of the zoo: a [`Classifier`] of the zoo's [`Body`].
+pub type Network = Classifier<Body>;
 
 impl ModelConfig {
     /// The same configuration with another kind.
@@ -175,18 +150,12 @@ impl ModelConfig {
     }
 
     /// Path and shape of every float parameter (and running statistic) of this configuration,
-    /// in visiting order, without allocating the parameters (they stay lazy). The shared kind
-    /// is listed as its Bayesian counterpart, whose weights the plan replaces.
+    /// in visiting order, without allocating the parameters ([`Architecture::param_shapes`]).
     pub fn param_shapes(&self, device: &Device) -> Result<Vec<(String, Vec<usize>)>, ModelError> {
-        let kind = match self.kind {
-            Kind::Deterministic => Kind::Deterministic,
-            Kind::Bayesian | Kind::Shared => Kind::Bayesian,
-        };
-        Ok(self.clone().with_kind(kind).init(device)?.param_shapes())
+        Architecture::param_shapes(self, device)
     }
 
     fn body(&self, f: &mut LayerFactory<'_>) -> Result<Body, ModelError> {
-        self.validate()?;
         let (c, s, k) = (self.in_channels, self.image_size, self.classes);
         let stem = match self.cifar_stem.unwrap_or(s <= 64) {
             true => Stem::Cifar,
@@ -243,70 +212,60 @@ impl ModelConfig {
         })
     }
 
-    /// Builds a deterministic or Bayesian model. The shared kind needs a sharing plan: use
-    /// [`ModelConfig::init_shared`].
+    /// Builds a deterministic or Bayesian model ([`Architecture::init`]).
     pub fn init(&self, device: &Device) -> Result<Network, ModelError> {
-        if self.kind == Kind::Shared {
-            return Err(ModelError::InvalidConfig(
-                "the shared kind is built from a sharing plan with ModelConfig::init_shared".into(),
-            ));
-        }
-        let mut f = LayerFactory::new(self.kind, self.bayes.clone(), device).with_prefix(BODY);
-        let body = self.body(&mut f)?;
-        f.finish()?;
-        Ok(Network {
-            body,
-            codebook: None,
-        })
+        Architecture::init(self, device)
     }
 
-    /// Builds the shared kind: `share(path, shape)` gives the [`WeightSource`] of every weight of
-    /// the layer at `path`, `codebook` the shared Gaussians. Biases and other parameters start
-    /// from their initialisation; copy trained ones with `bnn_layers::deterministic_from_bayes`
-    /// (which copies by path).
+    /// Builds the shared kind from the weight sources `share` gives by layer path
+    /// ([`Architecture::init_shared`]).
     pub fn init_shared(
         &self,
         device: &Device,
         share: &mut ShareFn<'_>,
         codebook: Codebook,
     ) -> Result<Network, ModelError> {
-        let len = codebook.len();
-        let mut f = LayerFactory::shared(self.bayes.clone(), device, share, len).with_prefix(BODY);
-        let body = self.body(&mut f)?;
-        f.finish()?;
-        Ok(Network {
-            body,
-            codebook: Some(codebook),
-        })
+        Architecture::init_shared(self, device, share, codebook)
     }
 
-    /// Paths of the layers with weights, in the stable order used by the weight-sharing stages
-    /// (builds the deterministic model lazily: nothing is allocated).
+    /// Paths of the layers with weights ([`Architecture::layer_paths`]).
     pub fn layer_paths(&self, device: &Device) -> Result<Vec<String>, ModelError> {
-        let mut f =
-            LayerFactory::new(Kind::Deterministic, self.bayes.clone(), device).with_prefix(BODY);
-        self.body(&mut f)?;
-        f.finish()
+        Architecture::layer_paths(self, device)
     }
 
-    /// Parameter counts of this configuration, without allocating the model. For the shared
-    /// kind, every shareable weight is counted as shared in a codebook of `codebook_len` entries
-    /// with no outliers (the plan decides the real split).
+    /// Parameter counts of this configuration, without allocating the model
+    /// ([`Architecture::counts`]).
     pub fn counts(&self, device: &Device) -> Result<ParamCounts, ModelError> {
-        let bayes_kind = if self.kind == Kind::Deterministic {
-            Kind::Deterministic
-        } else {
-            Kind::Bayesian
-        };
-        let model = self.clone().with_kind(bayes_kind).init(device)?;
-        let mut c = model.counts();
-        if self.kind == Kind::Shared {
-            c.trainable = c.trainable - 2 * c.bayes_weights + 2 * self.codebook_len;
-            c.shared_weights = c.bayes_weights;
-            c.bayes_weights = 0;
-            c.codebook = self.codebook_len;
-        }
-        Ok(c)
+        Architecture::counts(self, device)
+    }
+}
+
+/// The zoo is one architecture among others: its layers come from the same factory.
+impl Architecture for ModelConfig {
+    type Body = Body;
+
+    fn kind(&self) -> Kind {
+        self.kind
+    }
+
+    fn codebook_len(&self) -> usize {
+        self.codebook_len
+    }
+
+    fn bayes_options(&self) -> &BayesOptions {
+        &self.bayes
+    }
+
+    fn to_kind(&self, kind: Kind, codebook_len: usize) -> Self {
+        self.clone().with_kind(kind).with_codebook_len(codebook_len)
+    }
+
+    fn build(&self, layers: &mut LayerFactory<'_>) -> Result<Body, ModelError> {
+        self.body(layers)
+    }
+
+    fn validate(&self) -> Result<(), ModelError> {
+        ModelConfig::validate(self)
     }
 }
 
@@ -324,29 +283,6 @@ pub const MAX_MLP_WIDTH: usize = 1 << 20;
 pub const MAX_MLP_LAYERS: usize = 64;
 /// Most codebook entries (the `.swb` index holds at most 65,534).
 pub const MAX_CODEBOOK_LEN: usize = 65_534;
-
-/// Collects `(path, shape)` of every float parameter without initialising lazy ones; paths as
-/// `bnn_layers`' (enum variant names left out).
-#[derive(Default)]
-struct ShapeVisitor {
-    path: bnn_layers::ModulePath,
-    out: Vec<(String, Vec<usize>)>,
-}
-
-impl ModuleVisitor for ShapeVisitor {
-    fn enter_module(&mut self, name: &str, container_type: &str) {
-        self.path.enter(name, container_type);
-    }
-
-    fn exit_module(&mut self, _name: &str, _container_type: &str) {
-        self.path.exit();
-    }
-
-    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
-        self.out
-            .push((self.path.joined(), param.lazy_shape().to_vec()));
-    }
-}
 
 /// A [`ShareFn`] for tests and summaries: every weight of every layer uses codebook entry 0.
 pub fn share_all_first(_path: &str, shape: &[usize]) -> Result<Vec<WeightSource>, ModelError> {

@@ -164,6 +164,17 @@ pub fn has_torch_names(arch: Arch) -> bool {
     )
 }
 
+/// [`has_torch_names`] as an error naming the architectures that have them.
+pub fn check_torch_names(arch: Arch) -> Result<(), ModelError> {
+    if has_torch_names(arch) {
+        return Ok(());
+    }
+    Err(ModelError::InvalidConfig(format!(
+        "{} has no PyTorch names (supported: mlp, lenet5, resnet18, resnet20, resnet50, resnet101)",
+        arch.name()
+    )))
+}
+
 /// The PyTorch key of our parameter `path` (of a `rank`-dimensional tensor) in `convention`,
 /// or `None` for a parameter the convention does not store (a posterior's `rho` in a
 /// deterministic convention, the centre of an empirical prior). An architecture without PyTorch
@@ -174,16 +185,27 @@ pub fn torch_key(
     path: &str,
     rank: usize,
 ) -> Result<Option<TorchKey>, ModelError> {
-    if !has_torch_names(arch) {
-        return Err(ModelError::InvalidConfig(format!(
-            "{} has no PyTorch names (supported: mlp, lenet5, resnet18, resnet20, resnet50, resnet101)",
-            arch.name()
-        )));
-    }
-    let bad = || ModelError::InvalidConfig(format!("{path} is not a parameter path of {arch:?}"));
+    check_torch_names(arch)?;
+    torch_key_renamed(convention, path, rank, &|module| {
+        torch_module(arch, convention, module)
+    })
+}
+
+/// [`torch_key`] for any model built by an [`Architecture`](crate::Architecture): the module
+/// path of `path` (without the leading `body.`, e.g. `head` or `block.0.conv`) becomes
+/// `rename(module)` in the state dict, and the parameter's own name follows `convention`.
+/// With `rename` the identity, a PyTorch module whose attributes are named as the burn
+/// model's fields maps one to one.
+pub fn torch_key_renamed(
+    convention: Convention,
+    path: &str,
+    rank: usize,
+    rename: &dyn Fn(&str) -> String,
+) -> Result<Option<TorchKey>, ModelError> {
+    let bad = || ModelError::InvalidConfig(format!("{path} is not a parameter path of a model"));
     let rest = path.strip_prefix(BODY).ok_or_else(bad)?;
     let (module, param) = rest.rsplit_once('.').ok_or_else(bad)?;
-    let module = torch_module(arch, convention, module);
+    let module = rename(module);
     let dense = rank == 2;
     let weight = |transform| {
         Some(TorchKey {
@@ -273,8 +295,9 @@ pub fn extra_key(
     None
 }
 
-/// Our module path (`layers.1.0.downsample.conv`) in PyTorch's names.
-fn torch_module(arch: Arch, convention: Convention, module: &str) -> String {
+/// Our module path (`layers.1.0.downsample.conv`, without the leading `body.`) in PyTorch's
+/// names (`layer2.0.shortcut.0` for ResNet-20 in bayesian-torch).
+pub fn torch_module(arch: Arch, convention: Convention, module: &str) -> String {
     let resnet = matches!(
         arch,
         Arch::Resnet18 | Arch::Resnet20 | Arch::Resnet50 | Arch::Resnet101

@@ -37,7 +37,7 @@ use std::sync::Arc;
 
 use bnn_data::DataLoader;
 use bnn_metrics::file::{BoundedFile, read_bounded};
-use bnn_models::Network;
+use bnn_models::{Classifier, ClassifierBody};
 use burn::module::Module;
 use burn::optim::{ModuleOptimizer, OptimizerRecord};
 use burn::store::ModuleRecord;
@@ -484,18 +484,18 @@ impl Checkpointer {
     /// kind, any training setting but `epochs`, the number of examples, the description given
     /// with [`with_run`](Self::with_run)) otherwise. Reads only; call it before writing
     /// anything else into the directory.
-    pub fn check(
+    pub fn check<B: ClassifierBody>(
         &self,
-        model: &Network,
+        model: &Classifier<B>,
         data: &DataLoader,
         config: &TrainConfig,
     ) -> Result<Option<CheckpointState>, TrainError> {
         self.check_run(&self.run_of(model, data, config, self.world_size))
     }
 
-    pub(crate) fn run_of(
+    pub(crate) fn run_of<B: ClassifierBody>(
         &self,
-        model: &Network,
+        model: &Classifier<B>,
         data: &DataLoader,
         config: &TrainConfig,
         world_size: usize,
@@ -596,9 +596,9 @@ impl Checkpointer {
 
     /// Saves the model and the optimiser after `epoch` (or inside it, with `partial`) and
     /// commits them (see the module docs). Returns the model's record bytes.
-    pub(crate) fn save(
+    pub(crate) fn save<B: ClassifierBody>(
         &self,
-        model: &Network,
+        model: &Classifier<B>,
         optim: &ModuleOptimizer,
         run: &Run,
         epoch: usize,
@@ -675,18 +675,22 @@ impl Checkpointer {
     /// resumed run would load. Training returns this rather than the model in memory, whose
     /// tensors may be laid out otherwise, so that later stages (a gradient pass, a GMM) see
     /// the same bits whether training ran in this process or was resumed.
-    pub(crate) fn reload(&self, model: Network, record: Vec<u8>) -> Result<Network, TrainError> {
+    pub(crate) fn reload<B: ClassifierBody>(
+        &self,
+        model: Classifier<B>,
+        record: Vec<u8>,
+    ) -> Result<Classifier<B>, TrainError> {
         decode_model(&self.model_path(), record, model)
     }
 
     /// Loads the committed checkpoint into `model` and `optim` (built with the run's
     /// configuration) after checking that it belongs to `run`.
-    pub(crate) fn resume(
+    pub(crate) fn resume<B: ClassifierBody>(
         &self,
-        model: Network,
+        model: Classifier<B>,
         optim: ModuleOptimizer,
         run: &Run,
-    ) -> Result<Option<(Network, ModuleOptimizer, CheckpointState)>, TrainError> {
+    ) -> Result<Option<(Classifier<B>, ModuleOptimizer, CheckpointState)>, TrainError> {
         let Some(state) = self.check_run(run)? else {
             return Ok(None);
         };
@@ -738,7 +742,10 @@ impl burn::module::ModuleVisitor for ParamIds {
 /// loader panics on some malformed records): every state tensor is an `f32` of its parameter's
 /// shape, named after and carrying the id of a parameter of `model`, and every scalar and path
 /// belongs to one, with the parameter's rank where it records one.
-fn check_optimizer_record(bytes: &[u8], model: &Network) -> Result<(), String> {
+fn check_optimizer_record<B: ClassifierBody>(
+    bytes: &[u8],
+    model: &Classifier<B>,
+) -> Result<(), String> {
     let mut ids = ParamIds(Default::default());
     model.visit(&mut ids);
     let ids = ids.0;
@@ -782,7 +789,11 @@ fn check_optimizer_record(bytes: &[u8], model: &Network) -> Result<(), String> {
     Ok(())
 }
 
-fn decode_model(path: &Path, bytes: Vec<u8>, model: Network) -> Result<Network, TrainError> {
+fn decode_model<B: ClassifierBody>(
+    path: &Path,
+    bytes: Vec<u8>,
+    model: Classifier<B>,
+) -> Result<Classifier<B>, TrainError> {
     let record = guarded(|| ModuleRecord::from_bytes(Bytes::from_bytes_vec(bytes)))
         .map_err(|e| ck_err(path, format!("corrupt model file: {e}")))?
         .map_err(|e| ck_err(path, format!("corrupt model file: {e:?}")))?;
@@ -799,7 +810,10 @@ fn decode_model(path: &Path, bytes: Vec<u8>, model: Network) -> Result<Network, 
 /// and hold at least the bytes `model`'s parameters take as `f32` and at most
 /// [`MAX_RECORD_BYTES`], which is checked before anything is read into memory: a short,
 /// foreign or endless file is an error, not a huge allocation.
-pub fn load_model(path: &Path, model: Network) -> Result<Network, TrainError> {
+pub fn load_model<B: ClassifierBody>(
+    path: &Path,
+    model: Classifier<B>,
+) -> Result<Classifier<B>, TrainError> {
     let need: u64 = model
         .param_shapes()
         .iter()

@@ -9,7 +9,7 @@ use bnn_metrics::{
     EvalSummary, McLogits, McPredictive, OodScore, OodSummary, Predictive, TemperatureFit,
     mean_confidence, validate_temperature,
 };
-use bnn_models::Network;
+use bnn_models::{Classifier, ClassifierBody};
 use burn::module::Module;
 use serde::{Deserialize, Serialize};
 
@@ -30,8 +30,8 @@ pub struct Predictions {
 ///
 /// The loader must not drop the last batch. `model` may live on an autodiff device; evaluation
 /// runs on `model.valid()`.
-pub fn predict(
-    model: &Network,
+pub fn predict<B: ClassifierBody>(
+    model: &Classifier<B>,
     loader: &DataLoader,
     samples: usize,
 ) -> Result<Predictions, TrainError> {
@@ -44,8 +44,8 @@ pub fn predict(
 /// (temperature scaling of a Monte-Carlo predictive, [`bnn_metrics::McLogits::predictive`]).
 /// At `T = 1` the result is [`predict`]'s, bit for bit. Every temperature must pass
 /// [`bnn_metrics::validate_temperature`]; one prediction per temperature, in order.
-pub fn predict_tempered(
-    model: &Network,
+pub fn predict_tempered<B: ClassifierBody>(
+    model: &Classifier<B>,
     loader: &DataLoader,
     samples: usize,
     temperatures: &[f64],
@@ -101,8 +101,8 @@ fn check_temperatures(temperatures: &[f64]) -> Result<(), TrainError> {
 
 /// Runs the forward passes of [`predict`] and hands each pass's logits (`[n, classes]`,
 /// data-set order) to `visit`; returns the labels in data-set order.
-fn for_each_pass(
-    model: &Network,
+fn for_each_pass<B: ClassifierBody>(
+    model: &Classifier<B>,
     loader: &DataLoader,
     samples: usize,
     mut visit: impl FnMut(&[f32], usize) -> Result<(), TrainError>,
@@ -177,8 +177,8 @@ impl LogitSamples {
 
 /// The logits of [`predict`]'s passes (one pass for a deterministic model or `samples <= 1`),
 /// kept whole: what a temperature is fitted on.
-pub fn predict_logits(
-    model: &Network,
+pub fn predict_logits<B: ClassifierBody>(
+    model: &Classifier<B>,
     loader: &DataLoader,
     samples: usize,
 ) -> Result<LogitSamples, TrainError> {
@@ -200,8 +200,8 @@ pub fn predict_logits(
 
 /// A deep ensemble's logits, one member's mean pass after the other: the members are the
 /// Monte-Carlo samples of [`predict_ensemble`].
-pub fn predict_ensemble_logits(
-    members: &[Network],
+pub fn predict_ensemble_logits<B: ClassifierBody>(
+    members: &[Classifier<B>],
     loader: &DataLoader,
 ) -> Result<LogitSamples, TrainError> {
     let mut out: Option<LogitSamples> = None;
@@ -270,8 +270,8 @@ fn mean(v: &[f64]) -> f64 {
 }
 
 /// Evaluates a model on `test` (and optionally against `ood`) with `samples` MC samples.
-pub fn evaluate(
-    model: &Network,
+pub fn evaluate<B: ClassifierBody>(
+    model: &Classifier<B>,
     test: &DataLoader,
     ood: Option<&DataLoader>,
     samples: usize,
@@ -281,8 +281,8 @@ pub fn evaluate(
 
 /// [`evaluate`], also returning the predictions it computed: the test set's and the OOD
 /// set's.
-pub fn evaluate_with_predictions(
-    model: &Network,
+pub fn evaluate_with_predictions<B: ClassifierBody>(
+    model: &Classifier<B>,
     test: &DataLoader,
     ood: Option<&DataLoader>,
     samples: usize,
@@ -298,8 +298,8 @@ pub type EvaluatedPredictions = (Evaluation, Predictions, Option<Predictions>);
 
 /// [`evaluate_with_predictions`] at each of `temperatures`, from one set of forward passes
 /// ([`predict_tempered`]): the raw evaluation is the one at `T = 1`.
-pub fn evaluate_tempered(
-    model: &Network,
+pub fn evaluate_tempered<B: ClassifierBody>(
+    model: &Classifier<B>,
     test: &DataLoader,
     ood: Option<&DataLoader>,
     samples: usize,
@@ -325,8 +325,8 @@ pub fn evaluate_tempered(
 
 /// A deep ensemble's predictions (Lakshminarayanan et al. 2017): each member's probabilities
 /// (one mean pass each), averaged. The mutual information is the members' disagreement.
-pub fn predict_ensemble(
-    members: &[Network],
+pub fn predict_ensemble<B: ClassifierBody>(
+    members: &[Classifier<B>],
     loader: &DataLoader,
 ) -> Result<Predictions, TrainError> {
     let mut out = predict_ensemble_tempered(members, loader, &[1.0])?;
@@ -335,8 +335,8 @@ pub fn predict_ensemble(
 
 /// [`predict_ensemble`] at each of `temperatures`: each member's logits divided by the
 /// temperature before its softmax, then the members' probabilities averaged.
-pub fn predict_ensemble_tempered(
-    members: &[Network],
+pub fn predict_ensemble_tempered<B: ClassifierBody>(
+    members: &[Classifier<B>],
     loader: &DataLoader,
     temperatures: &[f64],
 ) -> Result<Vec<Predictions>, TrainError> {
@@ -373,8 +373,8 @@ pub fn predict_ensemble_tempered(
 
 /// [`evaluate`] for a deep ensemble ([`predict_ensemble`]); `samples` in the result is the
 /// number of members.
-pub fn evaluate_ensemble(
-    members: &[Network],
+pub fn evaluate_ensemble<B: ClassifierBody>(
+    members: &[Classifier<B>],
     test: &DataLoader,
     ood: Option<&DataLoader>,
 ) -> Result<Evaluation, TrainError> {
@@ -387,8 +387,8 @@ pub fn evaluate_ensemble(
 }
 
 /// [`evaluate_ensemble`] at each of `temperatures` ([`predict_ensemble_tempered`]).
-pub fn evaluate_ensemble_tempered(
-    members: &[Network],
+pub fn evaluate_ensemble_tempered<B: ClassifierBody>(
+    members: &[Classifier<B>],
     test: &DataLoader,
     ood: Option<&DataLoader>,
     temperatures: &[f64],

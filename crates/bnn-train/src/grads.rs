@@ -2,7 +2,7 @@
 
 use bnn_data::DataLoader;
 use bnn_layers::{BayesTensor, ElboConfig, Prior, export_bayes, kl_divergence};
-use bnn_models::Network;
+use bnn_models::{Classifier, ClassifierBody};
 use burn::module::Module;
 
 use crate::TrainError;
@@ -11,8 +11,8 @@ use crate::batch::{cross_entropy, to_tensors};
 /// Exports every Bayesian tensor of `model` (on an autodiff device) with `grad_mu` set to the
 /// mean over the first `batches` mini-batches of the negative-ELBO gradient (the training loss
 /// of Bayes by Backprop, with `prior`).
-pub fn mean_mu_gradients(
-    model: &Network,
+pub fn mean_mu_gradients<B: ClassifierBody>(
+    model: &Classifier<B>,
     loader: &DataLoader,
     prior: &Prior,
     batches: usize,

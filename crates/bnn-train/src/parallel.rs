@@ -30,7 +30,7 @@ use std::sync::{Condvar, Mutex};
 
 use bnn_data::{Batch, derive_seed};
 use bnn_layers::{ElboConfig, LayerError, Prior, SharedKl, device_by_name, kl_divergence_with};
-use bnn_models::Network;
+use bnn_models::{Classifier, ClassifierBody};
 
 #[cfg(test)]
 use crate::TrainError;
@@ -276,9 +276,9 @@ pub(crate) struct StepTotals {
 impl Objective {
     /// The loss of `model` on `shard`, replica `rank` of `world`, of a global batch of
     /// `global_batch` examples.
-    fn replica_loss(
+    fn replica_loss<B: ClassifierBody>(
         &self,
-        model: &Network,
+        model: &Classifier<B>,
         shard: &Batch,
         (rank, world, global_batch): (usize, usize, usize),
         at: Position,
@@ -328,7 +328,10 @@ impl Objective {
 }
 
 /// `sum over parameters p of 0 * sum(p)`: puts every trainable parameter into the graph.
-fn zero_touching_every_parameter(model: &Network, device: &Device) -> Tensor<1> {
+fn zero_touching_every_parameter<B: ClassifierBody>(
+    model: &Classifier<B>,
+    device: &Device,
+) -> Tensor<1> {
     struct Touch(Option<Tensor<1>>);
     impl ModuleVisitor for Touch {
         fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
@@ -349,7 +352,7 @@ fn zero_touching_every_parameter(model: &Network, device: &Device) -> Tensor<1> 
 /// Initialises every lazily initialised parameter now. burn draws a lazy parameter's initial
 /// value at its first use: inside the first replica's forward pass, after its noise seed, or
 /// separately on each device a replica was forked to.
-fn materialize(model: &Network) {
+fn materialize<B: ClassifierBody>(model: &Classifier<B>) {
     struct Touch;
     impl ModuleVisitor for Touch {
         fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
@@ -361,7 +364,7 @@ fn materialize(model: &Network) {
 
 /// Marks every float parameter for burn's gradient all-reduce, under its own id (the same on
 /// every replica).
-fn mark_distributed(model: Network) -> Network {
+fn mark_distributed<B: ClassifierBody>(model: Classifier<B>) -> Classifier<B> {
     struct Mark;
     impl ModuleMapper for Mark {
         fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
@@ -374,7 +377,11 @@ fn mark_distributed(model: Network) -> Network {
 
 /// The mean of the replicas' gradients, on `device`, for every parameter of `model` that has a
 /// gradient on some replica (the others get a zero; with the zero term there are none).
-fn average(model: &Network, replicas: Vec<GradientsParams>, device: &Device) -> GradientsParams {
+fn average<B: ClassifierBody>(
+    model: &Classifier<B>,
+    replicas: Vec<GradientsParams>,
+    device: &Device,
+) -> GradientsParams {
     struct Average<'a> {
         replicas: Vec<GradientsParams>,
         out: GradientsParams,
@@ -435,7 +442,7 @@ impl<'a> Replicas<'a> {
 
     /// The model as the first replica holds it: moved to the first device (with autodiff), its
     /// parameters marked for the collective where one is used.
-    pub(crate) fn place(&self, model: Network) -> Network {
+    pub(crate) fn place<B: ClassifierBody>(&self, model: Classifier<B>) -> Classifier<B> {
         if self.parallel.world_size() > 1 {
             materialize(&model);
         }
@@ -455,16 +462,16 @@ impl<'a> Replicas<'a> {
     /// The first replica's gradient of the global batch's loss (the mean of every replica's,
     /// on the first device), and the step's totals over every replica. `model` is the first
     /// replica (see [`place`](Self::place)); the others are forked from it.
-    pub(crate) fn gradients(
+    pub(crate) fn gradients<B: ClassifierBody>(
         &self,
-        model: &Network,
+        model: &Classifier<B>,
         batch: &Batch,
         objective: &Objective,
         at: Position,
     ) -> (GradientsParams, StepTotals) {
         let world = self.parallel.world_size();
         let devices = self.parallel.devices();
-        let replica = |rank: usize| -> Network {
+        let replica = |rank: usize| -> Classifier<B> {
             let device = devices[rank].clone().autodiff();
             if model.devices().first() == Some(&device) {
                 model.clone()
@@ -514,9 +521,9 @@ impl<'a> Replicas<'a> {
 /// once every replica has submitted its gradients. The forward passes take turns in rank order,
 /// because burn's generator is process-wide on every backend: each replica seeds it and draws
 /// its noise while no other does.
-fn collective_step(
+fn collective_step<B: ClassifierBody>(
     objective: &Objective,
-    replicas: Vec<Network>,
+    replicas: Vec<Classifier<B>>,
     batch: &Batch,
     at: Position,
 ) -> (Vec<ReplicaLoss>, Vec<GradientsParams>) {
@@ -562,7 +569,7 @@ mod tests {
     use crate::{EpochStats, Silent, TrainConfig, train_data_parallel};
     use bnn_data::{Compose, DataLoader, InMemoryDataset, LoaderConfig};
     use bnn_layers::set_sampling;
-    use bnn_models::{Arch, Kind, ModelConfig};
+    use bnn_models::{Arch, Kind, ModelConfig, Network};
 
     const N_TRAIN: usize = 50;
 

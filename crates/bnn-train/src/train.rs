@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use bnn_data::DataLoader;
 use bnn_layers::{ElboConfig, KlSchedule, ModulePath};
-use bnn_models::Network;
+use bnn_models::{Body, Classifier, ClassifierBody};
 use burn::module::{Module, ModuleVisitor, Param, ParamGroup};
 use burn::optim::decay::WeightDecayConfig;
 use burn::optim::lr_scheduler::module_lr_scheduler::{ModuleLearningRate, ModuleLrScheduler};
@@ -76,8 +76,10 @@ impl Progress {
     }
 }
 
-/// Receives progress; the library prints nothing itself.
-pub trait Observer {
+/// Receives progress; the library prints nothing itself. `B` is the body of the model being
+/// trained (the zoo's by default); an observer that does not look at the model implements it
+/// for every body.
+pub trait Observer<B: ClassifierBody = Body> {
     /// After every optimiser step.
     fn on_step(&mut self, _info: &StepInfo) {}
     /// After every epoch, and after the part of one that a stop ended.
@@ -92,7 +94,7 @@ pub trait Observer {
     /// too). Training noise is seeded per step, so a rule that samples weights does not change
     /// it, but it must seed the device itself for a resumed run to decide as an uninterrupted
     /// one did. The default never stops.
-    fn should_stop(&mut self, _model: &Network, _at: Progress) -> Result<bool, TrainError> {
+    fn should_stop(&mut self, _model: &Classifier<B>, _at: Progress) -> Result<bool, TrainError> {
         Ok(false)
     }
 }
@@ -107,7 +109,7 @@ fn is_check_step(step: usize, steps: usize, checks: usize) -> bool {
 /// An observer that ignores everything.
 pub struct Silent;
 
-impl Observer for Silent {}
+impl<B: ClassifierBody> Observer<B> for Silent {}
 
 /// Parameters trained at `lr_rho`: every `rho` (a layer's `weight_rho`/`bias_rho`, a shared
 /// layer's `outlier_rho`, the codebook's `rho`). Matched by path, not by parameter id, so the
@@ -229,7 +231,7 @@ impl ModuleVisitor for NonFinite {
 
 /// The path of the first float parameter of `model` that holds a NaN or an infinity, if any
 /// (e.g. `fc1.weight_mu`): what a loader names when it refuses a damaged model.
-pub fn first_non_finite(model: &Network) -> Option<String> {
+pub fn first_non_finite<B: ClassifierBody>(model: &Classifier<B>) -> Option<String> {
     let mut v = NonFinite {
         path: ModulePath::default(),
         found: None,
@@ -337,7 +339,7 @@ impl ModuleVisitor for RangeCheck {
 /// The first float parameter of `model` beyond ±[`MAX_PARAM_MAGNITUDE`], or a `rho` (every
 /// parameter whose name ends in `rho`) above [`MAX_RHO`], if any (NaN and infinities are
 /// [`first_non_finite`]'s to find): what a loader names when it refuses a damaged model.
-pub fn first_out_of_range(model: &Network) -> Option<OutOfRange> {
+pub fn first_out_of_range<B: ClassifierBody>(model: &Classifier<B>) -> Option<OutOfRange> {
     let mut v = RangeCheck {
         path: ModulePath::default(),
         found: None,
@@ -377,13 +379,13 @@ fn epoch_seed(seed: u64, epoch: usize) -> u64 {
 /// A non-finite loss stops training with [`TrainError::NonFiniteLoss`], a non-finite
 /// parameter at the end of an epoch with [`TrainError::NonFiniteParameters`]; either way no
 /// checkpoint with a non-finite value is written and the previous one stays on disk.
-pub fn train(
-    model: Network,
+pub fn train<B: ClassifierBody>(
+    model: Classifier<B>,
     loader: &DataLoader,
     config: &TrainConfig,
     checkpointer: Option<&Checkpointer>,
-    observer: &mut dyn Observer,
-) -> Result<(Network, Vec<EpochStats>), TrainError> {
+    observer: &mut dyn Observer<B>,
+) -> Result<(Classifier<B>, Vec<EpochStats>), TrainError> {
     let device = model.devices().first().cloned().unwrap_or_default();
     train_data_parallel(
         model,
@@ -407,14 +409,14 @@ pub fn train(
 /// ([`TrainError::ResumeMismatch`]); set it with [`Checkpointer::with_world_size`] for
 /// [`Checkpointer::check`]. More replicas than examples per batch is
 /// [`DevicesError::WorldSizeExceedsBatch`](crate::DevicesError::WorldSizeExceedsBatch).
-pub fn train_data_parallel(
-    model: Network,
+pub fn train_data_parallel<B: ClassifierBody>(
+    model: Classifier<B>,
     loader: &DataLoader,
     config: &TrainConfig,
     parallel: &DataParallel,
     checkpointer: Option<&Checkpointer>,
-    observer: &mut dyn Observer,
-) -> Result<(Network, Vec<EpochStats>), TrainError> {
+    observer: &mut dyn Observer<B>,
+) -> Result<(Classifier<B>, Vec<EpochStats>), TrainError> {
     config.validate()?;
     parallel.check_batch_size(loader.config().batch_size)?;
     let replicas = Replicas::start(parallel);

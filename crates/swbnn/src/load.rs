@@ -86,7 +86,7 @@ pub fn load_model(path: &Path, device: &Device) -> Result<LoadedModel, Error> {
         .map_err(|e| Error::io(&file, e))?
         .len();
     // The same validation as `inspect`; the architecture is checked before the index.
-    let loaded = match swshare::burn_edges::load_swb(&file, device) {
+    let loaded = match swshare::burn_edges::load_swb::<ModelConfig>(&file, device) {
         Ok((data, _)) => {
             let (net, config) = swshare::burn_edges::from_swb(&data, device).map_err(|e| {
                 Error::Usage(format!("building the model of {}: {e}", file.display()))

@@ -570,7 +570,8 @@ fn run() -> Result<()> {
         }
         Command::Inspect { model } => {
             // Everything loading checks, so a file `inspect` passes is one `eval` accepts.
-            let (data, _) = swshare::burn_edges::load_swb(&model, &device)?;
+            let (data, _) =
+                swshare::burn_edges::load_swb::<bnn_models::ModelConfig>(&model, &device)?;
             let bytes = std::fs::metadata(&model)?.len();
             let summary = describe(&data, bytes);
             if cli.json {

@@ -10,7 +10,7 @@ use bnn_layers::{
     BayesTensor, Codebook, LayerError, NamedTensor as LayerTensor, ParamRole, export_params,
     import_params, inverse_softplus, shared_from_bayes, softplus,
 };
-use bnn_models::{Kind, ModelConfig, ModelError, Network};
+use bnn_models::{Architecture, Classifier, Kind, ModelError};
 use burn::prelude::*;
 
 use crate::compress::shared_config;
@@ -139,15 +139,15 @@ pub fn table_from_tensors(tensors: &[BayesTensor]) -> Result<WeightTable, EdgeEr
 ///
 /// The model is built by [`from_swb`] from the plan's initial file content, so a model built
 /// here and one loaded from a file take the same path.
-pub fn build_shared_model(
-    config: &ModelConfig,
-    bayes: &Network,
+pub fn build_shared_model<A: Architecture>(
+    config: &A,
+    bayes: &Classifier<A::Body>,
     table: &WeightTable,
     plan: &SharingPlan,
     device: &Device,
-) -> Result<Network, EdgeError> {
+) -> Result<Classifier<A::Body>, EdgeError> {
     let data = initial_swb(config, bayes, table, plan)?;
-    let (model, _) = from_swb(&data, device)?;
+    let (model, _) = from_swb::<A>(&data, device)?;
     // Empirical-prior centres are for training only and are not stored in files.
     let (model, _) = shared_from_bayes(bayes, model)?;
     Ok(model)
@@ -156,9 +156,9 @@ pub fn build_shared_model(
 /// The `.swb` content of the shared model before retraining: the plan's codebook means and
 /// sigmas, the outliers' `(mu, sigma)` from the table, every parameter of `bayes` that is not a
 /// shareable weight as an unshared tensor.
-pub fn initial_swb(
-    config: &ModelConfig,
-    bayes: &Network,
+pub fn initial_swb<A: Architecture>(
+    config: &A,
+    bayes: &Classifier<A::Body>,
     table: &WeightTable,
     plan: &SharingPlan,
 ) -> Result<SharedModelData, EdgeError> {
@@ -263,9 +263,9 @@ fn to_format(t: LayerTensor) -> NamedTensor {
 /// The `.swb` content of a trained shared model of architecture `config` (kind
 /// [`Kind::Shared`], see [`crate::compress::shared_config`]): current codebook and outlier
 /// values, the plan's fates and blends, every other parameter as an unshared tensor.
-pub fn to_swb(
-    model: &Network,
-    config: &ModelConfig,
+pub fn to_swb<A: Architecture>(
+    model: &Classifier<A::Body>,
+    config: &A,
     table: &WeightTable,
     plan: &SharingPlan,
 ) -> Result<SharedModelData, EdgeError> {
@@ -273,10 +273,10 @@ pub fn to_swb(
     let get = |p: &str| params.iter().find(|t| t.path == p);
     let cb_mu = get("codebook.mu").ok_or(EdgeError::NoCodebook)?;
     let cb_rho = get("codebook.rho").ok_or(EdgeError::NoCodebook)?;
-    if config.kind != Kind::Shared || config.codebook_len != cb_mu.data.len() {
+    if config.kind() != Kind::Shared || config.codebook_len() != cb_mu.data.len() {
         return Err(EdgeError::CodebookMismatch {
-            config: config.kind,
-            config_k: config.codebook_len,
+            config: config.kind(),
+            config_k: config.codebook_len(),
             model_k: cb_mu.data.len(),
         });
     }
@@ -327,7 +327,7 @@ struct ExpectedTensors {
 }
 
 impl ExpectedTensors {
-    fn of(config: &ModelConfig, device: &Device) -> Result<Self, EdgeError> {
+    fn of<A: Architecture>(config: &A, device: &Device) -> Result<Self, EdgeError> {
         let mut out = ExpectedTensors {
             weights: Vec::new(),
             required: HashMap::new(),
@@ -350,8 +350,8 @@ impl ExpectedTensors {
 /// The model configuration of an architecture text, refusing keys the configuration does not
 /// have (a misspelt option would otherwise be dropped silently). Absent keys take their
 /// defaults, so files written before a field existed still load.
-fn parse_arch(arch: &str) -> Result<ModelConfig, EdgeError> {
-    let config: ModelConfig = serde_json::from_str(arch)?;
+fn parse_arch<A: Architecture>(arch: &str) -> Result<A, EdgeError> {
+    let config: A = serde_json::from_str(arch)?;
     // burn's `Config` derive cannot deny unknown fields: compare the text's keys with those
     // of the configuration written back, which holds every field.
     let text: serde_json::Value = serde_json::from_str(arch)?;
@@ -360,7 +360,10 @@ fn parse_arch(arch: &str) -> Result<ModelConfig, EdgeError> {
         Some(key) => Err(EdgeError::InvalidFile(format!(
             "the architecture has an unknown key {key:?}"
         ))),
-        None => Ok(config),
+        None => {
+            config.validate()?;
+            Ok(config)
+        }
     }
 }
 
@@ -385,16 +388,16 @@ fn unknown_key(text: &serde_json::Value, known: &serde_json::Value, at: &str) ->
 /// length) against the architecture it names: the text is a model configuration, of the
 /// shared kind with the file's codebook length, whose shareable weight tensors are the file's
 /// layers in order with their shapes. Nothing is allocated for the model.
-fn check_meta(
+fn check_meta<A: Architecture>(
     meta: &ModelMeta<'_>,
     device: &Device,
-) -> Result<(ModelConfig, ExpectedTensors), EdgeError> {
-    let config = parse_arch(meta.arch)?;
+) -> Result<(A, ExpectedTensors), EdgeError> {
+    let config: A = parse_arch(meta.arch)?;
     let k = meta.codebook_len;
-    if config.kind != Kind::Shared || config.codebook_len != k {
+    if config.kind() != Kind::Shared || config.codebook_len() != k {
         return Err(EdgeError::CodebookMismatch {
-            config: config.kind,
-            config_k: config.codebook_len,
+            config: config.kind(),
+            config_k: config.codebook_len(),
             model_k: k,
         });
     }
@@ -444,14 +447,14 @@ fn check_meta(
 ///
 /// This is the whole semantic validation of a shared model file: [`load_swb`] and
 /// [`from_swb`] run it, so everything that loads has passed it.
-pub fn check_swb(data: &SharedModelData, device: &Device) -> Result<ModelConfig, EdgeError> {
+pub fn check_swb<A: Architecture>(data: &SharedModelData, device: &Device) -> Result<A, EdgeError> {
     data.validate().map_err(EdgeError::InvalidFile)?;
     let meta = ModelMeta {
         arch: &data.arch,
         layers: &data.layers,
         codebook_len: data.codebook_len(),
     };
-    let (config, expected) = check_meta(&meta, device)?;
+    let (config, expected) = check_meta::<A>(&meta, device)?;
     let mut seen = std::collections::HashSet::new();
     for t in &data.unshared {
         if !seen.insert(t.path.as_str()) {
@@ -504,34 +507,34 @@ pub fn check_swb(data: &SharedModelData, device: &Device) -> Result<ModelConfig,
 /// Reads a `.swb` file and runs [`check_swb`] on it; the architecture is checked against the
 /// layers before the index is decoded, so a file whose layers its architecture does not
 /// have costs no decoding work. Returns the content with its configuration.
-pub fn load_swb(
+pub fn load_swb<A: Architecture>(
     path: impl AsRef<std::path::Path>,
     device: &Device,
-) -> Result<(SharedModelData, ModelConfig), EdgeError> {
+) -> Result<(SharedModelData, A), EdgeError> {
     let path = path.as_ref();
     let in_file = |e: EdgeError| EdgeError::File {
         path: path.to_path_buf(),
         source: Box::new(e),
     };
     let mut early = None;
-    let loaded = crate::format::load_checked(path, |meta| remember(&mut early, meta, device));
+    let loaded = crate::format::load_checked(path, |meta| remember::<A>(&mut early, meta, device));
     let data = match (loaded, early) {
         (Ok(data), _) => data,
         (Err(_), Some(e)) => return Err(in_file(e)),
         (Err(e), None) => return Err(e.into()),
     };
-    let config = check_swb(&data, device).map_err(in_file)?;
+    let config = check_swb::<A>(&data, device).map_err(in_file)?;
     Ok((data, config))
 }
 
 /// [`load_swb`] over the bytes of a file (the architecture is checked before the index).
-pub fn swb_from_bytes(
+pub fn swb_from_bytes<A: Architecture>(
     bytes: &[u8],
     device: &Device,
-) -> Result<(SharedModelData, ModelConfig), EdgeError> {
+) -> Result<(SharedModelData, A), EdgeError> {
     let mut early = None;
     let decoded =
-        crate::format::from_bytes_checked(bytes, |meta| remember(&mut early, meta, device));
+        crate::format::from_bytes_checked(bytes, |meta| remember::<A>(&mut early, meta, device));
     let data = match (decoded, early) {
         (Ok(data), _) => data,
         (Err(_), Some(e)) => return Err(e),
@@ -539,17 +542,17 @@ pub fn swb_from_bytes(
             return Err(EdgeError::InvalidFile(e.to_string()));
         }
     };
-    let config = check_swb(&data, device)?;
+    let config = check_swb::<A>(&data, device)?;
     Ok((data, config))
 }
 
 /// Runs [`check_meta`], keeping its typed error in `early` for the caller.
-fn remember(
+fn remember<A: Architecture>(
     early: &mut Option<EdgeError>,
     meta: &ModelMeta<'_>,
     device: &Device,
 ) -> Result<(), String> {
-    check_meta(meta, device).map(|_| ()).map_err(|e| {
+    check_meta::<A>(meta, device).map(|_| ()).map_err(|e| {
         let text = e.to_string();
         *early = Some(e);
         text
@@ -559,7 +562,10 @@ fn remember(
 /// The `.swb` content of `config`'s architecture (any kind; the file holds its shared kind)
 /// with every weight shared by one Gaussian `N(0, softplus(-5)^2)` and every other tensor
 /// zero: a small, valid file for tests and fuzzing. Nothing is allocated for the weights.
-pub fn uniform_swb(config: &ModelConfig, device: &Device) -> Result<SharedModelData, EdgeError> {
+pub fn uniform_swb<A: Architecture>(
+    config: &A,
+    device: &Device,
+) -> Result<SharedModelData, EdgeError> {
     let config = shared_config(config, 1);
     let expected = ExpectedTensors::of(&config, device)?;
     let n: usize = expected
@@ -602,11 +608,11 @@ pub fn uniform_swb(config: &ModelConfig, device: &Device) -> Result<SharedModelD
 /// (sizes within `models`' bounds, every layer and unshared tensor present with its shape), so
 /// a file cannot make this allocate much more than its own tensors, and no parameter is ever
 /// left at a fresh initialisation.
-pub fn from_swb(
+pub fn from_swb<A: Architecture>(
     data: &SharedModelData,
     device: &Device,
-) -> Result<(Network, ModelConfig), EdgeError> {
-    let config = check_swb(data, device)?;
+) -> Result<(Classifier<A::Body>, A), EdgeError> {
+    let config = check_swb::<A>(data, device)?;
     let mut starts = HashMap::new();
     let mut pos = 0;
     for l in &data.layers {
@@ -683,7 +689,10 @@ pub fn from_swb(
 }
 
 /// The full BNN's file content (every weight's `(mu, rho)`), the baseline of the size ratio.
-pub fn full_bnn_data(model: &Network, config: &ModelConfig) -> Result<FullBnnData, EdgeError> {
+pub fn full_bnn_data<A: Architecture>(
+    model: &Classifier<A::Body>,
+    config: &A,
+) -> Result<FullBnnData, EdgeError> {
     let params = export_params(model);
     let tensors = bnn_layers::export_bayes(model, None);
     let mut layers = Vec::new();
@@ -725,7 +734,7 @@ mod tests {
     use crate::OutlierCause;
     use crate::format::encode_shared_unchecked;
     use bnn_layers::test_device;
-    use bnn_models::Arch;
+    use bnn_models::{Arch, ModelConfig};
 
     /// A valid shared MLP file with three codebook entries, an outlier and an ellipse.
     fn valid() -> SharedModelData {
@@ -752,7 +761,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("m.swb");
         std::fs::write(&path, encode_shared_unchecked(data)).unwrap();
-        load_swb(&path, &test_device())
+        load_swb::<ModelConfig>(&path, &test_device())
             .map(|_| ())
             .map_err(|e| e.to_string())
     }
@@ -760,7 +769,7 @@ mod tests {
     #[test]
     fn load_and_inspect_refuse_each_kind_of_bad_content() {
         load(&valid()).unwrap();
-        from_swb(&valid(), &test_device()).unwrap();
+        from_swb::<ModelConfig>(&valid(), &test_device()).unwrap();
         type Edit = fn(&mut SharedModelData);
         let cases: [(&str, Edit, &str); 13] = [
             (
@@ -866,7 +875,9 @@ mod tests {
             let err = load(&d).expect_err(what);
             assert!(err.contains(reason), "{what}: {err}");
             assert!(err.contains("m.swb"), "{what}: {err}");
-            let err = from_swb(&d, &test_device()).map(|_| ()).expect_err(what);
+            let err = from_swb::<ModelConfig>(&d, &test_device())
+                .map(|_| ())
+                .expect_err(what);
             assert!(err.to_string().contains(reason), "{what}: {err}");
         }
     }
@@ -889,7 +900,9 @@ mod tests {
         };
         crate::format::save(&path, &d, &opts).unwrap();
         let before = crate::format::decode_work();
-        let err = load_swb(&path, &test_device()).unwrap_err().to_string();
+        let err = load_swb::<ModelConfig>(&path, &test_device())
+            .unwrap_err()
+            .to_string();
         assert_eq!(crate::format::decode_work(), before, "index decoded");
         assert!(err.contains("do not match the architecture"), "{err}");
         // The same file decodes when nothing checks the architecture.

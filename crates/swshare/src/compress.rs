@@ -16,7 +16,7 @@ use std::time::Instant;
 
 use bnn_data::DataLoader;
 use bnn_layers::export_bayes;
-use bnn_models::{Kind, ModelConfig, Network};
+use bnn_models::{Architecture, Classifier, Kind};
 use bnn_train::{Checkpointer, EpochStats, Observer, TrainConfig, TrainError, train};
 use burn::module::Module;
 use serde::{Deserialize, Serialize};
@@ -111,11 +111,11 @@ pub enum CompressError {
 
 /// The result of [`compress`].
 #[derive(Debug)]
-pub struct Compressed {
+pub struct Compressed<A: Architecture = bnn_models::ModelConfig> {
     /// The retrained weight-shared model, on the autodiff device it was trained on.
-    pub model: Network,
+    pub model: Classifier<A::Body>,
     /// Its architecture (kind [`Kind::Shared`], the codebook's length).
-    pub config: ModelConfig,
+    pub config: A,
     /// The sharing plan (fates, codebook, ellipse blends).
     pub plan: SharingPlan,
     /// What the stages did, with timings and the file's sizes by part.
@@ -130,7 +130,7 @@ pub struct Compressed {
     pub plan_seconds: f64,
 }
 
-impl Compressed {
+impl<A: Architecture> Compressed<A> {
     /// Writes the `.swb` file atomically; returns the size of each part.
     pub fn save(&self, path: impl AsRef<Path>) -> Result<FileSizes, SwbError> {
         format::save(path, &self.file, &self.save_options)
@@ -143,20 +143,17 @@ impl Compressed {
         &self,
         path: impl AsRef<Path>,
         device: &burn::prelude::Device,
-    ) -> Result<(FileSizes, Network), CompressError> {
+    ) -> Result<(FileSizes, Classifier<A::Body>), CompressError> {
         let sizes = self.save(&path)?;
-        let (model, _) = from_swb(&format::load(&path)?, device)?;
+        let (model, _) = from_swb::<A>(&format::load(&path)?, device)?;
         Ok((sizes, model))
     }
 }
 
 /// The architecture of the weight-shared model of `bayes_config` with `k` codebook entries.
 /// The one place this is derived: the edges, the file and the report all use it.
-pub fn shared_config(bayes_config: &ModelConfig, k: usize) -> ModelConfig {
-    bayes_config
-        .clone()
-        .with_kind(Kind::Shared)
-        .with_codebook_len(k)
+pub fn shared_config<A: Architecture>(bayes_config: &A, k: usize) -> A {
+    bayes_config.to_kind(Kind::Shared, k)
 }
 
 /// Runs the whole method on a trained Bayesian model (on an autodiff device):
@@ -169,18 +166,18 @@ pub fn shared_config(bayes_config: &ModelConfig, k: usize) -> ModelConfig {
 ///    from `validation` (images never trained on; required by
 ///    [`RetrainStop::ConfidenceRecovered`], unused by [`RetrainStop::Epochs`]);
 /// 4. the `.swb` content and its sizes (in `report.file_sizes`).
-pub fn compress(
-    bayes: &Network,
-    bayes_config: &ModelConfig,
+pub fn compress<A: Architecture>(
+    bayes: &Classifier<A::Body>,
+    bayes_config: &A,
     data: &DataLoader,
     validation: Option<&DataLoader>,
     cfg: &CompressConfig,
     checkpointer: Option<&Checkpointer>,
-    observer: &mut dyn Observer,
-) -> Result<Compressed, CompressError> {
+    observer: &mut dyn Observer<A::Body>,
+) -> Result<Compressed<A>, CompressError> {
     cfg.validate()?;
-    if bayes_config.kind != Kind::Bayesian {
-        return Err(CompressError::NotBayesian(bayes_config.kind));
+    if bayes_config.kind() != Kind::Bayesian {
+        return Err(CompressError::NotBayesian(bayes_config.kind()));
     }
     let started = Instant::now();
     let device = bayes.devices().first().cloned().unwrap_or_default();

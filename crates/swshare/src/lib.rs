@@ -74,6 +74,11 @@ pub mod small_clusters;
 pub mod synth;
 pub mod table;
 
+/// The README's examples, compiled and run as doctests.
+#[cfg(all(doctest, feature = "burn"))]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
 pub use config::{
     EllipseConfig, MergeConfig, MergeRule, OutlierConfig, RefineConfig, SmallClusterPolicy,
     SwshareConfig,

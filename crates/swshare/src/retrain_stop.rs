@@ -16,7 +16,7 @@
 
 use bnn_data::{Batch, DataLoader};
 use bnn_layers::set_sampling;
-use bnn_models::Network;
+use bnn_models::{Classifier, ClassifierBody};
 use bnn_train::{EpochStats, Observer, Progress, StepInfo, TrainError, to_tensors};
 use burn::module::Module;
 use burn::prelude::*;
@@ -94,8 +94,8 @@ impl RetrainStop {
 const PROBE_EPOCH: u64 = 0;
 
 /// An [`Observer`] that forwards progress to `inner` and applies a [`RetrainStop`] rule.
-pub(crate) struct StopRule<'a> {
-    inner: &'a mut dyn Observer,
+pub(crate) struct StopRule<'a, B: ClassifierBody> {
+    inner: &'a mut dyn Observer<B>,
     probe: Vec<Batch>,
     samples: usize,
     checks_per_epoch: usize,
@@ -103,16 +103,16 @@ pub(crate) struct StopRule<'a> {
     trace: Option<RetrainStopTrace>,
 }
 
-impl<'a> StopRule<'a> {
+impl<'a, B: ClassifierBody> StopRule<'a, B> {
     /// The rule `stop` for a model compressed from `source`, with the device seed `seed`, its
     /// probe drawn from `validation`. Measures the source's confidence once, here. A rule that
     /// needs a probe without `validation`, or with an empty one, is an error.
     pub(crate) fn new(
         stop: RetrainStop,
-        source: &Network,
+        source: &Classifier<B>,
         validation: Option<&DataLoader>,
         seed: u64,
-        inner: &'a mut dyn Observer,
+        inner: &'a mut dyn Observer<B>,
     ) -> Result<Self, TrainError> {
         let RetrainStop::ConfidenceRecovered {
             probe_images,
@@ -175,7 +175,7 @@ impl<'a> StopRule<'a> {
 
     /// Mean confidence of `model`'s predictive over the probe, its weight noise seeded from
     /// `(seed, tag)`.
-    fn confidence(&self, model: &Network, tag: u64) -> Result<f64, TrainError> {
+    fn confidence(&self, model: &Classifier<B>, tag: u64) -> Result<f64, TrainError> {
         let valid = set_sampling(model.valid(), true);
         let device = valid.devices().first().cloned().unwrap_or_default();
         device.seed(bnn_data::derive_seed(self.seed, tag, 0x5709));
@@ -205,7 +205,7 @@ impl<'a> StopRule<'a> {
     }
 }
 
-impl Observer for StopRule<'_> {
+impl<B: ClassifierBody> Observer<B> for StopRule<'_, B> {
     fn on_step(&mut self, info: &StepInfo) {
         self.inner.on_step(info);
     }
@@ -222,7 +222,7 @@ impl Observer for StopRule<'_> {
         }
     }
 
-    fn should_stop(&mut self, model: &Network, at: Progress) -> Result<bool, TrainError> {
+    fn should_stop(&mut self, model: &Classifier<B>, at: Progress) -> Result<bool, TrainError> {
         if self.trace.is_none() {
             return self.inner.should_stop(model, at);
         }

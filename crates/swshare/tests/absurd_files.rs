@@ -44,7 +44,7 @@ fn load(data: &SharedModelData) -> (Result<(), String>, usize) {
     let before = LIVE.load(Ordering::Relaxed);
     PEAK.store(before, Ordering::Relaxed);
     let result = from_bytes(&bytes).map_err(|e| e.to_string()).and_then(|d| {
-        from_swb(&d, &test_device())
+        from_swb::<ModelConfig>(&d, &test_device())
             .map(|_| ())
             .map_err(|e| e.to_string())
     });
@@ -68,7 +68,7 @@ fn absurd_files_are_refused_before_allocating() {
     let good = uniform_swb(&config, &device).unwrap();
     let (ok, _) = load(&good);
     ok.unwrap();
-    let (model, _) = from_swb(&good, &device).unwrap();
+    let (model, _) = from_swb::<ModelConfig>(&good, &device).unwrap();
     assert_eq!(
         model.forward(Tensor::zeros([2, 1, 8, 8], &device)).dims(),
         [2, 10]

@@ -184,7 +184,8 @@ fn run(arch: Arch, size: usize, k: usize) {
     ] {
         let path = dir.path().join("model.swb");
         save(&path, &file, &opts).unwrap();
-        let (loaded, loaded_config) = from_swb(&load(&path).unwrap(), &device).unwrap();
+        let (loaded, loaded_config) =
+            from_swb::<ModelConfig>(&load(&path).unwrap(), &device).unwrap();
         assert_eq!(loaded_config, shared_config);
         assert_eq!(
             logits(&set_sampling(shared.clone(), false), x.clone()),

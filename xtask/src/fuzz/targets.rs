@@ -109,10 +109,12 @@ impl Fuzzee for SwbTarget {
             input
         };
         // As `swbnn eval` and `inspect` read a file: the architecture checked before the index.
-        let Ok((data, _)) = swshare::burn_edges::swb_from_bytes(input, &self.device) else {
+        let Ok((data, _)) =
+            swshare::burn_edges::swb_from_bytes::<bnn_models::ModelConfig>(input, &self.device)
+        else {
             return Ok(false);
         };
-        Ok(swshare::burn_edges::from_swb(&data, &self.device).is_ok())
+        Ok(swshare::burn_edges::from_swb::<bnn_models::ModelConfig>(&data, &self.device).is_ok())
     }
 }
 

@@ -5,8 +5,10 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use bnn_layers::{NamedTensor, import_params, inverse_softplus, softplus};
-use bnn_models::torch_names::{Convention, Transform, extra_key, torch_key};
-use bnn_models::{Kind, ModelConfig, Network};
+use bnn_models::torch_names::{
+    Convention, Transform, check_torch_names, extra_key, torch_key_renamed, torch_module,
+};
+use bnn_models::{Architecture, Classifier, Kind, ModelConfig, Network};
 use bnn_train::{MAX_PARAM_MAGNITUDE, TrainError, write_atomic};
 use burn::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -115,7 +117,28 @@ pub(crate) fn torch_shape(shape: &[usize], transform: Transform) -> Vec<usize> {
 }
 
 /// Builds the model of `config` (its kind set by the convention: Bayesian for bayesian-torch,
-/// blitz and torchbnn, deterministic for plain and torchvision) from `source`.
+/// blitz and torchbnn, deterministic for plain and torchvision) from `source`, by the zoo's
+/// PyTorch names ([`bnn_models::torch_names::torch_key`]): [`import_state_dict_into`] with
+/// them.
+pub fn import_state_dict(
+    source: &StateDict,
+    config: &ModelConfig,
+    convention: Option<Convention>,
+    device: &Device,
+) -> Result<(Network, ModelConfig, Convention), InteropError> {
+    check_torch_names(config.arch)?;
+    let arch = config.arch;
+    import_state_dict_into(source, config, convention, device, &|convention, module| {
+        torch_module(arch, convention, module)
+    })
+}
+
+/// Builds the model of `config`, any [`Architecture`], from a PyTorch state dict, its kind set
+/// by the convention (Bayesian for bayesian-torch, blitz and torchbnn, deterministic for plain
+/// and torchvision). Each parameter `body.<module>.<name>` is read from the key
+/// `rename(convention, <module>).<name in the convention>`
+/// ([`bnn_models::torch_names::torch_key_renamed`]); `|_, m| m.to_string()` reads a PyTorch
+/// module whose attributes are named as the burn model's fields.
 ///
 /// `convention` `None` tells it from the keys ([`Convention::detect`]). Every parameter of the
 /// model must have its key, of the right shape, and every key must be used (batch norm's
@@ -125,12 +148,13 @@ pub(crate) fn torch_shape(shape: &[usize], transform: Transform) -> Vec<usize> {
 /// integer one) and hold finite values within ±[`MAX_PARAM_MAGNITUDE`], as loading a model
 /// checks: otherwise [`InteropError::BadValues`] names each such key. Returns the model, its
 /// configuration and the convention read.
-pub fn import_state_dict(
+pub fn import_state_dict_into<A: Architecture>(
     source: &StateDict,
-    config: &ModelConfig,
+    config: &A,
     convention: Option<Convention>,
     device: &Device,
-) -> Result<(Network, ModelConfig, Convention), InteropError> {
+    rename: &dyn Fn(Convention, &str) -> String,
+) -> Result<(Classifier<A::Body>, A, Convention), InteropError> {
     let convention = match convention {
         Some(c) => c,
         None => Convention::detect(source.keys().map(String::as_str))
@@ -141,13 +165,14 @@ pub fn import_state_dict(
     } else {
         Kind::Deterministic
     };
-    let config = config.clone().with_kind(kind);
+    let config = config.to_kind(kind, 0);
     let model = config.init(device)?;
     let mut used = BTreeSet::new();
     let mut named = Vec::new();
     let (mut missing, mut shapes, mut bad) = (Vec::new(), Vec::new(), Vec::new());
     for (path, shape) in model.param_shapes() {
-        let Some(tk) = torch_key(config.arch, convention, &path, shape.len())? else {
+        let tk = torch_key_renamed(convention, &path, shape.len(), &|m| rename(convention, m))?;
+        let Some(tk) = tk else {
             missing.push(format!("{path} (no {convention} name)"));
             continue;
         };
@@ -210,7 +235,7 @@ pub fn import_state_dict(
     if !missing.is_empty() || !unexpected.is_empty() || !shapes.is_empty() {
         return Err(InteropError::Unmatched {
             convention,
-            arch: config.arch.name().to_string(),
+            arch: architecture_name(&config),
             missing,
             unexpected,
             shapes,
@@ -227,6 +252,22 @@ pub fn import_state_dict(
         )));
     }
     Ok((model, config, convention))
+}
+
+/// The name an error gives `config`'s architecture: the zoo's `arch`, else the type's name.
+fn architecture_name<A: Architecture>(config: &A) -> String {
+    match serde_json::to_value(config) {
+        Ok(serde_json::Value::Object(map)) => match map.get("arch") {
+            Some(serde_json::Value::String(name)) => name.clone(),
+            _ => short_type_name::<A>(),
+        },
+        _ => short_type_name::<A>(),
+    }
+}
+
+fn short_type_name<A>() -> String {
+    let full = std::any::type_name::<A>();
+    full.rsplit("::").next().unwrap_or(full).to_string()
 }
 
 /// Writes `model` as a model directory (`config.json`, `model.bpk`, and `import.json` with

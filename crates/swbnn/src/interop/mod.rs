@@ -15,7 +15,9 @@ use bnn_models::{Arch, Kind, ModelConfig, Network};
 use burn::prelude::*;
 
 pub use export::{ExportAs, SHARED_FORMAT, bayes_twin, export_state_dict, fixed_noise};
-pub use import::{BAYESIAN_TORCH_PRIOR, ImportRecord, import_state_dict, write_model_dir};
+pub use import::{
+    BAYESIAN_TORCH_PRIOR, ImportRecord, import_state_dict, import_state_dict_into, write_model_dir,
+};
 pub use state_dict::{
     HostTensor, MAX_STATE_DICT_BYTES, StateDict, Values, read_state_dict, safetensors_bytes,
 };
