@@ -25,7 +25,7 @@ fn keep_freed_memory() {
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
-use bnn_data::DatasetId;
+use bnn_data::DataSource;
 use bnn_models::Arch;
 use bnn_train::{EpochStats, Observer, StepInfo};
 use clap::{Parser, Subcommand};
@@ -46,12 +46,17 @@ enum Command {
     /// Deterministic -> Bayes by Backprop -> 2DGBNN on a data set; writes table.md, table.json,
     /// the figures (figures/) and report.md.
     Reproduce {
-        /// mnist, fashion-mnist, cifar10, cifar100, svhn or imagenet.
-        dataset: DatasetId,
+        /// mnist, fashion-mnist, cifar10, cifar100, svhn or imagenet; or your own data:
+        /// `folder:DIR` (class folders, with `train/` and `test/`) or `npz:FILE` (`x_train`,
+        /// `y_train`, `x_test`, `y_test`), run with the generic recipe of
+        /// `swbnn::presets::setup_for_source` (the Fashion-MNIST preset's training, LeNet-5
+        /// for --quick or grey images up to 64 px, else ResNet-20; no OOD set).
+        dataset: DataSource,
         /// A small, fast run (LeNet-5, every training image but the validation split, a few epochs).
         #[arg(long)]
         quick: bool,
-        /// Architecture (default: the paper's for the data set).
+        /// Architecture (default: the paper's for the data set; for your own data see
+        /// DATASET).
         #[arg(long)]
         arch: Option<Arch>,
         /// Output directory (default `results/DATASET/`).
@@ -68,7 +73,8 @@ enum Command {
         /// is an error).
         #[arg(long, value_parser = swbnn::args::positive)]
         train_subset: Option<usize>,
-        /// Training images held out as the validation split (default 5,000; 0: none), drawn
+        /// Training images held out as the validation split (default 5,000, for your own
+        /// data a tenth of its training split up to 5,000; 0: none), drawn
         /// stratified with a fixed seed before --train-subset picks from the rest, and recorded
         /// in setup.json. Every rule that looks at data (stage 3's stop rule) reads it; a
         /// resumed run must use the split it was made with.
@@ -248,13 +254,18 @@ fn main() -> Result<()> {
             dry_run,
         } => {
             anyhow::ensure!(seeds >= 1, "--seeds must be at least 1");
-            let out = out.unwrap_or_else(|| repo_root().join("results").join(dataset.name()));
+            let name = match dataset.preset() {
+                Some(id) => id.name().to_string(),
+                None => swbnn::figures::dataset_label(&dataset),
+            };
+            let out = out.unwrap_or_else(|| repo_root().join("results").join(&name));
             let ood_search = swbnn::data::OodSearch::from_env(&repo_root());
-            let mut setup = swbnn::presets::setup(dataset, arch, quick, &ood_search, out.clone());
+            let mut setup =
+                swbnn::presets::setup_for_source(&dataset, arch, quick, &ood_search, out.clone())?;
             // The preset's OOD set when it is not on this machine: fetched once the arguments
             // are checked, unless `--setup` says what the OOD set is.
             let mut ood_to_fetch = match setup.ood {
-                None => swbnn::data::paired_ood(dataset),
+                None => dataset.preset().and_then(swbnn::data::paired_ood),
                 Some(_) => None,
             };
             if let Some(r) = recipe {
@@ -307,7 +318,7 @@ fn main() -> Result<()> {
             if dry_run {
                 println!(
                     "reproduce {} {} ({}), tables: {}\n",
-                    dataset.name(),
+                    name,
                     setup.arch,
                     if quick { "quick" } else { "full" },
                     if tables.is_empty() {
@@ -357,7 +368,7 @@ fn main() -> Result<()> {
             }
             eprintln!(
                 "reproduce {}: {} ({}), seed number {}{}, validation split {}, train subset {:?}, epochs det/bbb/retrain {}/{}/{}{}, OOD {:?}",
-                dataset.name(),
+                name,
                 setup.arch,
                 if quick { "quick" } else { "full" },
                 setup.seed,

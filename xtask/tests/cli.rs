@@ -147,3 +147,22 @@ fn gpu_kit_checks_its_inputs_before_building() {
     assert!(err.contains("Fashion-MNIST"), "{err}");
     assert!(!err.contains("Compiling"), "{err}");
 }
+
+/// A user's data set that cannot be read is refused naming the file, before any run starts.
+#[test]
+fn reproduce_names_a_users_data_set_it_cannot_read() {
+    let tmp = tempfile::tempdir().unwrap();
+    let missing = tmp.path().join("missing.npz");
+    let out = tmp.path().join("run");
+    let o = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(["reproduce", &format!("npz:{}", s(&missing)), "--quick"])
+        .args(["--out", s(&out)])
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(!o.status.success(), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(err.contains("missing.npz"), "{err}");
+    assert!(!out.exists(), "nothing is written: {err}");
+}

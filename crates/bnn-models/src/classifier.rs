@@ -142,6 +142,7 @@ pub trait Architecture:
     /// without allocating the parameters (they stay lazy). The shared kind is listed as its
     /// Bayesian counterpart, whose weights the plan replaces.
     fn param_shapes(&self, device: &Device) -> Result<Vec<(String, Vec<usize>)>, ModelError> {
+        self.validate()?;
         let kind = match self.kind() {
             Kind::Deterministic => Kind::Deterministic,
             Kind::Bayesian | Kind::Shared => Kind::Bayesian,
@@ -163,6 +164,7 @@ pub trait Architecture:
     /// kind, every shareable weight is counted as shared in a codebook of `codebook_len`
     /// entries with no outliers (the plan decides the real split).
     fn counts(&self, device: &Device) -> Result<ParamCounts, ModelError> {
+        self.validate()?;
         let kind = match self.kind() {
             Kind::Deterministic => Kind::Deterministic,
             Kind::Bayesian | Kind::Shared => Kind::Bayesian,

@@ -2,6 +2,9 @@
 //! small models for tests (MLP, LeNet-5, a tiny ViT), each written once and built in three
 //! kinds: deterministic, Bayesian (mean-field) and weight-shared.
 //!
+//! The zoo's [`ModelConfig`] is one [`Architecture`]: a classifier of your own, written from
+//! the layers of [`LayerFactory`], is built in the three kinds the same way ([`classifier`]).
+//!
 //! ```
 //! use bnn_models::{Arch, Kind, ModelConfig};
 //! use burn::prelude::*;

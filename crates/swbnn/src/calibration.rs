@@ -199,7 +199,7 @@ pub fn split_for(
     };
     let run = setup.validation;
     let named = dir.join(SETUP_FILE);
-    if DataSource::Preset(setup.dataset) != *dataset {
+    if setup.dataset != *dataset {
         return Err(Error::Usage(format!(
             "{} belongs to the run in {}, which trained on {}, not {dataset}",
             model.display(),

@@ -498,16 +498,29 @@ pub struct ExperimentData {
 }
 
 impl ExperimentData {
-    /// Opens the data of `setup`.
+    /// Opens the data of `setup`. A preset is read as [`open_verified`] and normalised with
+    /// its published constants; a user's data set (`folder:DIR`, `npz:FILE`) is read as
+    /// [`open_source`] (images of their own size and channels, the test split brought to the
+    /// training split's) and normalised with the statistics measured on the training examples
+    /// ([`training_norm`], as `swbnn train` does). A user's data set without a test split is an
+    /// error, and so is an OOD set whose images are not the data set's shape.
     pub fn open(setup: &crate::setup::Setup) -> Result<Self, Error> {
-        let opened = open_verified(setup.dataset, Split::Train, setup.data_dir.as_deref())?;
-        let opened_test = open_verified(setup.dataset, Split::Test, setup.data_dir.as_deref())?;
-        let trained_on = trained_on(
-            &DataSource::Preset(setup.dataset),
-            &opened,
-            Some(&opened_test),
-            setup.validation,
-        )?;
+        let source = &setup.dataset;
+        let data_dir = setup.data_dir.as_deref();
+        let opened = open_source(source, Split::Train, data_dir, FolderImages::default())?;
+        let (c, h, _) = opened.data.shape();
+        if source.preset().is_none() && !source.has_test()? {
+            return Err(Error::Usage(format!(
+                "{source} has no test split (a `.npz` needs `x_test` and `y_test`, class folders \
+                 a `test/` folder beside `train/`): a reproduction evaluates every method on it"
+            )));
+        }
+        let test_images = FolderImages {
+            size: Some(h),
+            channels: Some(c),
+        };
+        let opened_test = open_source(source, Split::Test, data_dir, test_images)?;
+        let trained_on = trained_on(source, &opened, Some(&opened_test), setup.validation)?;
         let (train, validation) =
             training_split(opened.data, setup.validation, setup.train_subset)?;
         let test = subset(
@@ -516,7 +529,7 @@ impl ExperimentData {
             2,
             "the test set",
         )?;
-        let stats = setup.dataset.norm_stats();
+        let stats = training_norm(source, train.as_ref())?;
         let test_loader = eval_loader(stats.clone(), test.clone(), 256, setup.workers)?;
         let validation_loader = eval_loader(stats.clone(), validation.clone(), 256, setup.workers)?;
         let validation_ood_loader = match validation.is_empty() {
@@ -532,6 +545,16 @@ impl ExperimentData {
             Some((id, dir)) => {
                 let ood = open_ood_verified(*id, dir)?;
                 check_ood_not_test(&opened_test, &ood)?;
+                let (oc, oh, ow) = ood.data.shape();
+                if (oc, oh, ow) != test.shape() {
+                    let (tc, th, tw) = test.shape();
+                    return Err(Error::Usage(format!(
+                        "the OOD set {id} in {} holds {oc}x{oh}x{ow} images, and {source}'s are \
+                         {tc}x{th}x{tw}: set `ood` in --setup to a set of the same shape, or to \
+                         null",
+                        dir.display()
+                    )));
+                }
                 let data = subset_at_most(ood.data, setup.test_subset, 3)?;
                 Some(eval_loader(stats.clone(), data, 256, setup.workers)?)
             }

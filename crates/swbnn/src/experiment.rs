@@ -274,7 +274,7 @@ pub(crate) fn gbnn_stage(
 ) -> Result<GbnnStage, Error> {
     let resumed = stage.resumed_seconds()?;
     let loader = train_loader(
-        &setup.dataset.into(),
+        &setup.dataset,
         &data.stats,
         data.train.clone(),
         cfg.retrain.batch_size,
@@ -361,7 +361,7 @@ type Trained = (StageDir, Network, Row);
 impl Experiment<'_> {
     fn train_loader(&self, tc: &TrainConfig) -> Result<DataLoader, Error> {
         train_loader(
-            &self.setup.dataset.into(),
+            &self.setup.dataset,
             &self.data.stats,
             self.data.train.clone(),
             tc.batch_size,
@@ -543,10 +543,18 @@ pub fn run(setup: &Setup, device: &Device, progress: &mut dyn Progress) -> Resul
     }
     let data = ExperimentData::open(setup)?;
     let (c, h, _) = data.test.shape();
-    let mut config =
-        ModelConfig::for_input(setup.arch, Kind::Deterministic, data.test.classes(), c, h);
+    // A user's test split numbers its classes by the labels it holds, so it may have fewer
+    // than the training split (a preset's are the same).
+    let classes = data.test.classes().max(data.train.classes());
+    let mut config = ModelConfig::for_input(setup.arch, Kind::Deterministic, classes, c, h);
     config.bayes = setup.bayes.clone();
     config.trained_on = Some(data.trained_on.clone());
+    // A user's data set has no published constants: its models record the normalisation
+    // measured on the training examples, so that `swbnn eval` and the report read them as
+    // trained (a preset's models keep the preset constants, as before).
+    if setup.dataset.preset().is_none() {
+        config.normalization = Some(crate::data::norm_record(&data.stats));
+    }
     let exp = Experiment {
         setup,
         bayes_config: config.clone().with_kind(Kind::Bayesian),

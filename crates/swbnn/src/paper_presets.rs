@@ -139,7 +139,7 @@ pub fn setup(
     let mut sharing = SwshareConfig::default();
     sharing.gmm.k = gmm_k(dataset, arch);
     Some(Setup {
-        dataset,
+        dataset: dataset.into(),
         arch,
         data_dir: None,
         ood: ood.find_paired(dataset),

@@ -225,13 +225,14 @@ fn run_loaders(args: &PlotArgs, run: &RunDir) -> Result<Loaders, Error> {
         .ood
         .as_ref()
         .map(|(id, d)| ((*id).into(), Some(d.as_path())));
+    let config = run.data_config()?;
     Loaders::new(
-        &setup.dataset.into(),
+        &setup.dataset,
         args.data.as_deref().or(setup.data_dir.as_deref()),
         ood,
         args.subset.or(setup.test_subset),
         2,
-        None,
+        config.as_ref(),
     )
 }
 

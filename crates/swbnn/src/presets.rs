@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use bnn_data::DatasetId;
+use bnn_data::{DataSource, DatasetId, FolderImages, Split};
 use bnn_layers::{SigmaInit, softplus};
 use bnn_models::{Arch, BayesOptions};
 use bnn_train::{LrSchedule, MomentumCycle, OptimizerKind, TrainConfig};
@@ -59,6 +59,24 @@ pub fn setup(
         return s;
     }
     let arch = arch.unwrap_or_else(|| default_arch(dataset, quick));
+    fashion_mnist_like(
+        dataset.into(),
+        arch,
+        quick,
+        ood.find_paired(dataset),
+        out_dir,
+    )
+}
+
+/// The settings of the Fashion-MNIST-style presets (MNIST, Fashion-MNIST, and every `--quick`
+/// run) for `dataset` trained as `arch`: epochs, recipes, K, the standard validation split.
+fn fashion_mnist_like(
+    dataset: DataSource,
+    arch: Arch,
+    quick: bool,
+    ood: Option<(DatasetId, PathBuf)>,
+    out_dir: PathBuf,
+) -> Setup {
     // The stage-3 epochs are a ceiling: the confidence-recovered rule (below) ends it earlier.
     let (det_epochs, bbb_epochs, retrain_epochs) = if quick {
         (3, 3, QUICK_RETRAIN_EPOCHS)
@@ -104,7 +122,7 @@ pub fn setup(
         dataset,
         arch,
         data_dir: None,
-        ood: ood.find_paired(dataset),
+        ood,
         // All of the training set, also for `--quick`. Kept on validation (seed numbers 0-2,
         // docs/results.md, "Choices made on validation"): on a 20,000-image subset the Bayesian
         // rows no longer flag the validation OOD set better than the deterministic net (BBB -
@@ -136,6 +154,70 @@ pub fn setup(
     };
     default_recipe(quick).apply(&mut setup);
     setup
+}
+
+/// The largest side of a grey image that [`user_arch`] gives LeNet-5 on a full run.
+pub const USER_LENET_MAX_SIDE: usize = 64;
+
+/// The architecture of a user's data set of `channels` x `side` x `side` images when `--arch`
+/// names none ([`setup_for_source`]'s rule): LeNet-5 for a `--quick` run (as every preset's
+/// quick run) and, on a full run, for grey (1-channel) images of at most
+/// [`USER_LENET_MAX_SIDE`] pixels a side; ResNet-20 otherwise (colour or larger images).
+pub fn user_arch(channels: usize, side: usize, quick: bool) -> Arch {
+    if quick || (channels == 1 && side <= USER_LENET_MAX_SIDE) {
+        Arch::Lenet5
+    } else {
+        Arch::Resnet20
+    }
+}
+
+/// The validation split [`setup_for_source`] holds out of a user's training split of `n`
+/// examples: a tenth of it, as the presets' 5,000 images are of CIFAR's 50,000, at least one
+/// example and at most [`ValidationSplit::DEFAULT_SIZE`].
+pub fn user_validation(n: usize) -> ValidationSplit {
+    ValidationSplit::new((n / 10).clamp(1, ValidationSplit::DEFAULT_SIZE))
+}
+
+/// The setup of `cargo xtask reproduce SOURCE`: a preset's ([`setup`], with `ood` searched as
+/// there), or the generic recipe for a user's data set (`folder:DIR`, `npz:FILE`).
+///
+/// The recipe for a user's data set, the one place it is written:
+/// - classes, channels and image size are the data's (its training split is read here for its
+///   shape and size; class folders keep their images' size, which must be one square size);
+/// - the architecture is `arch` when given, else [`user_arch`]: LeNet-5 for `--quick` and for
+///   grey images of at most 64 px, ResNet-20 otherwise;
+/// - the training settings are the Fashion-MNIST preset's (not the paper's appendix): for a
+///   full run 5 / 5 / 5 epochs (deterministic / BBB / stage-3 ceiling) with the reference BBB
+///   recipe, for `--quick` 3 / 3 / 2 with the pretrained recipe; K of the GMM as the presets
+///   choose it per architecture (LeNet-5: 100; ResNet-20: 256, quick 200); stage 3 ends once
+///   BBB's confidence is recovered; 30 Monte-Carlo samples; every training image but the
+///   validation split;
+/// - the validation split is [`user_validation`]: a tenth of the training split (at most 5,000
+///   images, the presets' size), stratified with the presets' fixed seed;
+/// - the images are normalised per channel with the mean and std measured on the training
+///   split less the validation split (as `swbnn train` does; recorded in each model's
+///   `config.json`), and not augmented;
+/// - no out-of-distribution set (`--setup` may give one: `{"ood": ["mnist", "DIR"]}`);
+/// - the report's class names are the class folders' names, else the class indices.
+///
+/// A user's data set must have a test split (`x_test`/`y_test`, or `train/` and `test/`
+/// folders); the experiment refuses one without it. Errors: the data cannot be read.
+pub fn setup_for_source(
+    source: &DataSource,
+    arch: Option<Arch>,
+    quick: bool,
+    ood: &OodSearch,
+    out_dir: PathBuf,
+) -> Result<Setup, crate::Error> {
+    if let Some(id) = source.preset() {
+        return Ok(setup(id, arch, quick, ood, out_dir));
+    }
+    let train = crate::data::open_source(source, Split::Train, None, FolderImages::default())?;
+    let (channels, side, _) = train.data.shape();
+    let arch = arch.unwrap_or_else(|| user_arch(channels, side, quick));
+    let mut s = fashion_mnist_like(source.clone(), arch, quick, None, out_dir);
+    s.validation = user_validation(train.data.len());
+    Ok(s)
 }
 
 /// The BBB recipe of the presets: [`BbbRecipe::Reference`] for the full runs,
@@ -387,6 +469,126 @@ mod tests {
         assert!(matches!(s.bbb.optimizer, OptimizerKind::Adam { .. }));
         assert_eq!((s.bbb.epochs, s.bbb.seed), (3, 1));
         assert_eq!(s.compress.retrain_stop, RetrainStop::confidence_recovered());
+    }
+
+    #[test]
+    fn a_users_data_set_gets_lenet_5_for_small_grey_images_and_resnet_20_otherwise() {
+        assert_eq!(user_arch(1, 28, false), Arch::Lenet5);
+        assert_eq!(user_arch(1, 64, false), Arch::Lenet5);
+        assert_eq!(user_arch(1, 65, false), Arch::Resnet20);
+        assert_eq!(user_arch(3, 32, false), Arch::Resnet20);
+        // --quick trains LeNet-5 on anything, as the presets' quick runs do.
+        assert_eq!(user_arch(3, 96, true), Arch::Lenet5);
+        assert_eq!(user_validation(60_000), ValidationSplit::standard());
+        assert_eq!(user_validation(1_000), ValidationSplit::new(100));
+        assert_eq!(user_validation(5), ValidationSplit::new(1));
+    }
+
+    /// A `.npz` of `n` training and `n / 2` test grey `side x side` images of 3 classes.
+    pub(crate) fn write_tiny_npz(path: &Path, n: usize, side: usize) {
+        use std::io::Write;
+        let npy = |shape: &[usize], data: &[u8]| {
+            let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
+            let shape = match dims.len() {
+                1 => format!("({},)", dims[0]),
+                _ => format!("({})", dims.join(", ")),
+            };
+            let mut header =
+                format!("{{'descr': '|u1', 'fortran_order': False, 'shape': {shape}, }}");
+            while (10 + header.len() + 1) % 64 != 0 {
+                header.push(' ');
+            }
+            header.push('\n');
+            let mut out = b"\x93NUMPY\x01\x00".to_vec();
+            out.extend_from_slice(&(header.len() as u16).to_le_bytes());
+            out.extend_from_slice(header.as_bytes());
+            out.extend_from_slice(data);
+            out
+        };
+        let images = |n: usize| {
+            let labels: Vec<u8> = (0..n).map(|i| (i % 3) as u8).collect();
+            let pixels: Vec<u8> = (0..n * side * side)
+                .map(|p| ((p * 37 + p / (side * side) * 11) % 251) as u8)
+                .collect();
+            (npy(&[n, side, side], &pixels), npy(&[n], &labels))
+        };
+        let (xtr, ytr) = images(n);
+        let (xte, yte) = images(n / 2);
+        let mut zip = zip::ZipWriter::new(std::fs::File::create(path).unwrap());
+        let options = zip::write::SimpleFileOptions::default();
+        for (name, bytes) in [
+            ("x_train", xtr),
+            ("y_train", ytr),
+            ("x_test", xte),
+            ("y_test", yte),
+        ] {
+            zip.start_file(format!("{name}.npy"), options).unwrap();
+            zip.write_all(&bytes).unwrap();
+        }
+        zip.finish().unwrap();
+    }
+
+    #[test]
+    fn a_users_npz_is_set_up_with_the_fashion_mnist_presets_settings_and_no_ood_set() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("tiny.npz");
+        write_tiny_npz(&file, 40, 8);
+        let source = DataSource::Npz(file);
+        let search = crate::data::cache_only(dir.path(), Vec::new());
+        let json = |s: &Setup| serde_json::to_value(s).unwrap();
+        for quick in [true, false] {
+            let s = setup_for_source(&source, None, quick, &search, "out".into()).unwrap();
+            // 8 px grey images: LeNet-5 on both runs.
+            assert_eq!(s.arch, Arch::Lenet5);
+            assert_eq!(s.dataset, source);
+            assert_eq!(s.ood, None);
+            assert_eq!(s.validation, ValidationSplit::new(4));
+            let preset = setup(
+                DatasetId::FashionMnist,
+                Some(s.arch),
+                quick,
+                &search,
+                "o".into(),
+            );
+            let (a, b) = (json(&s), json(&preset));
+            for key in [
+                "deterministic",
+                "bbb",
+                "bbb_from_deterministic",
+                "bayes",
+                "compress",
+            ] {
+                assert_eq!(a[key], b[key], "{key}, quick {quick}");
+            }
+        }
+        let s = setup_for_source(&source, Some(Arch::Mlp), false, &search, "o".into()).unwrap();
+        assert_eq!(s.arch, Arch::Mlp);
+        // A preset is the preset's setup.
+        let fm = DataSource::Preset(DatasetId::FashionMnist);
+        let s = setup_for_source(&fm, None, true, &search, "out".into()).unwrap();
+        let preset = setup(DatasetId::FashionMnist, None, true, &search, "out".into());
+        assert_eq!(json(&s), json(&preset));
+        // A missing file is an error naming it.
+        let gone = DataSource::Npz(dir.path().join("gone.npz"));
+        let e = setup_for_source(&gone, None, true, &search, "o".into()).unwrap_err();
+        assert!(e.to_string().contains("gone.npz"), "{e}");
+    }
+
+    /// A `setup.json` written before user data sets (a preset's name in `dataset`) reads as
+    /// that preset, and is written back the same way; a user's data set is its text.
+    #[test]
+    fn an_old_setup_json_with_a_preset_name_still_parses() {
+        let mut value = serde_json::to_value(preset(true)).unwrap();
+        assert_eq!(value["dataset"], "fashion-mnist");
+        value["dataset"] = "fashion_mnist".into();
+        let back: Setup = serde_json::from_value(value).unwrap();
+        assert_eq!(back.dataset, DataSource::Preset(DatasetId::FashionMnist));
+        let mut user = preset(true);
+        user.dataset = "npz:data/mine.npz".parse().unwrap();
+        let value = serde_json::to_value(&user).unwrap();
+        assert_eq!(value["dataset"], "npz:data/mine.npz");
+        let back: Setup = serde_json::from_value(value).unwrap();
+        assert_eq!(back.dataset, user.dataset);
     }
 
     #[test]

@@ -34,7 +34,7 @@ pub fn write_report(dir: &Path, device: &Device) -> Result<PathBuf, Error> {
     std::fs::create_dir_all(&fig_dir).map_err(|e| Error::io(&fig_dir, e))?;
     let loaders = run.loaders()?;
     let preds = run_predictions(&run, &loaders, &Method::MAIN, device, run.setup.samples)?;
-    let dataset = figures::dataset_label(&run.setup.dataset.into());
+    let dataset = figures::dataset_label(&run.setup.dataset);
     let arch = run.setup.arch.name();
     let multi_seed = run.models != run.dir;
 
@@ -124,7 +124,7 @@ pub fn write_report(dir: &Path, device: &Device) -> Result<PathBuf, Error> {
         }
     }
 
-    let names = figures::class_names(&run.setup.dataset.into(), run.setup.dataset.classes())?;
+    let names = figures::class_names(&run.setup.dataset, run.classes()?)?;
     let _ = writeln!(
         md,
         "### Confidence per class\n\nThe test set's confidence (maximum probability) grouped \

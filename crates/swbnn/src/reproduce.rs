@@ -44,6 +44,11 @@ pub enum Reproduction {
 /// experiment with the figures' report when `tables` is empty, else the tables (`tables.md`
 /// and `tables.json`), over `seeds` seeds. `setup.resume` continues an interrupted run.
 /// The setup's values are checked where they are used; an error names what is wrong.
+///
+/// A user's data set (`setup.dataset` a `folder:DIR` or `npz:FILE`, as
+/// [`crate::presets::setup_for_source`] makes it) runs the main experiment and its report;
+/// `tables` (the paper's tables) and `setup.data_dir` (where presets are found) are refused
+/// for it.
 #[allow(clippy::too_many_arguments)]
 pub fn reproduce(
     setup: &Setup,
@@ -56,6 +61,22 @@ pub fn reproduce(
 ) -> Result<Reproduction, Error> {
     if seeds == 0 {
         return Err(Error::Usage("--seeds must be at least 1".into()));
+    }
+    if !tables.is_empty() && setup.dataset.preset().is_none() {
+        return Err(Error::Usage(format!(
+            "--tables makes the paper's tables of a preset data set; {} is a user's data set: \
+             leave out --tables to run the main experiment (deterministic, Bayes by Backprop, \
+             2DGBNN) and its report on it",
+            setup.dataset
+        )));
+    }
+    if let (Some(path), Some(dir)) = (setup.dataset.path(), &setup.data_dir) {
+        return Err(Error::Usage(format!(
+            "--data (`data_dir` {}) locates a preset data set; {} names its own data: leave \
+             out --data",
+            dir.display(),
+            path.display()
+        )));
     }
     if setup.resume {
         store::check_resume(&setup.out_dir, setup)?;

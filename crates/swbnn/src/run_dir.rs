@@ -187,16 +187,40 @@ impl RunDir {
     /// Test and OOD loaders as the experiment builds them.
     pub fn loaders(&self) -> Result<Loaders, Error> {
         let s = &self.setup;
+        let config = self.data_config()?;
         Loaders::new(
-            &s.dataset.into(),
+            &s.dataset,
             s.data_dir.as_deref(),
             s.ood
                 .as_ref()
                 .map(|(id, dir)| ((*id).into(), Some(dir.as_path()))),
             s.test_subset,
             s.workers,
-            None,
+            config.as_ref(),
         )
+    }
+
+    /// How the run's models read their data, for a user's data set (`None` for a preset,
+    /// whose shape and normalisation are the preset's): the deterministic stage's
+    /// `config.json`, which records the input shape and the normalisation measured on the
+    /// training examples.
+    pub fn data_config(&self) -> Result<Option<ModelConfig>, Error> {
+        if self.setup.dataset.preset().is_some() {
+            return Ok(None);
+        }
+        Ok(Some(
+            self.stage(Method::Deterministic).model().read_config()?,
+        ))
+    }
+
+    /// The number of classes of the run's models: the preset's, or what a user's data set's
+    /// models were made with ([`RunDir::data_config`]).
+    pub fn classes(&self) -> Result<usize, Error> {
+        Ok(match (self.setup.dataset.preset(), self.data_config()?) {
+            (Some(id), _) => id.classes(),
+            (None, Some(config)) => config.classes,
+            (None, None) => 0,
+        })
     }
 }
 

@@ -7,7 +7,7 @@
 
 use std::path::PathBuf;
 
-use bnn_data::{Corruption, DatasetId};
+use bnn_data::{Corruption, DataSource, DatasetId};
 use bnn_models::{Arch, BayesOptions};
 use bnn_train::TrainConfig;
 use serde::{Deserialize, Serialize};
@@ -17,8 +17,10 @@ use swshare::compress::CompressConfig;
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Setup {
-    /// Data set.
-    pub dataset: DatasetId,
+    /// Data set: a preset, written by its name as before user data sets could be reproduced
+    /// (`"fashion-mnist"`), or a user's `folder:DIR` / `npz:FILE` ([`DataSource`]'s text).
+    /// A user's data set is set up by [`crate::presets::setup_for_source`].
+    pub dataset: DataSource,
     /// Architecture.
     pub arch: Arch,
     /// Where the data are (else the usual search order).

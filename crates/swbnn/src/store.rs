@@ -460,7 +460,7 @@ impl StageDir {
     pub fn open(setup: &Setup, name: &str) -> Result<Self, Error> {
         let dir = stage_path(&setup.out_dir, name);
         let mut run = serde_json::json!({
-            "dataset": setup.dataset.name(),
+            "dataset": setup.dataset.to_string(),
             "train_subset": setup.train_subset,
         });
         // Named only when there is one, so a checkpoint made before validation splits, which

@@ -124,7 +124,7 @@ pub(crate) fn train_members(
         let tc = member_config(&setup.deterministic, i);
         let stage = StageDir::open(setup, &name)?;
         let loader = train_loader(
-            &setup.dataset.into(),
+            &setup.dataset,
             &data.stats,
             data.train.clone(),
             tc.batch_size,

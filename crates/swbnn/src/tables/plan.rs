@@ -1,7 +1,7 @@
 //! The plan of a run without its data (`cargo xtask reproduce --dry-run`): every stage in
 //! order with its epochs and the images it will process, from the data sets' published sizes.
 
-use bnn_data::DatasetId;
+use bnn_data::{DataSource, DatasetId, FolderImages, Split};
 use serde::{Deserialize, Serialize};
 use swshare::retrain_stop::RetrainStop;
 
@@ -84,10 +84,30 @@ impl Plan {
     }
 }
 
+/// `(training, test)` examples of `source`: a preset's published sizes ([`dataset_sizes`]),
+/// or a user's data set counted by reading it (`(0, 0)` when it cannot be read: the run
+/// itself names the error).
+pub fn source_sizes(source: &DataSource) -> (usize, usize) {
+    if let Some(id) = source.preset() {
+        return dataset_sizes(id);
+    }
+    let count = |split: Split| {
+        source
+            .load(split, FolderImages::default())
+            .map_or(0, |d| d.len())
+    };
+    let test = match source.has_test() {
+        Ok(true) => count(Split::Test),
+        _ => 0,
+    };
+    (count(Split::Train), test)
+}
+
 /// The stages a run of `tables` (the main experiment alone when empty) will make for `setup`,
-/// without opening any data.
+/// without opening any data of a preset (a user's data set is read to count its images,
+/// [`source_sizes`]).
 pub fn plan(setup: &Setup, cfg: &TablesConfig, tables: &[TableId]) -> Plan {
-    let (train, test) = dataset_sizes(setup.dataset);
+    let (train, test) = source_sizes(&setup.dataset);
     let cap = |n: usize, subset: Option<usize>| subset.map_or(n, |s| s.min(n));
     // The validation split is held out first; the training subset is drawn from the rest.
     let train = cap(
