@@ -227,6 +227,51 @@ pub fn compress<A: Architecture>(
     })
 }
 
+/// The stage-3-only baseline: the Bayesian model itself retrained with exactly stage 3's
+/// settings (`cfg.retrain`, its seed, and the stop rule `cfg.retrain_stop` measured against
+/// the same source confidence), without any sharing. Beside [`compress`] it tells what the
+/// retraining does on its own. Returns the model, its history and the stop rule's trace.
+pub fn retrain_without_sharing<A: Architecture>(
+    bayes: &Classifier<A::Body>,
+    bayes_config: &A,
+    data: &DataLoader,
+    validation: Option<&DataLoader>,
+    cfg: &CompressConfig,
+    checkpointer: Option<&Checkpointer>,
+    observer: &mut dyn Observer<A::Body>,
+) -> Result<UnsharedRetrain<A>, CompressError> {
+    cfg.validate()?;
+    if bayes_config.kind() != Kind::Bayesian {
+        return Err(CompressError::NotBayesian(bayes_config.kind()));
+    }
+    let device = bayes.devices().first().cloned().unwrap_or_default();
+    device.seed(cfg.retrain.seed);
+    let mut stop = StopRule::new(
+        cfg.retrain_stop,
+        bayes,
+        validation,
+        cfg.retrain.seed,
+        observer,
+    )?;
+    let (model, history) = train(bayes.clone(), data, &cfg.retrain, checkpointer, &mut stop)?;
+    Ok(UnsharedRetrain {
+        model,
+        history,
+        retrain_stop: stop.into_trace(),
+    })
+}
+
+/// The result of [`retrain_without_sharing`].
+#[derive(Debug)]
+pub struct UnsharedRetrain<A: Architecture = bnn_models::ModelConfig> {
+    /// The retrained Bayesian model, on the autodiff device it was trained on.
+    pub model: Classifier<A::Body>,
+    /// Training history, one entry per epoch.
+    pub history: Vec<EpochStats>,
+    /// What the stop rule measured (`None` for [`RetrainStop::Epochs`]).
+    pub retrain_stop: Option<crate::RetrainStopTrace>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

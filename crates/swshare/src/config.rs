@@ -27,6 +27,22 @@ pub struct SwshareConfig {
     pub gmm: gmm_minibatch::GmmConfig,
     /// Stage 2: cluster-size reduction, ellipse weights and merging.
     pub refine: RefineConfig,
+    /// The space the weights are shared in: the method's `(mu, sigma)` plane (default), or
+    /// `mu` alone, the 1-D sharing baseline.
+    pub space: SharingSpace,
+}
+
+/// Where weights are clustered for sharing.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SharingSpace {
+    /// The method: a 2-D GMM over `(mu, sigma)`, then ellipse weights and merging.
+    #[default]
+    MuSigma,
+    /// The 1-D sharing baseline ([`crate::mu_only`]): `K` clusters of `mu` alone, one `sigma`
+    /// per cluster (its members' mean); the same outlier rules and cluster-size reduction, no
+    /// ellipse weights and no merging (both are defined in the `(mu, sigma)` plane).
+    MuOnly,
 }
 
 /// Default number of GMM components, `K = 2000` (paper appendix text).
@@ -41,6 +57,7 @@ impl Default for SwshareConfig {
                 ..Default::default()
             },
             refine: RefineConfig::default(),
+            space: SharingSpace::default(),
         }
     }
 }

@@ -64,6 +64,7 @@ pub mod fate;
 pub mod format;
 pub mod gmm_stage;
 pub mod merge;
+pub mod mu_only;
 pub mod outliers;
 pub mod pipeline;
 pub mod plan;
@@ -80,8 +81,8 @@ pub mod table;
 pub struct ReadmeDoctests;
 
 pub use config::{
-    EllipseConfig, MergeConfig, MergeRule, OutlierConfig, RefineConfig, SmallClusterPolicy,
-    SwshareConfig,
+    EllipseConfig, MergeConfig, MergeRule, OutlierConfig, RefineConfig, SharingSpace,
+    SmallClusterPolicy, SwshareConfig,
 };
 pub use ellipse::detect_ellipses;
 pub use error::SwshareError;

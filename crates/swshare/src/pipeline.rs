@@ -2,11 +2,12 @@
 
 use std::time::Instant;
 
-use crate::config::SwshareConfig;
+use crate::config::{SharingSpace, SwshareConfig};
 use crate::ellipse::detect_ellipses;
 use crate::error::SwshareError;
 use crate::gmm_stage::fit_gmm;
 use crate::merge::merge_gaussians;
+use crate::mu_only::fit_mu_only;
 use crate::outliers::detect_outliers;
 use crate::plan::SharingPlan;
 use crate::report::CompressionReport;
@@ -29,7 +30,10 @@ pub fn build_plan(
     let outliers_s = t.elapsed().as_secs_f64();
 
     let t = Instant::now();
-    let mut plan = fit_gmm(table, &mask, &cfg.gmm)?;
+    let mut plan = match cfg.space {
+        SharingSpace::MuSigma => fit_gmm(table, &mask, &cfg.gmm)?,
+        SharingSpace::MuOnly => fit_mu_only(table, &mask, cfg.gmm.k)?,
+    };
     let gmm_s = t.elapsed().as_secs_f64();
     let k_fit = plan.k();
 
@@ -43,17 +47,24 @@ pub fn build_plan(
     let small_clusters_s = t.elapsed().as_secs_f64();
     let k_before_merge = plan.k();
 
+    // Ellipses and merging live in the (mu, sigma) plane: the 1-D baseline has neither.
+    let in_plane = cfg.space == SharingSpace::MuSigma;
     let t = Instant::now();
-    detect_ellipses(&mut plan, table, &cfg.refine.ellipse)?;
+    if in_plane {
+        detect_ellipses(&mut plan, table, &cfg.refine.ellipse)?;
+    }
     let ellipse_s = t.elapsed().as_secs_f64();
 
     let t = Instant::now();
-    let merged = merge_gaussians(&mut plan, table, &cfg.refine.merge)?;
+    let merge_passes = match in_plane {
+        true => merge_gaussians(&mut plan, table, &cfg.refine.merge)?.passes,
+        false => 0,
+    };
     let merge_s = t.elapsed().as_secs_f64();
 
     plan.validate()?;
     let mut report =
-        CompressionReport::from_plan(table, &plan, k_fit, k_before_merge, merged.passes);
+        CompressionReport::from_plan(table, &plan, k_fit, k_before_merge, merge_passes);
     report.timings.outliers_s = outliers_s;
     report.timings.gmm_s = gmm_s;
     report.timings.small_clusters_s = small_clusters_s;

@@ -407,3 +407,53 @@ fn stage_3_stops_once_the_source_confidence_is_recovered() {
     )
     .unwrap();
 }
+
+/// The stage-3-only baseline retrains the Bayesian model itself with stage 3's settings: it
+/// stays Bayesian (no codebook), its weights move, the run repeats bit for bit, and the stop
+/// rule is the one `compress` uses (it needs the validation split).
+#[test]
+fn stage_3_without_sharing_retrains_the_bayesian_model() {
+    use swshare::compress::{CompressConfig, retrain_without_sharing};
+    use swshare::retrain_stop::RetrainStop;
+
+    let _guard = bnn_layers::lock_device_rng();
+    let (bayes, config, train_loader, _, _) = trained_bayes(Arch::Mlp, 8, 512, 2);
+    let mut cfg = CompressConfig::default();
+    cfg.retrain = TrainConfig::retrain(2);
+    cfg.retrain.batch_size = 32;
+    let run = || {
+        retrain_without_sharing(
+            &bayes,
+            &config,
+            &train_loader,
+            None,
+            &cfg,
+            None,
+            &mut Silent,
+        )
+        .unwrap()
+    };
+    let (a, b) = (run(), run());
+    assert_eq!(a.history.len(), 2);
+    assert!(a.retrain_stop.is_none());
+    let params = |m: &Network| bnn_layers::export_params(&m.valid());
+    assert_eq!(params(&a.model), params(&b.model), "repeatable");
+    assert_ne!(params(&a.model), params(&bayes), "trained");
+    assert_eq!(a.model.counts(), bayes.counts(), "still the full BNN");
+    assert!(a.model.codebook.is_none());
+
+    cfg.retrain_stop = RetrainStop::confidence_recovered();
+    let err = retrain_without_sharing(
+        &bayes,
+        &config,
+        &train_loader,
+        None,
+        &cfg,
+        None,
+        &mut Silent,
+    )
+    .map(|_| ())
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("validation"), "{err}");
+}
