@@ -140,10 +140,7 @@ mod tests {
 
     #[test]
     fn lloyd_finds_well_separated_groups() {
-        let values: Vec<f64> = [-1.0, -1.1, -0.9, 2.0, 2.2, 1.8, 5.0, 5.1]
-            .iter()
-            .copied()
-            .collect();
+        let values = [-1.0, -1.1, -0.9, 2.0, 2.2, 1.8, 5.0, 5.1];
         let c = lloyd_1d(&values, 3);
         let want = [-1.0, 2.0, 5.05];
         assert_eq!(c.len(), 3);
@@ -170,8 +167,10 @@ mod tests {
         let mut b = WeightTableBuilder::new();
         b.push_layer("fc.weight", &[20, 20], true, &mu, &sigma, None);
         let table = b.build().unwrap();
-        let mut oc = OutlierConfig::default();
-        oc.grad_top_fraction = 0.0;
+        let oc = OutlierConfig {
+            grad_top_fraction: 0.0,
+            ..Default::default()
+        };
         let mask = detect_outliers(&table, &oc).unwrap();
         let plan = fit_mu_only(&table, &mask, 2).unwrap();
         assert_eq!(plan.k(), 2);
@@ -182,8 +181,10 @@ mod tests {
         assert_eq!(plan.fates[0], plan.fates[1]);
 
         // Through build_plan: the same outlier rule, no ellipses, no merging.
-        let mut cfg = SwshareConfig::default();
-        cfg.space = SharingSpace::MuOnly;
+        let mut cfg = SwshareConfig {
+            space: SharingSpace::MuOnly,
+            ..Default::default()
+        };
         cfg.gmm.k = 2;
         cfg.outliers.grad_top_fraction = 0.0;
         cfg.refine.n_min = 5;

@@ -418,8 +418,10 @@ fn stage_3_without_sharing_retrains_the_bayesian_model() {
 
     let _guard = bnn_layers::lock_device_rng();
     let (bayes, config, train_loader, _, _) = trained_bayes(Arch::Mlp, 8, 512, 2);
-    let mut cfg = CompressConfig::default();
-    cfg.retrain = TrainConfig::retrain(2);
+    let mut cfg = CompressConfig {
+        retrain: TrainConfig::retrain(2),
+        ..Default::default()
+    };
     cfg.retrain.batch_size = 32;
     let run = || {
         retrain_without_sharing(
