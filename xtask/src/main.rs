@@ -119,8 +119,8 @@ enum Command {
         /// objects merged), e.g. `{"compress": {"retrain": {"lr": 1e-3}}}`.
         #[arg(long)]
         setup: Option<PathBuf>,
-        /// Also make the paper's other tables, comma-separated: main, quant, ensemble,
-        /// ablation (with gmm-k), gmm-k, tau-w, merge, timing, or all. Writes tables.md and
+        /// Also make the paper's other tables, comma-separated: main, equal-size, quant,
+        /// ensemble, ablation (with gmm-k), gmm-k, tau-w, merge, timing, or all. Writes tables.md and
         /// tables.json beside table.md, reusing the main run's stages.
         #[arg(long, value_delimiter = ',')]
         tables: Vec<String>,

@@ -21,7 +21,9 @@ use bnn_train::{Evaluation, Observer, TrainConfig, evaluate, evaluate_tempered, 
 use burn::module::Module;
 use burn::prelude::*;
 use swshare::burn_edges::full_bnn_data;
-use swshare::compress::{CompressConfig, Compressed, compress};
+use swshare::compress::{
+    CompressConfig, Compressed, compress, retrain_without_sharing, stage3_steps,
+};
 use swshare::format::full_bnn_to_bytes;
 use swshare::retrain_stop::RetrainStop;
 
@@ -343,6 +345,99 @@ pub(crate) fn gbnn_stage(
     })
 }
 
+/// Bytes of the full BNN's file of `bayes` (every weight's `(mu, rho)`, the temperature `t`).
+fn full_bnn_bytes(bayes: &Network, config: &ModelConfig, t: Option<f64>) -> Result<u64, Error> {
+    let full = full_bnn_data(bayes, config)?;
+    let bytes = full_bnn_to_bytes(
+        &full.arch,
+        &full.layers,
+        &full.mu,
+        &full.rho,
+        &full.unshared,
+        t,
+    )?;
+    Ok(bytes.len() as u64)
+}
+
+/// Name of the stage-3-only baseline's stage.
+pub(crate) const UNSHARED_RETRAIN_STAGE: &str = "stage3-unshared";
+
+/// The stage-3-only baseline's row: the Bayes-by-Backprop model `bayes` retrained with
+/// 2DGBNN's stage-3 settings (`setup.compress.retrain`) for as many steps as the main 2DGBNN
+/// stage's retraining took (read from its checkpoint), no sharing
+/// ([`retrain_without_sharing`], checkpointed in its stage); then calibrated, evaluated and
+/// sized (the full BNN's file) as the BBB row is, with the device seeded as 2DGBNN's row.
+pub(crate) fn unshared_retrain_row(
+    setup: &Setup,
+    bayes: &Network,
+    bayes_config: &ModelConfig,
+    data: &ExperimentData,
+    device: &Device,
+    progress: &mut dyn Progress,
+) -> Result<Row, Error> {
+    let cfg = &setup.compress;
+    let stage =
+        StageDir::open(setup, UNSHARED_RETRAIN_STAGE)?.training(cfg.retrain.epochs, true)?;
+    if let Some(r) = stage.cached_row()? {
+        return Ok(r);
+    }
+    progress.stage(UNSHARED_RETRAIN_STAGE);
+    let loader = train_loader(
+        &setup.dataset,
+        &data.stats,
+        data.train.clone(),
+        cfg.retrain.batch_size,
+        cfg.retrain.seed,
+        setup.workers,
+    )?;
+    // The main 2DGBNN stage has finished: its checkpoint tells how far stage 3 went.
+    let main = store::stage_path(&setup.out_dir, Method::Gbnn2d.name());
+    let history = bnn_train::Checkpointer::new(main)?
+        .state()?
+        .ok_or_else(|| missing_stage(setup, Method::Gbnn2d))?
+        .history;
+    let steps = stage3_steps(&history, loader.num_batches());
+    store::write_json(&stage.path().join(store::COMPRESS_CONFIG_FILE), cfg)?;
+    let resumed = stage.resumed_seconds()?;
+    let started = Instant::now();
+    let out = retrain_without_sharing(
+        bayes,
+        bayes_config,
+        &loader,
+        cfg,
+        steps,
+        Some(stage.checkpointer()?),
+        progress,
+    )?;
+    let seconds = resumed + started.elapsed().as_secs_f64();
+    let model = out.model.valid();
+    let row = stage.row(|| {
+        let fit = calibrate_stage(
+            &stage,
+            &model,
+            calibration_split(data),
+            setup.samples,
+            device,
+            cfg.retrain.seed,
+        )?;
+        let t = fit.map(|c| c.temperature);
+        device.seed(cfg.retrain.seed);
+        let (ev, cal) = evaluate_and_keep(&stage, &model, data, setup.samples, t)?;
+        let row = Row::new(
+            setup.arch,
+            Method::Bbb,
+            ev,
+            count_params(&model).trainable,
+            full_bnn_bytes(&model, bayes_config, t)?,
+            seconds,
+            weight_stats(&model)?,
+        );
+        Ok(calibrated_row(row, t, cal))
+    })?;
+    progress.row(&row);
+    Ok(row)
+}
+
 /// One experiment's data, device and architectures, shared by its stages.
 struct Experiment<'a> {
     setup: &'a Setup,
@@ -430,16 +525,7 @@ impl Experiment<'_> {
             // Seeded, so the numbers do not depend on whether training ran or was resumed.
             self.device.seed(evaluation_seed(setup, Method::Bbb));
             let (ev, cal) = evaluate_and_keep(&stage, &bayes, &self.data, setup.samples, t)?;
-            let full = full_bnn_data(&bayes, &self.bayes_config)?;
-            let full_bytes = full_bnn_to_bytes(
-                &full.arch,
-                &full.layers,
-                &full.mu,
-                &full.rho,
-                &full.unshared,
-                t,
-            )?
-            .len() as u64;
+            let full_bytes = full_bnn_bytes(&bayes, &self.bayes_config, t)?;
             let row = Row::new(
                 setup.arch,
                 Method::Bbb,

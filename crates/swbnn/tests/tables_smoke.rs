@@ -152,6 +152,8 @@ fn cifar10_preset_makes_every_table_and_resumes() {
 
     let count = |t: TableId| outcome.rows.iter().filter(|r| r.table == t).count();
     assert_eq!(count(TableId::Main), 3);
+    // 2DGBNN, 1-D sharing, stage 3 without sharing, two QBNNs, BBB.
+    assert_eq!(count(TableId::EqualSize), 6);
     assert_eq!(count(TableId::Quant), 2 + 2);
     assert_eq!(count(TableId::Ensemble), 4);
     assert_eq!(count(TableId::Ablation), 4);
@@ -176,6 +178,17 @@ fn cifar10_preset_makes_every_table_and_resumes() {
     assert!(q2.model_bytes < q8.model_bytes && q8.model_bytes < bbb.model_bytes / 3);
     let stages = out.path().join("stages");
     assert!(stages.join("qbnn-sigma2/model.qbnn").exists());
+    // The equal-size baselines: 1-D sharing has no ellipse weights; stage 3 without sharing
+    // keeps the BBB's size and its own stage; the QBNN rows are the quant table's.
+    let one_d = row(TableId::EqualSize, "1-D sharing");
+    assert_eq!(one_d.ellipses, Some(0));
+    assert!(one_d.parameters < bbb.parameters / 2, "{one_d:?}");
+    let unshared = row(TableId::EqualSize, "stage 3 without sharing");
+    assert_eq!(unshared.parameters, bbb.parameters);
+    assert_ne!(unshared.nll, bbb.nll, "retrained");
+    assert!(stages.join("stage3-unshared/row.json").exists());
+    assert!(stages.join("equal-size-mu-only/row.json").exists());
+    assert_eq!(row(TableId::EqualSize, "sigma 2"), q2);
     // The ensemble holds both members.
     let det = row(TableId::Main, "deterministic");
     let ens = row(TableId::Ensemble, "ensemble");
@@ -217,6 +230,7 @@ fn cifar10_preset_makes_every_table_and_resumes() {
     assert!(md.contains("Calibrated T"), "{md}");
     for title in [
         "## Main table",
+        "## 2DGBNN against simpler compressions",
         "## Quantised BNN",
         "## Deep ensemble",
         "## Ablation",

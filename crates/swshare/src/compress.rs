@@ -227,16 +227,18 @@ pub fn compress<A: Architecture>(
     })
 }
 
-/// The stage-3-only baseline: the Bayesian model itself retrained with exactly stage 3's
-/// settings (`cfg.retrain`, its seed, and the stop rule `cfg.retrain_stop` measured against
-/// the same source confidence), without any sharing. Beside [`compress`] it tells what the
-/// retraining does on its own. Returns the model, its history and the stop rule's trace.
+/// The stage-3-only baseline: the Bayesian model itself retrained with stage 3's settings
+/// (`cfg.retrain`: optimiser, rates, batch size, seed) for `steps` optimiser steps, without any
+/// sharing. Beside [`compress`] it tells what the retraining does on its own, so `steps` is
+/// what 2DGBNN's stage 3 took ([`stage3_steps`]): the confidence rule cannot end this one, as
+/// the model is as confident as itself before its first step. Returns the model and its
+/// history (the last epoch partial when `steps` ends inside one).
 pub fn retrain_without_sharing<A: Architecture>(
     bayes: &Classifier<A::Body>,
     bayes_config: &A,
     data: &DataLoader,
-    validation: Option<&DataLoader>,
     cfg: &CompressConfig,
+    steps: usize,
     checkpointer: Option<&Checkpointer>,
     observer: &mut dyn Observer<A::Body>,
 ) -> Result<UnsharedRetrain<A>, CompressError> {
@@ -246,19 +248,50 @@ pub fn retrain_without_sharing<A: Architecture>(
     }
     let device = bayes.devices().first().cloned().unwrap_or_default();
     device.seed(cfg.retrain.seed);
-    let mut stop = StopRule::new(
-        cfg.retrain_stop,
-        bayes,
-        validation,
-        cfg.retrain.seed,
-        observer,
-    )?;
+    let mut stop = StopAtStep {
+        steps,
+        inner: observer,
+    };
     let (model, history) = train(bayes.clone(), data, &cfg.retrain, checkpointer, &mut stop)?;
-    Ok(UnsharedRetrain {
-        model,
-        history,
-        retrain_stop: stop.into_trace(),
-    })
+    Ok(UnsharedRetrain { model, history })
+}
+
+/// Optimiser steps of a stage-3 history: whole epochs of `steps_per_epoch`, and the steps of
+/// a last epoch a stop rule ended.
+pub fn stage3_steps(history: &[EpochStats], steps_per_epoch: usize) -> usize {
+    history
+        .iter()
+        .map(|e| e.partial_steps.unwrap_or(steps_per_epoch))
+        .sum()
+}
+
+/// Ends training after `steps` optimiser steps; everything else goes to `inner`.
+struct StopAtStep<'a, B: bnn_models::ClassifierBody> {
+    steps: usize,
+    inner: &'a mut dyn Observer<B>,
+}
+
+impl<B: bnn_models::ClassifierBody> Observer<B> for StopAtStep<'_, B> {
+    fn on_step(&mut self, info: &bnn_train::StepInfo) {
+        self.inner.on_step(info);
+    }
+
+    fn on_epoch(&mut self, stats: &EpochStats) {
+        self.inner.on_epoch(stats);
+    }
+
+    fn stop_checks_per_epoch(&self) -> usize {
+        // Asked before every step (training clamps this to the steps of an epoch).
+        usize::MAX
+    }
+
+    fn should_stop(
+        &mut self,
+        _model: &Classifier<B>,
+        at: bnn_train::Progress,
+    ) -> Result<bool, TrainError> {
+        Ok(at.epoch * at.steps + at.step >= self.steps)
+    }
 }
 
 /// The result of [`retrain_without_sharing`].
@@ -268,8 +301,6 @@ pub struct UnsharedRetrain<A: Architecture = bnn_models::ModelConfig> {
     pub model: Classifier<A::Body>,
     /// Training history, one entry per epoch.
     pub history: Vec<EpochStats>,
-    /// What the stop rule measured (`None` for [`RetrainStop::Epochs`]).
-    pub retrain_stop: Option<crate::RetrainStopTrace>,
 }
 
 #[cfg(test)]

@@ -408,54 +408,42 @@ fn stage_3_stops_once_the_source_confidence_is_recovered() {
     .unwrap();
 }
 
-/// The stage-3-only baseline retrains the Bayesian model itself with stage 3's settings: it
-/// stays Bayesian (no codebook), its weights move, the run repeats bit for bit, and the stop
-/// rule is the one `compress` uses (it needs the validation split).
+/// The stage-3-only baseline retrains the Bayesian model itself with stage 3's settings for
+/// the steps it is given: it stays Bayesian (no codebook), its weights move, it stops inside
+/// an epoch when the steps end there, and the run repeats bit for bit.
 #[test]
 fn stage_3_without_sharing_retrains_the_bayesian_model() {
-    use swshare::compress::{CompressConfig, retrain_without_sharing};
-    use swshare::retrain_stop::RetrainStop;
+    use swshare::compress::{CompressConfig, retrain_without_sharing, stage3_steps};
 
     let _guard = bnn_layers::lock_device_rng();
     let (bayes, config, train_loader, _, _) = trained_bayes(Arch::Mlp, 8, 512, 2);
     let mut cfg = CompressConfig {
-        retrain: TrainConfig::retrain(2),
+        retrain: TrainConfig::retrain(3),
         ..Default::default()
     };
     cfg.retrain.batch_size = 32;
-    let run = || {
+    // 512 images in batches of 32: 16 steps an epoch; 20 steps end inside the second.
+    let run = |steps| {
         retrain_without_sharing(
             &bayes,
             &config,
             &train_loader,
-            None,
             &cfg,
+            steps,
             None,
             &mut Silent,
         )
         .unwrap()
     };
-    let (a, b) = (run(), run());
+    let (a, b) = (run(20), run(20));
     assert_eq!(a.history.len(), 2);
-    assert!(a.retrain_stop.is_none());
+    assert_eq!(a.history[1].partial_steps, Some(4));
+    assert_eq!(stage3_steps(&a.history, 16), 20);
     let params = |m: &Network| bnn_layers::export_params(&m.valid());
     assert_eq!(params(&a.model), params(&b.model), "repeatable");
     assert_ne!(params(&a.model), params(&bayes), "trained");
     assert_eq!(a.model.counts(), bayes.counts(), "still the full BNN");
     assert!(a.model.codebook.is_none());
-
-    cfg.retrain_stop = RetrainStop::confidence_recovered();
-    let err = retrain_without_sharing(
-        &bayes,
-        &config,
-        &train_loader,
-        None,
-        &cfg,
-        None,
-        &mut Silent,
-    )
-    .map(|_| ())
-    .unwrap_err()
-    .to_string();
-    assert!(err.contains("validation"), "{err}");
+    // No steps, no change.
+    assert_eq!(params(&run(0).model), params(&bayes));
 }

@@ -12,6 +12,7 @@
 //! | table | rows |
 //! |---|---|
 //! | `main` | deterministic, Bayes by Backprop, 2DGBNN (the paper's columns) |
+//! | `equal-size` | 2DGBNN against baselines of about its size, each retrained with its stage-3 settings and stop rule: 1-D sharing (`mu` only), stage 3 without sharing (the BBB itself), the quantised BNNs; and BBB (f32) |
 //! | `quant` | BBB (f32), the quantised BNN with int8 means and sigma at each of [`TablesConfig::sigma_bits`], 2DGBNN |
 //! | `ensemble` | deterministic, the M-member deep ensemble, BBB, 2DGBNN |
 //! | `ablation` | 2DGBNN with and without ellipse weights and outliers |
@@ -55,6 +56,8 @@ use crate::store::{self, StageDir};
 pub enum TableId {
     /// Deterministic, BBB and 2DGBNN.
     Main,
+    /// 2DGBNN against simpler compressions retrained the same way.
+    EqualSize,
     /// The quantised BNN (Subedar et al.) beside 2DGBNN.
     Quant,
     /// The deep ensemble.
@@ -73,8 +76,9 @@ pub enum TableId {
 
 impl TableId {
     /// Every table, in report order.
-    pub const ALL: [TableId; 8] = [
+    pub const ALL: [TableId; 9] = [
         TableId::Main,
+        TableId::EqualSize,
         TableId::Quant,
         TableId::Ensemble,
         TableId::Ablation,
@@ -88,6 +92,7 @@ impl TableId {
     pub fn name(self) -> &'static str {
         match self {
             TableId::Main => "main",
+            TableId::EqualSize => "equal-size",
             TableId::Quant => "quant",
             TableId::Ensemble => "ensemble",
             TableId::Ablation => "ablation",
@@ -327,6 +332,62 @@ fn variant_row(
     Ok(g.row)
 }
 
+/// The rows of `table`'s 2DGBNN configurations ([`variants`]), with their labels; a
+/// configuration already in `computed` (trained in this run) is not trained again, and each
+/// new one is added to it.
+#[allow(clippy::too_many_arguments)]
+fn variant_rows(
+    setup: &Setup,
+    cfg: &TablesConfig,
+    table: TableId,
+    (bayes, bayes_config): (&Network, &ModelConfig),
+    data: &ExperimentData,
+    device: &Device,
+    computed: &mut Vec<(CompressConfig, Row)>,
+    progress: &mut dyn Progress,
+) -> Result<Vec<(String, Row)>, Error> {
+    let mut out = Vec::new();
+    for v in variants(setup, cfg, table) {
+        let found = computed
+            .iter()
+            .find(|(c, _)| *c == v.compress)
+            .map(|(_, r)| r.clone());
+        let r = match found {
+            Some(r) => r,
+            None => {
+                let r = variant_row(
+                    setup,
+                    &v.stage,
+                    &v.compress,
+                    bayes,
+                    bayes_config,
+                    data,
+                    device,
+                    progress,
+                )?;
+                computed.push((v.compress.clone(), r.clone()));
+                r
+            }
+        };
+        out.push((v.label, r));
+    }
+    Ok(out)
+}
+
+/// The row at `bits` in `done`, else `make`'s, kept there.
+fn qbnn_once(
+    done: &mut Vec<(u8, Row)>,
+    bits: u8,
+    make: impl FnOnce() -> Result<Row, Error>,
+) -> Result<Row, Error> {
+    if let Some((_, r)) = done.iter().find(|(b, _)| *b == bits) {
+        return Ok(r.clone());
+    }
+    let r = make()?;
+    done.push((bits, r.clone()));
+    Ok(r)
+}
+
 /// The quantised-BNN row at `bits`: quantise, write the `.qbnn` file, rebuild the model from
 /// its bytes, fit its temperature on the validation split (kept in the file), evaluate (stage
 /// `qbnn-sigma<bits>`).
@@ -436,7 +497,12 @@ pub fn run(
     let needs_bbb = tables.iter().any(|t| {
         matches!(
             t,
-            TableId::Quant | TableId::Ablation | TableId::GmmK | TableId::TauW | TableId::Merge
+            TableId::EqualSize
+                | TableId::Quant
+                | TableId::Ablation
+                | TableId::GmmK
+                | TableId::TauW
+                | TableId::Merge
         )
     });
     let bbb = match needs_bbb {
@@ -447,6 +513,8 @@ pub fn run(
     // Rows of 2DGBNN configurations computed in this run, so a configuration two tables share
     // trains once; the main configuration is the main table's row.
     let mut computed: Vec<(CompressConfig, Row)> = vec![(setup.compress.clone(), gbnn_row.clone())];
+    // The quantised BNNs' rows, made once for the tables that show them.
+    let mut qbnn_rows: Vec<(u8, Row)> = Vec::new();
     let mut ensemble_row = None;
     for &table in tables {
         match table {
@@ -460,9 +528,13 @@ pub fn run(
                 let data = data.as_ref().expect("opened");
                 rows.push(labelled(table, "bbb (f32)", bbb_row));
                 for &bits in &cfg.sigma_bits {
-                    progress.stage(&format!("qbnn-sigma{bits}"));
-                    let r = qbnn_row(setup, bits, bayes, bayes_config, data, device, bbb_params)?;
-                    progress.row(&r);
+                    let r = qbnn_once(&mut qbnn_rows, bits, || {
+                        progress.stage(&format!("qbnn-sigma{bits}"));
+                        let r =
+                            qbnn_row(setup, bits, bayes, bayes_config, data, device, bbb_params)?;
+                        progress.row(&r);
+                        Ok(r)
+                    })?;
                     rows.push(labelled(
                         table,
                         &format!("qbnn int8 mu, sigma {bits} bit"),
@@ -487,32 +559,60 @@ pub fn run(
                 rows.push(labelled(table, Method::Gbnn2d.name(), gbnn_row));
                 ensemble_row = Some(r);
             }
+            TableId::EqualSize => {
+                let (bayes, bayes_config) = bbb.as_ref().expect("loaded for equal-size");
+                let data = data.as_ref().expect("opened");
+                for (label, r) in variant_rows(
+                    setup,
+                    cfg,
+                    table,
+                    (bayes, bayes_config),
+                    data,
+                    &ad,
+                    &mut computed,
+                    progress,
+                )? {
+                    rows.push(labelled(table, &label, &r));
+                }
+                let r = experiment::unshared_retrain_row(
+                    setup,
+                    bayes,
+                    bayes_config,
+                    data,
+                    &ad,
+                    progress,
+                )?;
+                rows.push(labelled(table, "stage 3 without sharing", &r));
+                for &bits in &cfg.sigma_bits {
+                    let r = qbnn_once(&mut qbnn_rows, bits, || {
+                        progress.stage(&format!("qbnn-sigma{bits}"));
+                        let r =
+                            qbnn_row(setup, bits, bayes, bayes_config, data, device, bbb_params)?;
+                        progress.row(&r);
+                        Ok(r)
+                    })?;
+                    rows.push(labelled(
+                        table,
+                        &format!("qbnn int8 mu, sigma {bits} bit"),
+                        &r,
+                    ));
+                }
+                rows.push(labelled(table, "bbb (f32)", bbb_row));
+            }
             TableId::Ablation | TableId::GmmK | TableId::TauW | TableId::Merge => {
                 let (bayes, bayes_config) = bbb.as_ref().expect("loaded for variants");
                 let data = data.as_ref().expect("opened");
-                for v in variants(setup, cfg, table) {
-                    let found = computed
-                        .iter()
-                        .find(|(c, _)| *c == v.compress)
-                        .map(|(_, r)| r.clone());
-                    let r = match found {
-                        Some(r) => r,
-                        None => {
-                            let r = variant_row(
-                                setup,
-                                &v.stage,
-                                &v.compress,
-                                bayes,
-                                bayes_config,
-                                data,
-                                &ad,
-                                progress,
-                            )?;
-                            computed.push((v.compress.clone(), r.clone()));
-                            r
-                        }
-                    };
-                    rows.push(labelled(table, &v.label, &r));
+                for (label, r) in variant_rows(
+                    setup,
+                    cfg,
+                    table,
+                    (bayes, bayes_config),
+                    data,
+                    &ad,
+                    &mut computed,
+                    progress,
+                )? {
+                    rows.push(labelled(table, &label, &r));
                 }
             }
             TableId::Timing => {}

@@ -103,6 +103,13 @@ pub fn source_sizes(source: &DataSource) -> (usize, usize) {
     (count(Split::Train), test)
 }
 
+/// Adds `stage` unless a stage of its name is planned already (two tables may share one).
+fn push_once(stages: &mut Vec<PlannedStage>, stage: PlannedStage) {
+    if !stages.iter().any(|s| s.stage == stage.stage) {
+        stages.push(stage);
+    }
+}
+
 /// The stages a run of `tables` (the main experiment alone when empty) will make for `setup`,
 /// without opening any data of a preset (a user's data set is read to count its images,
 /// [`source_sizes`]).
@@ -170,11 +177,44 @@ pub fn plan(setup: &Setup, cfg: &TablesConfig, tables: &[TableId]) -> Plan {
         match t {
             TableId::Quant => {
                 for b in &cfg.sigma_bits {
-                    stages.push(evaluated(
-                        format!("qbnn-sigma{b}"),
-                        format!("quantise the BBB model (sigma {b} bits), evaluate"),
+                    push_once(
+                        &mut stages,
+                        evaluated(
+                            format!("qbnn-sigma{b}"),
+                            format!("quantise the BBB model (sigma {b} bits), evaluate"),
+                            eval(s),
+                        ),
+                    );
+                }
+            }
+            TableId::EqualSize => {
+                for v in variants(setup, cfg, t) {
+                    if planned.contains(&v.compress) {
+                        continue;
+                    }
+                    stages.push(trained(
+                        &v.stage,
+                        &format!("{}: stages 1-2, retrain, evaluate", v.label),
+                        &v.compress.retrain,
                         eval(s),
                     ));
+                    planned.push(v.compress);
+                }
+                stages.push(trained(
+                    crate::experiment::UNSHARED_RETRAIN_STAGE,
+                    "retrain the BBB model with 2DGBNN's stage-3 settings, no sharing, evaluate",
+                    &setup.compress.retrain,
+                    eval(s),
+                ));
+                for b in &cfg.sigma_bits {
+                    push_once(
+                        &mut stages,
+                        evaluated(
+                            format!("qbnn-sigma{b}"),
+                            format!("quantise the BBB model (sigma {b} bits), evaluate"),
+                            eval(s),
+                        ),
+                    );
                 }
             }
             TableId::Ensemble => {

@@ -352,6 +352,36 @@ pub fn markdown(
                     r.gaussians_after_merge,
                 ));
             }
+            TableId::EqualSize => {
+                md.push_str(
+                    "## 2DGBNN against simpler compressions\n\n\
+                     Each compression of the BBB model is retrained with 2DGBNN's stage-3 \
+                     settings and stop rule: 1-D sharing clusters the weights by `mu` alone \
+                     (one sigma per cluster, the same outlier rules, no ellipses or merging); \
+                     stage 3 without sharing retrains the BBB model itself (what the \
+                     retraining does on its own); the quantised BNNs are not retrained.\n\n",
+                );
+                md.push_str(&model_table(
+                    &rows,
+                    &["Model"],
+                    &|s| vec![s.label.clone()],
+                    &[
+                        "Parameters",
+                        "Parameters vs BBB",
+                        "Model bytes",
+                        "Bytes vs BBB file",
+                    ],
+                    &|s| {
+                        vec![
+                            int(s.parameters),
+                            rel_params(s),
+                            int(s.model_bytes),
+                            rel_bytes(s),
+                        ]
+                    },
+                ));
+                md.push('\n');
+            }
             TableId::Quant => {
                 md.push_str(
                     "## Quantised BNN (Subedar et al. 2021, bayesian-torch `bnn_to_qbnn`)\n\n\

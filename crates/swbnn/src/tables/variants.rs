@@ -1,6 +1,7 @@
 //! The 2DGBNN configurations of the ablation and sweep tables, each derived from the main
 //! experiment's [`CompressConfig`] by changing one thing.
 
+use swshare::SharingSpace;
 use swshare::compress::CompressConfig;
 
 use super::{TableId, TablesConfig};
@@ -47,6 +48,14 @@ pub fn variants(setup: &Setup, cfg: &TablesConfig, table: TableId) -> Vec<Varian
         }
     };
     match table {
+        TableId::EqualSize => vec![
+            v("2dgbnn".into(), Method::Gbnn2d.name().into(), &|_| {}),
+            v(
+                format!("1-D sharing (mu only, K = {})", base.sharing.gmm.k),
+                "equal-size-mu-only".into(),
+                &|c| c.sharing.space = SharingSpace::MuOnly,
+            ),
+        ],
         TableId::Ablation => vec![
             v(
                 "2dgbnn (outliers and ellipses)".into(),
