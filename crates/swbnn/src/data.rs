@@ -357,7 +357,7 @@ pub fn open_eval_data(
     }
     let ood = match (ood, ood_dir) {
         (Some(DataSource::Preset(id)), Some(dir)) => Some(open_ood_verified(*id, dir)?),
-        (Some(DataSource::Preset(id)), None) => Some(open_verified(*id, Split::Test, data_dir)?),
+        (Some(DataSource::Preset(id)), None) => Some(open_preset_ood(*id, data_dir)?),
         (Some(user), _) => Some(open_user_ood(user, config)?),
         (None, _) => None,
     };
@@ -376,6 +376,28 @@ pub fn open_eval_data(
         ood,
         ood_source,
     })
+}
+
+/// The test split of the preset `id` as an out-of-distribution set named without a folder: found
+/// as `cargo xtask reproduce` finds it ([`OodSearch`]: `data_dir` or the standard search, then
+/// the folder of 10,000 MNIST digits beside a checkout, `../shared/data/mnist-10k` from the
+/// working directory), else downloaded where downloads are allowed. The folder read is named
+/// with the result ([`EvalData::ood_source`]), so a sample is never taken for the test split.
+pub fn open_preset_ood(id: DatasetId, data_dir: Option<&Path>) -> Result<OpenedSplit, Error> {
+    open_preset_ood_in(id, data_dir, &OodSearch::from_env(Path::new(".")))
+}
+
+fn open_preset_ood_in(
+    id: DatasetId,
+    data_dir: Option<&Path>,
+    search: &OodSearch,
+) -> Result<OpenedSplit, Error> {
+    if data_dir.is_none()
+        && let Some(dir) = search.find(id)
+    {
+        return open_ood_verified(id, &dir);
+    }
+    open_verified(id, Split::Test, data_dir)
 }
 
 /// A user's out-of-distribution set: its test split when it has one, else all its images (a
@@ -794,6 +816,27 @@ pub(crate) mod tests {
         let search = cache_only(root.path(), vec![digits.clone()]);
         assert_eq!(search.find(DatasetId::Mnist), Some(digits));
         assert_eq!(search.find(DatasetId::Svhn), None);
+    }
+
+    /// `eval --ood mnist` without `--ood-dir` reads the digits beside a checkout when the
+    /// standard places have none, as `cargo xtask reproduce` does; it used to look only in
+    /// the standard places and then try to download.
+    #[test]
+    fn a_preset_ood_set_is_found_beside_the_checkout() {
+        let root = tempfile::tempdir().unwrap();
+        let digits = root.path().join("shared/data/mnist-10k");
+        std::fs::create_dir_all(&digits).unwrap();
+        write_idx(
+            &digits.join("images-idx3-ubyte.gz"),
+            2051,
+            &[2, 28, 28],
+            &[9; 2 * 784],
+        );
+        write_idx(&digits.join("labels-idx1-ubyte.gz"), 2049, &[2], &[3, 4]);
+        let search = cache_only(&root.path().join("cache"), vec![digits.clone()]);
+        let opened = open_preset_ood_in(DatasetId::Mnist, None, &search).unwrap();
+        assert_eq!(opened.dir, digits);
+        assert_eq!(opened.data.len(), 2);
     }
 
     /// `n` images of 2x1 pixels that spell their own index, in `classes` classes.

@@ -19,8 +19,8 @@ use swshare::{SharingPlan, WeightTable};
 
 use crate::Error;
 use crate::data::{
-    eval_loader, model_images, model_norm, open_ood, open_source, open_user_ood, subset,
-    subset_at_most,
+    eval_loader, model_images, model_norm, open_ood, open_preset_ood, open_source, open_user_ood,
+    subset, subset_at_most,
 };
 use crate::figures::{CleanMetrics, ModelPredictions};
 use crate::method::Method;
@@ -272,11 +272,9 @@ impl Loaders {
             Some((source, dir)) => {
                 let data = match (&source, dir, config) {
                     (DataSource::Preset(id), Some(dir), _) => open_ood(*id, dir)?,
-                    (DataSource::Preset(id), None, _) => {
-                        open_source(&source, Split::Test, data_dir, images)
-                            .map(|o| o.data)
-                            .map_err(|e| Error::Usage(format!("the OOD set {id}: {e}")))?
-                    }
+                    (DataSource::Preset(id), None, _) => open_preset_ood(*id, data_dir)
+                        .map(|o| o.data)
+                        .map_err(|e| Error::Usage(format!("the OOD set {id}: {e}")))?,
                     (_, _, Some(c)) => open_user_ood(&source, c)?.data,
                     (_, _, None) => {
                         return Err(Error::Usage(format!(
