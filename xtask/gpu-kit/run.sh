@@ -10,7 +10,7 @@
 #   samples), ours on cuda and wgpu, interleaved with PyTorch at fp32 (TF32 off) and TF32 on;
 #   a short Fashion-MNIST ResNet-20 reproduction on cuda.
 # Everything lands under $OUT: results.jsonl (one JSON line per measurement), gpu.csv
-# (nvidia-smi samples), env.txt, run.log, and logs.tar.gz (each step's stdout and stderr, the
+# (nvidia-smi samples), env.txt, vulkan.txt (the Vulkan diagnostics and wgpu's ICD tries), run.log, and logs.tar.gz (each step's stdout and stderr, the
 # reproduction's folder).
 #
 # KIT_STEPS="name name ..." runs only the steps named.
@@ -115,6 +115,57 @@ else
 fi
 TRAIN=("$BIN/xtask" bench train-step "${ARCH[@]}" "${STEPS[@]}" --kind bayesian --estimator reparam)
 INFER=("$BIN/xtask" bench mc-inference "${ARCH[@]}" "${MC[@]}" --kind bayesian --estimator reparam)
+
+# wgpu needs the Vulkan loader to find NVIDIA's driver (an ICD file naming its library). GPU
+# machines ship it in different places, or not at all ("no adapter found" on one H200 where
+# the day before's H100s ran wgpu). Before the steps: the Vulkan diagnostics into vulkan.txt,
+# then a tiny wgpu run with the loader's default, with each NVIDIA ICD file found, and with
+# one written for the driver's own library; the first that starts is kept for every wgpu step
+# (VK_ICD_FILENAMES, and VK_DRIVER_FILES for newer loaders). WGPU_BACKEND is not the lever:
+# cubecl-wgpu 0.11 chooses its wgpu backends itself and does not read it.
+vulkan_probe() {
+  timeout -k 3 90 "$BIN/xtask" bench mc-inference --arch resnet20 --input 1x28 --batch 2 \
+    --samples 1 --batches 1 --warmup 0 --kind bayesian --estimator reparam --backend wgpu
+}
+pick_vulkan() {
+  local tries=("") f lib
+  {
+    echo "== Vulkan diagnostics"
+    ls -l /usr/share/vulkan/icd.d /etc/vulkan/icd.d /usr/local/nvidia/share/vulkan/icd.d 2>&1
+    ldconfig -p | grep -E 'libvulkan|libGLX_nvidia|libnvidia-vulkan|libEGL_nvidia'
+    command -v vulkaninfo > /dev/null && timeout 20 vulkaninfo --summary 2>&1 | head -n 60
+    nvidia-smi -q 2>/dev/null | grep -iE 'driver version|cuda version'
+  } >> "$OUT/vulkan.txt" 2>&1
+  for f in /usr/share/vulkan/icd.d/nvidia*.json /etc/vulkan/icd.d/nvidia*.json \
+           /usr/local/nvidia/share/vulkan/icd.d/*.json /usr/share/vulkan/icd.d/*nvidia*.json; do
+    [ -f "$f" ] && [[ " ${tries[*]} " != *" $f "* ]] && tries+=("$f")
+  done
+  lib=$(ldconfig -p | awk '/libGLX_nvidia\.so\.0/ {print $NF; exit}')
+  if [ -n "$lib" ]; then
+    f=$KIT/nvidia_icd.json
+    printf '{"file_format_version": "1.0.0", "ICD": {"library_path": "%s", "api_version": "1.3.0"}}\n' \
+      "$lib" > "$f"
+    tries+=("$f")
+  fi
+  for f in "${tries[@]}"; do
+    if [ -n "$f" ]; then
+      export VK_ICD_FILENAMES=$f VK_DRIVER_FILES=$f
+    else
+      unset VK_ICD_FILENAMES VK_DRIVER_FILES
+    fi
+    echo "== wgpu with the ICD ${f:-of the default search}" >> "$OUT/vulkan.txt"
+    if vulkan_probe >> "$OUT/vulkan.txt" 2>&1; then
+      echo "wgpu: a Vulkan adapter with the ICD ${f:-of the default search}"
+      return 0
+    fi
+  done
+  unset VK_ICD_FILENAMES VK_DRIVER_FILES
+  echo "wgpu: no Vulkan adapter with any of ${#tries[@]} ICD choices (vulkan.txt); the wgpu steps will fail"
+  return 1
+}
+if [ -z "${KIT_STEPS:-}" ] || [[ "$KIT_STEPS" == *wgpu* ]]; then
+  pick_vulkan
+fi
 
 if part 1; then
 # The tests first: a failing kernel makes its figures meaningless.
