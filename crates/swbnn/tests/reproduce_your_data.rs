@@ -121,7 +121,7 @@ fn tiny_setup(source: &DataSource, out: &Path) -> Setup {
     setup
 }
 
-fn run(setup: &Setup, tables: &[TableId]) -> Result<Reproduction, swbnn::Error> {
+fn run(setup: &Setup, tables: &[TableId]) -> Result<Reproduction, Box<swbnn::Error>> {
     let context = ReportContext {
         command: "test".into(),
         backend: "test".into(),
@@ -135,6 +135,7 @@ fn run(setup: &Setup, tables: &[TableId]) -> Result<Reproduction, swbnn::Error> 
         &context,
         &mut Quiet,
     )
+    .map_err(Box::new)
 }
 
 /// Checks a finished single-seed run in `out` and returns its report's text.
