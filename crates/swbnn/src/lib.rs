@@ -73,6 +73,9 @@ pub enum Error {
     /// Converting layers.
     #[error(transparent)]
     Layer(#[from] bnn_layers::LayerError),
+    /// A PyTorch import or export.
+    #[error(transparent)]
+    Interop(#[from] interop::InteropError),
     /// The weight-sharing stages.
     #[error(transparent)]
     Swshare(#[from] swshare::SwshareError),

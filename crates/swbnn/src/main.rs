@@ -18,7 +18,7 @@ fn keep_freed_memory() {
     unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1) };
 }
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
@@ -28,16 +28,15 @@ use bnn_models::Arch;
 use bnn_train::{DataParallel, EpochStats, Observer, StepInfo};
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
+use swbnn::args;
 use swbnn::commands::{
     self, CalibrateRequest, CompressRequest, CompressSettings, EvalRequest, Scaling, TrainKind,
     TrainRequest,
 };
 use swbnn::experiment::Progress;
-use swbnn::load::{LoadedModel, load_model};
 use swbnn::presets::BbbRecipe;
 use swbnn::results::Row;
 use swbnn::setup::ValidationSplit;
-use swbnn::{args, checks};
 
 #[derive(Parser)]
 #[command(
@@ -555,19 +554,16 @@ fn run() -> Result<()> {
                 args.out.display()
             );
         }
-        Command::Export(args) if args.out == Path::new("-") => {
-            let LoadedModel { net, config, .. } = load_model(&args.model, &device)?;
-            let (bytes, n) = swbnn::interop::export_bytes(&net, &config, args.convention)?;
-            std::io::Write::write_all(&mut std::io::stdout().lock(), &bytes)
-                .context("writing to standard output")?;
-            eprintln!("wrote {n} tensors to standard output");
-        }
-        Command::Export(args) => {
-            let out = checks::output_target("--out", &args.out, Some(args.force), &[&args.model])?;
-            let LoadedModel { net, config, .. } = load_model(&args.model, &device)?;
-            let n = swbnn::interop::write_export(&net, &config, args.convention, &out, true)?;
-            eprintln!("wrote {} ({n} tensors)", args.out.display());
-        }
+        Command::Export(args) => match swbnn::interop::run_export(&args, &device)? {
+            swbnn::interop::Exported::Stream { bytes, tensors } => {
+                std::io::Write::write_all(&mut std::io::stdout().lock(), &bytes)
+                    .context("writing to standard output")?;
+                eprintln!("wrote {tensors} tensors to standard output");
+            }
+            swbnn::interop::Exported::File { path, tensors } => {
+                eprintln!("wrote {} ({tensors} tensors)", path.display());
+            }
+        },
         Command::Inspect { model } => {
             // Everything loading checks, so a file `inspect` passes is one `eval` accepts.
             let (data, _) =

@@ -203,6 +203,44 @@ pub fn run_import(args: &ImportArgs, device: &Device) -> Result<ImportRecord, In
     Ok(record)
 }
 
+/// What [`run_export`] made.
+#[derive(Debug)]
+pub enum Exported {
+    /// The `.safetensors` bytes, for standard output (`--out -`).
+    Stream {
+        /// The file's bytes.
+        bytes: Vec<u8>,
+        /// Tensors in it.
+        tensors: usize,
+    },
+    /// The file written.
+    File {
+        /// Where.
+        path: PathBuf,
+        /// Tensors in it.
+        tensors: usize,
+    },
+}
+
+/// `swbnn export`: reads `args.model` (any kind [`crate::load::load_model`] opens) and writes
+/// it under `args.convention`'s names, atomically, to `args.out`: an existing file only with
+/// `args.force`, never one of the inputs. With `args.out` `-` it returns the bytes instead,
+/// for the caller to stream.
+pub fn run_export(args: &ExportArgs, device: &Device) -> Result<Exported, crate::Error> {
+    if args.out == Path::new("-") {
+        let loaded = crate::load::load_model(&args.model, device)?;
+        let (bytes, tensors) = export_bytes(&loaded.net, &loaded.config, args.convention)?;
+        return Ok(Exported::Stream { bytes, tensors });
+    }
+    let out = crate::checks::output_target("--out", &args.out, Some(args.force), &[&args.model])?;
+    let loaded = crate::load::load_model(&args.model, device)?;
+    let tensors = write_export(&loaded.net, &loaded.config, args.convention, &out, true)?;
+    Ok(Exported::File {
+        path: args.out.clone(),
+        tensors,
+    })
+}
+
 /// `swbnn export`'s arguments.
 #[derive(Debug, clap::Args)]
 pub struct ExportArgs {
