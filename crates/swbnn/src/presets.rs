@@ -331,6 +331,11 @@ fn read_patch(path: &Path) -> Result<serde_json::Value, crate::Error> {
     serde_json::from_slice(&bytes).map_err(|e| crate::Error::parse(path, e))
 }
 
+/// The integration tests' `.npz` fixtures, for the recipe's unit tests.
+#[cfg(test)]
+#[path = "../tests/common/npz_fixture.rs"]
+mod npz_fixture;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -486,46 +491,7 @@ mod tests {
 
     /// A `.npz` of `n` training and `n / 2` test grey `side x side` images of 3 classes.
     pub(crate) fn write_tiny_npz(path: &Path, n: usize, side: usize) {
-        use std::io::Write;
-        let npy = |shape: &[usize], data: &[u8]| {
-            let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
-            let shape = match dims.len() {
-                1 => format!("({},)", dims[0]),
-                _ => format!("({})", dims.join(", ")),
-            };
-            let mut header =
-                format!("{{'descr': '|u1', 'fortran_order': False, 'shape': {shape}, }}");
-            while (10 + header.len() + 1) % 64 != 0 {
-                header.push(' ');
-            }
-            header.push('\n');
-            let mut out = b"\x93NUMPY\x01\x00".to_vec();
-            out.extend_from_slice(&(header.len() as u16).to_le_bytes());
-            out.extend_from_slice(header.as_bytes());
-            out.extend_from_slice(data);
-            out
-        };
-        let images = |n: usize| {
-            let labels: Vec<u8> = (0..n).map(|i| (i % 3) as u8).collect();
-            let pixels: Vec<u8> = (0..n * side * side)
-                .map(|p| ((p * 37 + p / (side * side) * 11) % 251) as u8)
-                .collect();
-            (npy(&[n, side, side], &pixels), npy(&[n], &labels))
-        };
-        let (xtr, ytr) = images(n);
-        let (xte, yte) = images(n / 2);
-        let mut zip = zip::ZipWriter::new(std::fs::File::create(path).unwrap());
-        let options = zip::write::SimpleFileOptions::default();
-        for (name, bytes) in [
-            ("x_train", xtr),
-            ("y_train", ytr),
-            ("x_test", xte),
-            ("y_test", yte),
-        ] {
-            zip.start_file(format!("{name}.npy"), options).unwrap();
-            zip.write_all(&bytes).unwrap();
-        }
-        zip.finish().unwrap();
+        npz_fixture::write_image_npz(path, n, n / 2, side);
     }
 
     #[test]

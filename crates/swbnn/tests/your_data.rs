@@ -3,7 +3,6 @@
 //! (deterministic, then Bayesian from it), compress, calibrate and eval; bad data sets are
 //! refused naming the file.
 
-use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -33,59 +32,8 @@ fn refused(args: &[&str], needles: &[&str]) {
     }
 }
 
-/// `n` grey `side x side` images of 3 classes: class `c` lights rows `c * side / 3 ..`, on
-/// seeded noise. Returns `(pixels, labels)`.
-fn images(n: usize, side: usize, seed: u64) -> (Vec<u8>, Vec<u8>) {
-    let mut state = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
-    let mut next = || {
-        state = state
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (state >> 33) as u32
-    };
-    let (mut pixels, mut labels) = (Vec::new(), Vec::new());
-    for i in 0..n {
-        let c = i % 3;
-        labels.push(c as u8);
-        for r in 0..side {
-            for _ in 0..side {
-                let lit = (r * 3 / side == c) && next() % 4 != 0;
-                pixels.push(if lit { 160 } else { 0 } + (next() % 90) as u8);
-            }
-        }
-    }
-    (pixels, labels)
-}
-
-/// The `.npy` bytes of a uint8 array of `shape`.
-fn npy(shape: &[usize], data: &[u8]) -> Vec<u8> {
-    let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
-    let shape = match dims.len() {
-        1 => format!("({},)", dims[0]),
-        _ => format!("({})", dims.join(", ")),
-    };
-    let mut header = format!("{{'descr': '|u1', 'fortran_order': False, 'shape': {shape}, }}");
-    while (10 + header.len() + 1) % 64 != 0 {
-        header.push(' ');
-    }
-    header.push('\n');
-    let mut out = b"\x93NUMPY\x01\x00".to_vec();
-    out.extend_from_slice(&(header.len() as u16).to_le_bytes());
-    out.extend_from_slice(header.as_bytes());
-    out.extend_from_slice(data);
-    out
-}
-
-fn write_npz(path: &Path, arrays: &[(&str, Vec<u8>)]) {
-    let mut zip = zip::ZipWriter::new(std::fs::File::create(path).unwrap());
-    let options = zip::write::SimpleFileOptions::default()
-        .compression_method(zip::CompressionMethod::Deflated);
-    for (name, bytes) in arrays {
-        zip.start_file(format!("{name}.npy"), options).unwrap();
-        zip.write_all(bytes).unwrap();
-    }
-    zip.finish().unwrap();
-}
+mod common;
+use common::npz_fixture::{images, npy, write_npz};
 
 /// Trains, compresses, calibrates and evaluates on `dataset`; returns eval's JSON.
 fn whole_method(dir: &Path, dataset: &str, train_extra: &[&str]) -> serde_json::Value {

@@ -374,18 +374,39 @@ fn variant_rows(
     Ok(out)
 }
 
-/// The row at `bits` in `done`, else `make`'s, kept there.
-fn qbnn_once(
+/// What the quantised rows are made from.
+struct QuantInputs<'a> {
+    bayes: (&'a Network, &'a ModelConfig),
+    data: &'a ExperimentData,
+    device: &'a Device,
+    bbb_params: usize,
+}
+
+/// The quantised BNN's row at each of `cfg.sigma_bits`, labelled; a row already in `done`
+/// (made for another table of this run) is not made again, and each new one is kept there.
+fn quant_rows(
     done: &mut Vec<(u8, Row)>,
-    bits: u8,
-    make: impl FnOnce() -> Result<Row, Error>,
-) -> Result<Row, Error> {
-    if let Some((_, r)) = done.iter().find(|(b, _)| *b == bits) {
-        return Ok(r.clone());
+    setup: &Setup,
+    cfg: &TablesConfig,
+    q: &QuantInputs<'_>,
+    progress: &mut dyn Progress,
+) -> Result<Vec<(String, Row)>, Error> {
+    let mut out = Vec::new();
+    for &bits in &cfg.sigma_bits {
+        let r = match done.iter().find(|(b, _)| *b == bits) {
+            Some((_, r)) => r.clone(),
+            None => {
+                progress.stage(&format!("qbnn-sigma{bits}"));
+                let (bayes, config) = q.bayes;
+                let r = qbnn_row(setup, bits, bayes, config, q.data, q.device, q.bbb_params)?;
+                progress.row(&r);
+                done.push((bits, r.clone()));
+                r
+            }
+        };
+        out.push((format!("qbnn int8 mu, sigma {bits} bit"), r));
     }
-    let r = make()?;
-    done.push((bits, r.clone()));
-    Ok(r)
+    Ok(out)
 }
 
 /// The quantised-BNN row at `bits`: quantise, write the `.qbnn` file, rebuild the model from
@@ -527,19 +548,14 @@ pub fn run(
                 let (bayes, bayes_config) = bbb.as_ref().expect("loaded for quant");
                 let data = data.as_ref().expect("opened");
                 rows.push(labelled(table, "bbb (f32)", bbb_row));
-                for &bits in &cfg.sigma_bits {
-                    let r = qbnn_once(&mut qbnn_rows, bits, || {
-                        progress.stage(&format!("qbnn-sigma{bits}"));
-                        let r =
-                            qbnn_row(setup, bits, bayes, bayes_config, data, device, bbb_params)?;
-                        progress.row(&r);
-                        Ok(r)
-                    })?;
-                    rows.push(labelled(
-                        table,
-                        &format!("qbnn int8 mu, sigma {bits} bit"),
-                        &r,
-                    ));
+                let quant = QuantInputs {
+                    bayes: (bayes, bayes_config),
+                    data,
+                    device,
+                    bbb_params,
+                };
+                for (label, r) in quant_rows(&mut qbnn_rows, setup, cfg, &quant, progress)? {
+                    rows.push(labelled(table, &label, &r));
                 }
                 rows.push(labelled(table, Method::Gbnn2d.name(), gbnn_row));
             }
@@ -583,19 +599,14 @@ pub fn run(
                     progress,
                 )?;
                 rows.push(labelled(table, "stage 3 without sharing", &r));
-                for &bits in &cfg.sigma_bits {
-                    let r = qbnn_once(&mut qbnn_rows, bits, || {
-                        progress.stage(&format!("qbnn-sigma{bits}"));
-                        let r =
-                            qbnn_row(setup, bits, bayes, bayes_config, data, device, bbb_params)?;
-                        progress.row(&r);
-                        Ok(r)
-                    })?;
-                    rows.push(labelled(
-                        table,
-                        &format!("qbnn int8 mu, sigma {bits} bit"),
-                        &r,
-                    ));
+                let quant = QuantInputs {
+                    bayes: (bayes, bayes_config),
+                    data,
+                    device,
+                    bbb_params,
+                };
+                for (label, r) in quant_rows(&mut qbnn_rows, setup, cfg, &quant, progress)? {
+                    rows.push(labelled(table, &label, &r));
                 }
                 rows.push(labelled(table, "bbb (f32)", bbb_row));
             }

@@ -3,6 +3,7 @@
 
 use bnn_data::{DataSource, DatasetId, FolderImages, Split};
 use serde::{Deserialize, Serialize};
+use swshare::compress::CompressConfig;
 use swshare::retrain_stop::RetrainStop;
 
 use super::{TableId, TablesConfig, variants};
@@ -172,50 +173,52 @@ pub fn plan(setup: &Setup, cfg: &TablesConfig, tables: &[TableId]) -> Plan {
             eval(s) + corrupt(s),
         ),
     ];
+    // Two tables may show the same quantised rows, or the same 2DGBNN configuration: each is
+    // planned once.
+    let quant_stages = |stages: &mut Vec<PlannedStage>| {
+        for b in &cfg.sigma_bits {
+            push_once(
+                stages,
+                evaluated(
+                    format!("qbnn-sigma{b}"),
+                    format!("quantise the BBB model (sigma {b} bits), evaluate"),
+                    eval(s),
+                ),
+            );
+        }
+    };
+    let variant_stages = |stages: &mut Vec<PlannedStage>,
+                          planned: &mut Vec<CompressConfig>,
+                          t: TableId,
+                          prefix: &str| {
+        for v in variants(setup, cfg, t) {
+            if planned.contains(&v.compress) {
+                continue;
+            }
+            stages.push(trained(
+                &v.stage,
+                &format!("{prefix}{}: stages 1-2, retrain, evaluate", v.label),
+                &v.compress.retrain,
+                eval(s),
+            ));
+            planned.push(v.compress);
+        }
+    };
     let mut planned = vec![setup.compress.clone()];
     for &t in tables {
         match t {
             TableId::Quant => {
-                for b in &cfg.sigma_bits {
-                    push_once(
-                        &mut stages,
-                        evaluated(
-                            format!("qbnn-sigma{b}"),
-                            format!("quantise the BBB model (sigma {b} bits), evaluate"),
-                            eval(s),
-                        ),
-                    );
-                }
+                quant_stages(&mut stages);
             }
             TableId::EqualSize => {
-                for v in variants(setup, cfg, t) {
-                    if planned.contains(&v.compress) {
-                        continue;
-                    }
-                    stages.push(trained(
-                        &v.stage,
-                        &format!("{}: stages 1-2, retrain, evaluate", v.label),
-                        &v.compress.retrain,
-                        eval(s),
-                    ));
-                    planned.push(v.compress);
-                }
+                variant_stages(&mut stages, &mut planned, t, "");
                 stages.push(trained(
                     crate::experiment::UNSHARED_RETRAIN_STAGE,
                     "retrain the BBB model with 2DGBNN's stage-3 settings, no sharing, evaluate",
                     &setup.compress.retrain,
                     eval(s),
                 ));
-                for b in &cfg.sigma_bits {
-                    push_once(
-                        &mut stages,
-                        evaluated(
-                            format!("qbnn-sigma{b}"),
-                            format!("quantise the BBB model (sigma {b} bits), evaluate"),
-                            eval(s),
-                        ),
-                    );
-                }
+                quant_stages(&mut stages);
             }
             TableId::Ensemble => {
                 for i in 1..cfg.ensemble_members {
@@ -233,18 +236,7 @@ pub fn plan(setup: &Setup, cfg: &TablesConfig, tables: &[TableId]) -> Plan {
                 ));
             }
             TableId::Ablation | TableId::GmmK | TableId::TauW | TableId::Merge => {
-                for v in variants(setup, cfg, t) {
-                    if planned.contains(&v.compress) {
-                        continue;
-                    }
-                    stages.push(trained(
-                        &v.stage,
-                        &format!("2DGBNN {}: stages 1-2, retrain, evaluate", v.label),
-                        &v.compress.retrain,
-                        eval(s),
-                    ));
-                    planned.push(v.compress);
-                }
+                variant_stages(&mut stages, &mut planned, t, "2DGBNN ");
             }
             TableId::Timing => {
                 let n = cfg.timing.images.min(test) as u64;
