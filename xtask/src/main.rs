@@ -128,6 +128,11 @@ enum Command {
         /// reading any data.
         #[arg(long)]
         dry_run: bool,
+        /// A near out-of-distribution set instead of the preset's: `heldout:CLASSES` (e.g.
+        /// `heldout:6,9`) holds those classes out of training and validation; the test rows
+        /// cover the other classes, and the OOD set is the held-out classes' test images.
+        #[arg(long, value_parser = swbnn::args::held_out_classes)]
+        ood: Option<Vec<u32>>,
     },
     /// Mutation fuzzing of the readers of untrusted files; one JSON line per target. Fails
     /// on any panic or an execution beyond the heap (or, for swb-cost, decode-work) bound.
@@ -252,6 +257,7 @@ fn main() -> Result<()> {
             setup: patch,
             tables,
             dry_run,
+            ood,
         } => {
             anyhow::ensure!(seeds >= 1, "--seeds must be at least 1");
             let name = match dataset.preset() {
@@ -276,6 +282,11 @@ fn main() -> Result<()> {
                 if swbnn::presets::patch_sets(&path, "ood")? {
                     ood_to_fetch = None;
                 }
+            }
+            if let Some(classes) = ood {
+                setup.held_out_classes = classes;
+                setup.ood = None;
+                ood_to_fetch = None;
             }
             setup.data_dir = data.or(setup.data_dir);
             if corruptions {
@@ -367,7 +378,7 @@ fn main() -> Result<()> {
                 }
             }
             eprintln!(
-                "reproduce {}: {} ({}), seed number {}{}, validation split {}, train subset {:?}, epochs det/bbb/retrain {}/{}/{}{}, OOD {:?}",
+                "reproduce {}: {} ({}), seed number {}{}, validation split {}, train subset {:?}, epochs det/bbb/retrain {}/{}/{}{}, OOD {}",
                 name,
                 setup.arch,
                 if quick { "quick" } else { "full" },
@@ -386,7 +397,13 @@ fn main() -> Result<()> {
                     swshare::retrain_stop::RetrainStop::ConfidenceRecovered { .. } =>
                         " (at most: stage 3 ends once BBB's confidence is recovered)",
                 },
-                setup.ood.as_ref().map(|(id, _)| id.name())
+                match (&setup.ood, &setup.held_out_classes[..]) {
+                    (_, [_, ..]) => format!("the held-out classes {:?}", setup.held_out_classes),
+                    (Some((id, _)), []) if setup.ood_halves =>
+                        format!("{id} (half B; half A validates)"),
+                    (Some((id, _)), []) => id.name().to_string(),
+                    (None, []) => "none".to_string(),
+                }
             );
             let context = ReportContext {
                 command: std::iter::once("cargo xtask".to_string())

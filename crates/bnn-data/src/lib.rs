@@ -104,7 +104,7 @@ pub use mat::{MatArray, MatData, parse_mat, read_mat};
 pub use npz::{MAX_NPY_BYTES, load_npz, npz_has_test};
 pub use rng::{SampleRng, derive_seed};
 pub use source::DataSource;
-pub use subset::Subset;
+pub use subset::{ClassSubset, Subset};
 pub use svhn::{load_svhn, load_svhn_mat, svhn_file};
 pub use tiles::{TILE_GRID, TileShuffled};
 pub use transform::{

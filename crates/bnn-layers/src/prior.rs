@@ -56,6 +56,13 @@ pub enum SharedKl {
     /// widens and shrinks the shared entries and left LeNet-5 under-confident (ECE 0.025 vs
     /// 0.009 with this bound, docs/results.md).
     Mixture,
+    /// A codebook-level KL: `sum_k n_k KL(N_k || p)` over the codebook entries, `n_k` the
+    /// weights that use entry `k` (an ellipse weight counts its blend weight `alpha_j` towards
+    /// each entry it blends), plus the outliers' own KL. It differs from
+    /// [`SharedKl::PerWeight`] only through the ellipse weights, whose blended distribution's
+    /// KL [`SharedKl::PerWeight`] takes instead. Needs a [`Prior::Normal`] (one prior for every
+    /// member of an entry).
+    Codebook,
 }
 
 // Not `#[derive(Default)]`: burn's `Config` derive does not accept the `#[default]` helper

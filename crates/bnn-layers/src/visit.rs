@@ -322,6 +322,14 @@ pub fn kl_divergence_with<M: Module>(
                 SharedKl::PerWeight => terms.push(kl_gaussian_sum(
                     gathered.0, gathered.1, centre, scalar_mu, sigma_p,
                 )),
+                SharedKl::Codebook => terms.push(codebook_kl(
+                    &c,
+                    prefix,
+                    index.clone(),
+                    &view,
+                    scalar_mu,
+                    sigma_p,
+                )),
                 SharedKl::Mixture => {
                     let each = kl_gaussian_each(gathered.0, gathered.1, centre, scalar_mu, sigma_p);
                     // Outliers sit at `[K, K + n_outliers)` of the gather table.
@@ -349,6 +357,51 @@ pub fn kl_divergence_with<M: Module>(
         terms.push(sum / count.clamp_min(1.0));
     }
     terms.into_iter().reduce(|a, b| a + b)
+}
+
+/// [`SharedKl::Codebook`]'s term of one shared tensor: each weight takes the KL of its table
+/// entry, where an ellipse entry's KL is the alpha-weighted sum of its components' KLs (so
+/// that entry `k`'s KL counts `n_k` times in all), and an outlier's is its own.
+fn codebook_kl(
+    c: &Collector<'_>,
+    prefix: &str,
+    index: Tensor<1, Int>,
+    view: &CodebookView,
+    scalar_mu: f64,
+    sigma_p: f64,
+) -> Tensor<1> {
+    let float = |name: &str| c.float(&format!("{prefix}.{name}")).map(|e| e.flat.clone());
+    let entries = kl_gaussian_each(
+        view.mu.clone(),
+        view.sigma.clone(),
+        None,
+        scalar_mu,
+        sigma_p,
+    );
+    let mut table = vec![entries.clone()];
+    if let Some((mu, rho)) = float("outlier_mu").zip(float("outlier_rho")) {
+        table.push(kl_gaussian_each(
+            mu,
+            sigma_of_rho(rho),
+            None,
+            scalar_mu,
+            sigma_p,
+        ));
+    }
+    let ellipses = c
+        .ints
+        .get(&format!("{prefix}.ellipse_components"))
+        .cloned()
+        .zip(float("ellipse_alphas"));
+    if let Some((comps, alphas)) = ellipses {
+        let e = comps.dims()[0] / crate::shared::MAX_BLEND;
+        let blended = (entries.select(0, comps) * alphas)
+            .reshape([e, crate::shared::MAX_BLEND])
+            .sum_dim(1)
+            .reshape([e]);
+        table.push(blended);
+    }
+    Tensor::cat(table, 0).select(0, index).sum()
 }
 
 fn codebook_view(c: &Collector<'_>) -> Option<CodebookView> {

@@ -299,7 +299,7 @@ fn conversion_round_trip_by_path() {
 /// weight (each weight's gathered distribution once), and the paper's mixture bound (outliers
 /// per weight, the other shared weights by their mean).
 #[test]
-fn shared_kl_per_weight_and_mixture_match_the_closed_form() {
+fn shared_kl_per_weight_mixture_and_codebook_match_the_closed_form() {
     let device = test_device();
     let (mu, rho) = ([0.5f32, -0.3], [-1.0f32, -0.5]);
     let sources = vec![
@@ -343,5 +343,17 @@ fn shared_kl_per_weight_and_mixture_match_the_closed_form() {
     assert!(
         (got - mixture).abs() < 1e-4 * mixture.abs(),
         "{got} vs {mixture}"
+    );
+    // Codebook level: entry 0 has 3.75 members (the ellipse weight counts 0.75), entry 1 has
+    // 1.25; the outlier keeps its own KL. Only the ellipse term differs from per weight.
+    let codebook = 3.75 * k0 + 1.25 * k1 + k_out;
+    assert!(
+        (codebook - per_weight).abs() > 1e-3,
+        "the test needs them apart"
+    );
+    let got = scalar(kl_divergence_with(&network, &prior, SharedKl::Codebook).unwrap());
+    assert!(
+        (got - codebook).abs() < 1e-4 * codebook.abs(),
+        "{got} vs {codebook}"
     );
 }

@@ -325,7 +325,16 @@ impl TrainConfig {
             }
         }
         let (Prior::Normal { sigma, .. } | Prior::Empirical { sigma }) = self.prior;
-        check("prior.sigma", sigma, sigma > 0.0, "finite and > 0")
+        check("prior.sigma", sigma, sigma > 0.0, "finite and > 0")?;
+        if self.shared_kl == SharedKl::Codebook && matches!(self.prior, Prior::Empirical { .. }) {
+            return Err(TrainError::InvalidSetting {
+                field: "shared_kl",
+                value: sigma,
+                expected: "a normal prior with the codebook KL (an empirical prior centres each \
+                           weight on its own value, not one prior per codebook entry)",
+            });
+        }
+        Ok(())
     }
 
     /// Deterministic training: SGD with Nesterov momentum 0.9, one-cycle to 0.05, weight decay

@@ -97,6 +97,12 @@ pub trait Observer<B: ClassifierBody = Body> {
     fn should_stop(&mut self, _model: &Classifier<B>, _at: Progress) -> Result<bool, TrainError> {
         Ok(false)
     }
+    /// The model after every optimiser step, brought back into a constraint set (projected
+    /// gradient descent: pruned weights set back to zero, for instance). Training goes on
+    /// with what this returns; the default returns `model` unchanged.
+    fn project(&mut self, model: Classifier<B>) -> Result<Classifier<B>, TrainError> {
+        Ok(model)
+    }
 }
 
 /// Whether `step` is one of the `checks` evenly spaced steps of an epoch of `steps` at which
@@ -546,7 +552,7 @@ pub fn train_data_parallel<B: ClassifierBody>(
             if let (Some(dial), Some(m)) = (&dial, config.schedule.momentum(global, total_steps)) {
                 dial.set(m);
             }
-            model = optim.step(rates, model, grads);
+            model = observer.project(optim.step(rates, model, grads))?;
             observer.on_step(&StepInfo {
                 epoch,
                 step,

@@ -431,3 +431,14 @@ fn an_over_confident_network_gets_a_temperature_above_1() {
     let test = noisy_quadrants(400, 3);
     assert!(nll(&test, fit.temperature) < nll(&test, 1.0));
 }
+
+/// The codebook-level KL needs one prior per codebook entry: an empirical prior is refused.
+#[test]
+fn the_codebook_kl_is_refused_with_an_empirical_prior() {
+    let mut c = bnn_train::TrainConfig::retrain(1);
+    c.shared_kl = bnn_layers::SharedKl::Codebook;
+    c.validate().unwrap();
+    c.prior = bnn_layers::Prior::Empirical { sigma: 0.1 };
+    let e = c.validate().unwrap_err().to_string();
+    assert!(e.contains("shared_kl") && e.contains("empirical"), "{e}");
+}

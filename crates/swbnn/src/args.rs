@@ -35,6 +35,27 @@ pub fn positive(s: &str) -> Result<usize, String> {
     in_range(s, 1, usize::MAX)
 }
 
+/// `heldout:CLASSES` (`--ood heldout:6,9`): classes, comma-separated, none twice, to hold out
+/// of training as a near out-of-distribution set. Whether each is a class of the data set is
+/// checked when the data are read.
+pub fn held_out_classes(s: &str) -> Result<Vec<u32>, String> {
+    let list = s.trim().strip_prefix("heldout:").ok_or_else(|| {
+        format!("`{s}` is not an OOD choice: give `heldout:CLASSES`, e.g. `heldout:6,9`")
+    })?;
+    let mut classes = Vec::new();
+    for part in list.split(',') {
+        let c = part
+            .trim()
+            .parse::<u32>()
+            .map_err(|e| format!("`{part}` in `{s}` is not a class number ({e})"))?;
+        if classes.contains(&c) {
+            return Err(format!("class {c} appears twice in `{s}`"));
+        }
+        classes.push(c);
+    }
+    Ok(classes)
+}
+
 /// A count that may be 0 (`--validation`).
 pub fn count(s: &str) -> Result<usize, String> {
     in_range(s, 0, usize::MAX)
@@ -121,6 +142,24 @@ mod tests {
                 "{bad}: {e}"
             );
         }
+    }
+
+    #[test]
+    fn held_out_classes_are_parsed_and_checked() {
+        assert_eq!(held_out_classes("heldout:6,9"), Ok(vec![6, 9]));
+        assert_eq!(held_out_classes("heldout:3"), Ok(vec![3]));
+        assert!(
+            held_out_classes("mnist")
+                .unwrap_err()
+                .contains("heldout:CLASSES")
+        );
+        assert!(held_out_classes("heldout:6,x").unwrap_err().contains("`x`"));
+        assert!(
+            held_out_classes("heldout:6,6")
+                .unwrap_err()
+                .contains("twice")
+        );
+        assert!(held_out_classes("heldout:").is_err());
     }
 
     #[test]

@@ -5,9 +5,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use bnn_data::{
-    Compose, DataLoader, DataSource, Dataset, DatasetId, FileDigest, FolderImages, LoaderConfig,
-    Locator, NormStats, Normalize, Published, RandomHorizontalFlip, Split, Subset, TileShuffled,
-    by_name, digest_split, file_digests, load_idx_pair, open_dir, verify_split,
+    ClassSubset, Compose, DataLoader, DataSource, Dataset, DatasetId, FileDigest, FolderImages,
+    LoaderConfig, Locator, NormStats, Normalize, Published, RandomHorizontalFlip, Split, Subset,
+    TileShuffled, by_name, digest_split, file_digests, load_idx_pair, open_dir, verify_split,
 };
 
 use bnn_models::{InputNorm, ModelConfig, TrainedOn};
@@ -508,15 +508,23 @@ pub struct ExperimentData {
     /// validation split. Choices that look at OOD detection read it, never the reported OOD
     /// set.
     pub validation_ood_loader: Option<DataLoader>,
+    /// Evaluation loader over half A of the OOD set when the setup splits it
+    /// ([`crate::setup::Setup::ood_halves`]): a validation OOD set of real OOD images, read by
+    /// choices as the tile-shuffled one is; `None` otherwise.
+    pub ood_half_a_loader: Option<DataLoader>,
     /// Test examples (stratified subset of seed 2 when `test_subset` is set).
     pub test: Arc<dyn Dataset>,
     /// Evaluation loader over `test`.
     pub test_loader: DataLoader,
-    /// Evaluation loader over the OOD set (subset of seed 3), normalised with the
-    /// in-distribution statistics as a deployed model would be.
+    /// Evaluation loader over the OOD set of the test rows (subset of seed 3): the setup's
+    /// OOD set, its half B when the setup splits it, or the test images of the held-out
+    /// classes; normalised with the in-distribution statistics as a deployed model would be.
     pub ood_loader: Option<DataLoader>,
     /// Normalisation of the data set.
     pub stats: NormStats,
+    /// SHA-256 of every data file read, by file name (the OOD set's under `ood/`), as the
+    /// run records them ([`crate::setup::Setup::data_sha256`]).
+    pub data_sha256: BTreeMap<String, String>,
 }
 
 impl ExperimentData {
@@ -543,14 +551,29 @@ impl ExperimentData {
         };
         let opened_test = open_source(source, Split::Test, data_dir, test_images)?;
         let trained_on = trained_on(source, &opened, Some(&opened_test), setup.validation)?;
-        let (train, validation) =
-            training_split(opened.data, setup.validation, setup.train_subset)?;
-        let test = subset(
-            opened_test.data.clone(),
-            setup.test_subset,
-            2,
-            "the test set",
-        )?;
+        let mut data_sha256 = trained_on.files.clone();
+        let held_out = &setup.held_out_classes;
+        let (train_all, test_all, held_out_test) = match held_out.is_empty() {
+            true => (opened.data.clone(), opened_test.data.clone(), None),
+            false => {
+                if let Some((id, _)) = &setup.ood {
+                    return Err(Error::Usage(format!(
+                        "the setup holds classes {held_out:?} out as its OOD set and also names \
+                         {id} as one: set `ood` to null or `held_out_classes` to []"
+                    )));
+                }
+                let (train, _) = ClassSubset::held_out(opened.data.clone(), held_out)?;
+                let (test, out) = ClassSubset::held_out(opened_test.data.clone(), held_out)?;
+                let out: Arc<dyn Dataset> = Arc::new(out);
+                (
+                    Arc::new(train) as Arc<dyn Dataset>,
+                    Arc::new(test) as Arc<dyn Dataset>,
+                    Some(out),
+                )
+            }
+        };
+        let (train, validation) = training_split(train_all, setup.validation, setup.train_subset)?;
+        let test = subset(test_all, setup.test_subset, 2, "the test set")?;
         let stats = training_norm(source, train.as_ref())?;
         let test_loader = eval_loader(stats.clone(), test.clone(), 256, setup.workers)?;
         let validation_loader = eval_loader(stats.clone(), validation.clone(), 256, setup.workers)?;
@@ -563,8 +586,9 @@ impl ExperimentData {
                 setup.workers,
             )?),
         };
-        let ood_loader = match &setup.ood {
-            Some((id, dir)) => {
+        let ood = match (&setup.ood, held_out_test) {
+            (_, Some(out)) => Some(out),
+            (Some((id, dir)), None) => {
                 let ood = open_ood_verified(*id, dir)?;
                 check_ood_not_test(&opened_test, &ood)?;
                 let (oc, oh, ow) = ood.data.shape();
@@ -577,21 +601,41 @@ impl ExperimentData {
                         dir.display()
                     )));
                 }
-                let data = subset_at_most(ood.data, setup.test_subset, 3)?;
-                Some(eval_loader(stats.clone(), data, 256, setup.workers)?)
+                data_sha256.extend(
+                    ood.digests()
+                        .into_iter()
+                        .map(|(name, sha)| (format!("ood/{name}"), sha)),
+                );
+                Some(ood.data)
             }
-            None => None,
+            (None, None) => None,
         };
+        let (ood_half_a_loader, ood) = match (ood, setup.ood_halves) {
+            (Some(ood), true) => {
+                let (a, b) = Subset::alternating_halves(ood)?;
+                let a = eval_loader(stats.clone(), Arc::new(a), 256, setup.workers)?;
+                (Some(a), Some(Arc::new(b) as Arc<dyn Dataset>))
+            }
+            (ood, _) => (None, ood),
+        };
+        let ood_loader = ood
+            .map(|data| -> Result<DataLoader, Error> {
+                let data = subset_at_most(data, setup.test_subset, 3)?;
+                eval_loader(stats.clone(), data, 256, setup.workers)
+            })
+            .transpose()?;
         Ok(Self {
             trained_on,
             train,
             validation,
             validation_loader,
             validation_ood_loader,
+            ood_half_a_loader,
             test,
             test_loader,
             ood_loader,
             stats,
+            data_sha256,
         })
     }
 }

@@ -17,7 +17,9 @@ use bnn_data::{Corrupted, Corruption, Dataset, NormStats};
 use bnn_layers::{bayes_from_deterministic, count_params, export_posterior};
 use bnn_metrics::WeightStats;
 use bnn_models::{Kind, ModelConfig, Network};
-use bnn_train::{Evaluation, Observer, TrainConfig, evaluate, evaluate_tempered, train};
+use bnn_train::{
+    Evaluation, Observer, TrainConfig, evaluate_tempered, evaluation_of, predict, train,
+};
 use burn::module::Module;
 use burn::prelude::*;
 use swshare::burn_edges::full_bnn_data;
@@ -26,6 +28,7 @@ use swshare::compress::{
 };
 use swshare::format::full_bnn_to_bytes;
 use swshare::retrain_stop::RetrainStop;
+use swshare::snr_prune::{PruneTarget, prune_to, pruned_file, pruned_parameters, retrain_pruned};
 
 use crate::Error;
 use crate::calibration::{self, Calibration};
@@ -438,6 +441,87 @@ pub(crate) fn unshared_retrain_row(
     Ok(row)
 }
 
+/// The SNR-pruning baselines' stages: down to 2DGBNN's trainable parameters, and down to its
+/// file bytes.
+pub(crate) const SNR_PRUNE_STAGES: [&str; 2] = ["snr-prune-params", "snr-prune-bytes"];
+
+/// An SNR-pruning baseline's row ([`swshare::snr_prune`]): the Bayes-by-Backprop model `bayes`
+/// pruned by `|mu| / sigma` down to `target` (2DGBNN's trainable parameters or file bytes),
+/// retrained with 2DGBNN's stage-3 settings and stop rule, the pruned weights held at zero,
+/// in the stage `stage` (checkpointed); then calibrated and evaluated as the BBB row is, with
+/// the device seeded as 2DGBNN's row. Its bytes are the sparse file's without the
+/// calibration temperature ([`swshare::snr_prune::pruned_file`]), its parameters what
+/// pruning leaves trainable.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn snr_pruned_row(
+    setup: &Setup,
+    stage: &str,
+    target: PruneTarget,
+    bayes: &Network,
+    bayes_config: &ModelConfig,
+    data: &ExperimentData,
+    device: &Device,
+    progress: &mut dyn Progress,
+) -> Result<Row, Error> {
+    let cfg = &setup.compress;
+    let name = stage;
+    let stage = StageDir::open(setup, name)?.training(cfg.retrain.epochs, true)?;
+    if let Some(r) = stage.cached_row()? {
+        return Ok(r);
+    }
+    progress.stage(name);
+    let loader = train_loader(
+        &setup.dataset,
+        &data.stats,
+        data.train.clone(),
+        cfg.retrain.batch_size,
+        cfg.retrain.seed,
+        setup.workers,
+    )?;
+    let (pruned, mask) = prune_to(bayes, bayes_config, target)?;
+    store::write_json(&stage.path().join(store::COMPRESS_CONFIG_FILE), cfg)?;
+    let resumed = stage.resumed_seconds()?;
+    let started = Instant::now();
+    let (model, _) = retrain_pruned(
+        pruned,
+        &mask,
+        bayes,
+        bayes_config,
+        &loader,
+        calibration_split(data),
+        cfg,
+        Some(stage.checkpointer()?),
+        progress,
+    )?;
+    let seconds = resumed + started.elapsed().as_secs_f64();
+    let model = model.valid();
+    let row = stage.row(|| {
+        let fit = calibrate_stage(
+            &stage,
+            &model,
+            calibration_split(data),
+            setup.samples,
+            device,
+            cfg.retrain.seed,
+        )?;
+        let t = fit.map(|c| c.temperature);
+        device.seed(cfg.retrain.seed);
+        let (ev, cal) = evaluate_and_keep(&stage, &model, data, setup.samples, t)?;
+        let row = Row::new(
+            setup.arch,
+            Method::Bbb,
+            ev,
+            pruned_parameters(&model, &mask),
+            pruned_file(&model, bayes_config, &mask, None)?.len() as u64,
+            seconds,
+            weight_stats(&model)?,
+        );
+        Ok(calibrated_row(row, t, cal))
+    })?;
+    progress.row(&row);
+    Ok(row)
+}
+
 /// One experiment's data, device and architectures, shared by its stages.
 struct Experiment<'a> {
     setup: &'a Setup,
@@ -555,13 +639,25 @@ impl Experiment<'_> {
         let setup = self.setup;
         let row = stage.validation_row(|| {
             self.device.seed(evaluation_seed(setup, method));
-            let ev = evaluate(
-                model,
-                &self.data.validation_loader,
-                self.data.validation_ood_loader.as_ref(),
-                method.passes(setup.samples),
-            )?;
-            Ok(ValidationRow::new(method, &ev))
+            let samples = method.passes(setup.samples);
+            // In `evaluate`'s order (validation, then the tile-shuffled set), so that its
+            // numbers do not depend on whether half A follows.
+            let pred = predict(model, &self.data.validation_loader, samples)?;
+            let tiles = self
+                .data
+                .validation_ood_loader
+                .as_ref()
+                .map(|l| predict(model, l, samples))
+                .transpose()?;
+            let ev = evaluation_of(&pred, tiles.as_ref().map(|p| &p.predictive), samples)?;
+            let half_a = match &self.data.ood_half_a_loader {
+                Some(l) => {
+                    let out = predict(model, l, samples)?;
+                    Some(evaluation_of(&pred, Some(&out.predictive), samples)?)
+                }
+                None => None,
+            };
+            Ok(ValidationRow::new(method, &ev, half_a.as_ref()))
         })?;
         Ok(Some(row))
     }
@@ -628,6 +724,13 @@ pub fn run(setup: &Setup, device: &Device, progress: &mut dyn Progress) -> Resul
         std::fs::remove_dir_all(&stages).map_err(|e| Error::io(&stages, e))?;
     }
     let data = ExperimentData::open(setup)?;
+    // The run's `setup.json` records what it read, so that runs can be checked to have read
+    // the same files.
+    let recorded = Setup {
+        data_sha256: data.data_sha256.clone(),
+        ..setup.clone()
+    };
+    store::write_setup(&setup.out_dir, &recorded)?;
     let (c, h, _) = data.test.shape();
     // A user's test split numbers its classes by the labels it holds, so it may have fewer
     // than the training split (a preset's are the same).

@@ -85,6 +85,9 @@ pub enum Error {
     /// The 2DGBNN pipeline.
     #[error(transparent)]
     Compress(#[from] swshare::compress::CompressError),
+    /// SNR pruning (the equal-size baseline) failed.
+    #[error(transparent)]
+    Prune(#[from] swshare::snr_prune::PruneError),
     /// A model file.
     #[error(transparent)]
     File(#[from] swshare::SwbError),

@@ -143,6 +143,8 @@ pub fn setup(
         arch,
         data_dir: None,
         ood: ood.find_paired(dataset),
+        ood_halves: true,
+        held_out_classes: Vec::new(),
         validation: ValidationSplit::standard(),
         train_subset: None,
         test_subset: None,
@@ -169,6 +171,7 @@ pub fn setup(
         out_dir,
         seed: 0,
         resume: false,
+        data_sha256: Default::default(),
     })
 }
 

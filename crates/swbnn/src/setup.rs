@@ -5,6 +5,7 @@
 //! [`crate::store`], which owns the run directory's layout (and reads and writes `setup.json`),
 //! so that this module depends on no other of the crate.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use bnn_data::{Corruption, DataSource, DatasetId};
@@ -27,6 +28,18 @@ pub struct Setup {
     pub data_dir: Option<PathBuf>,
     /// Out-of-distribution set: kind and directory.
     pub ood: Option<(DatasetId, PathBuf)>,
+    /// Splits the OOD set in two fixed halves ([`bnn_data::Subset::alternating_halves`]: per
+    /// class, even positions in file order, then odd ones). Half A is a second validation OOD
+    /// set, which every choice may read (`ood_half_a_*` in `validation.json`); half B is the
+    /// OOD set of the test rows, which no choice reads. `false`, as in a `setup.json` written
+    /// before the halves: the test rows use the whole OOD set.
+    #[serde(default)]
+    pub ood_halves: bool,
+    /// Classes held out of training, validation and the test rows (the others relabelled
+    /// `0..` in order), whose test images are then the OOD set: a near-OOD benchmark
+    /// (`--ood heldout:6,9`). Empty: none. Excludes `ood`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub held_out_classes: Vec<u32>,
     /// The validation split, held out of the training split before `train_subset` picks
     /// from the rest; every rule that looks at data reads it, never the test set. Absent in a
     /// `setup.json` written before validation splits existed: such a run trained on the whole
@@ -69,6 +82,11 @@ pub struct Setup {
     /// are not trained or evaluated again. Without it, old stage checkpoints are removed first.
     #[serde(default)]
     pub resume: bool,
+    /// SHA-256 of every data file the run read, by file name (OOD files under `ood/`).
+    /// Recorded by the run into its `setup.json` once its data are open; not an input (a
+    /// value given here is replaced).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub data_sha256: BTreeMap<String, String>,
 }
 
 /// The first seed number `cargo xtask reproduce` runs by default (`--seed-offset`): seeds 0

@@ -184,6 +184,20 @@ pub fn check_resume(dir: &Path, setup: &Setup) -> Result<(), Error> {
             setup.seed
         )));
     }
+    let old_held_out: Vec<u32> = match recorded.get("held_out_classes") {
+        None => Vec::new(),
+        Some(v) => serde_json::from_value(v.clone()).map_err(|e| Error::parse(&path, e))?,
+    };
+    if old_held_out != setup.held_out_classes {
+        return Err(Error::Usage(format!(
+            "cannot resume {}: it was made holding out the classes {old_held_out:?}, this run \
+             holds out {:?}; the stages would go on with other classes. Resume it with the \
+             classes it was made with, or leave out --resume to start afresh; nothing was \
+             changed",
+            path.display(),
+            setup.held_out_classes
+        )));
+    }
     if old != setup.validation {
         let show = |v: ValidationSplit| match v.size {
             0 => "none".to_string(),

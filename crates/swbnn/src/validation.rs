@@ -1,5 +1,7 @@
 //! The metrics that choices are made on: each method evaluated on the validation split and
-//! against the validation OOD set ([`crate::data::validation_ood`]), kept apart from the test
+//! against the validation OOD sets (the tile-shuffled validation images,
+//! [`crate::data::validation_ood`], and half A of the OOD set where the setup splits it,
+//! [`crate::setup::Setup::ood_halves`]), kept apart from the test
 //! rows of the tables (`validation.json` and `validation.md` in a run directory, never in
 //! `table.json`), so that a default can be decided on validation alone and reported on test.
 
@@ -30,11 +32,20 @@ pub struct ValidationRow {
     pub ood_auroc_entropy: Option<f64>,
     /// The same with the mutual-information score (sampled models only).
     pub ood_auroc_mutual_information: Option<f64>,
+    /// AUROC of validation against half A of the OOD set, predictive-entropy score (`None`
+    /// when the setup does not split its OOD set, and in rows written before the halves).
+    #[serde(default)]
+    pub ood_half_a_auroc_entropy: Option<f64>,
+    /// The same with the mutual-information score (sampled models only).
+    #[serde(default)]
+    pub ood_half_a_auroc_mutual_information: Option<f64>,
 }
 
 impl ValidationRow {
-    /// The row of `method`'s evaluation `ev` on the validation split.
-    pub fn new(method: Method, ev: &Evaluation) -> Self {
+    /// The row of `method`'s evaluation `ev` on the validation split against the tile-shuffled
+    /// validation OOD set, with `half_a`, the same predictions' evaluation against half A of
+    /// the OOD set, where there is one.
+    pub fn new(method: Method, ev: &Evaluation, half_a: Option<&Evaluation>) -> Self {
         Self {
             method,
             images: ev.summary.n,
@@ -45,6 +56,9 @@ impl ValidationRow {
             mean_confidence: ev.summary.mean_confidence,
             ood_auroc_entropy: ev.ood_entropy.as_ref().map(|o| o.auroc),
             ood_auroc_mutual_information: ev.uncertainty.ood_auroc_mutual_information,
+            ood_half_a_auroc_entropy: half_a.and_then(|a| a.ood_entropy.as_ref().map(|o| o.auroc)),
+            ood_half_a_auroc_mutual_information: half_a
+                .and_then(|a| a.uncertainty.ood_auroc_mutual_information),
         }
     }
 }
@@ -66,6 +80,12 @@ pub struct ValidationSummary {
     pub ood_auroc_entropy: Option<MeanSd>,
     /// OOD AUROC, mutual-information score.
     pub ood_auroc_mutual_information: Option<MeanSd>,
+    /// OOD AUROC against half A of the OOD set, entropy score.
+    #[serde(default)]
+    pub ood_half_a_auroc_entropy: Option<MeanSd>,
+    /// OOD AUROC against half A of the OOD set, mutual-information score.
+    #[serde(default)]
+    pub ood_half_a_auroc_mutual_information: Option<MeanSd>,
 }
 
 /// Aggregates per-seed rows (`runs[seed][row]`) into one summary per method, in the first
@@ -97,13 +117,18 @@ pub fn summarise(runs: &[Vec<ValidationRow>]) -> Vec<ValidationSummary> {
                 ece: of(&|r| r.ece),
                 ood_auroc_entropy: opt(&|r| r.ood_auroc_entropy),
                 ood_auroc_mutual_information: opt(&|r| r.ood_auroc_mutual_information),
+                ood_half_a_auroc_entropy: opt(&|r| r.ood_half_a_auroc_entropy),
+                ood_half_a_auroc_mutual_information: opt(&|r| {
+                    r.ood_half_a_auroc_mutual_information
+                }),
             }
         })
         .collect()
 }
 
-const HEADER: &str = "| Method | Accuracy | NLL | ECE | Val-OOD AUROC (entropy) | Val-OOD AUROC (MI) |\n\
-                      |---|---|---|---|---|---|\n";
+const HEADER: &str = "| Method | Accuracy | NLL | ECE | Val-OOD AUROC (entropy) | Val-OOD AUROC (MI) \
+                      | OOD half A AUROC (entropy) | OOD half A AUROC (MI) |\n\
+                      |---|---|---|---|---|---|---|---|\n";
 
 /// One run's validation rows as a Markdown table.
 pub fn markdown(rows: &[ValidationRow]) -> String {
@@ -111,13 +136,15 @@ pub fn markdown(rows: &[ValidationRow]) -> String {
     let mut s = String::from(HEADER);
     for r in rows {
         s.push_str(&format!(
-            "| {} | {:.2}% | {:.3} | {:.4} | {} | {} |\n",
+            "| {} | {:.2}% | {:.3} | {:.4} | {} | {} | {} | {} |\n",
             r.method,
             100.0 * r.accuracy,
             r.nll,
             r.ece,
             opt(r.ood_auroc_entropy),
-            opt(r.ood_auroc_mutual_information)
+            opt(r.ood_auroc_mutual_information),
+            opt(r.ood_half_a_auroc_entropy),
+            opt(r.ood_half_a_auroc_mutual_information)
         ));
     }
     s
@@ -134,14 +161,16 @@ pub fn markdown_seeds(summaries: &[ValidationSummary]) -> String {
             sd: 100.0 * r.accuracy.sd,
         };
         s.push_str(&format!(
-            "| {} ({} seeds) | {}% | {} | {} | {} | {} |\n",
+            "| {} ({} seeds) | {}% | {} | {} | {} | {} | {} | {} |\n",
             r.method,
             r.seeds,
             pm(&acc, 2),
             pm(&r.nll, 3),
             pm(&r.ece, 4),
             opt(&r.ood_auroc_entropy),
-            opt(&r.ood_auroc_mutual_information)
+            opt(&r.ood_auroc_mutual_information),
+            opt(&r.ood_half_a_auroc_entropy),
+            opt(&r.ood_half_a_auroc_mutual_information)
         ));
     }
     s
@@ -162,6 +191,8 @@ mod tests {
             mean_confidence: 0.8,
             ood_auroc_entropy: Some(0.7),
             ood_auroc_mutual_information: mi,
+            ood_half_a_auroc_entropy: None,
+            ood_half_a_auroc_mutual_information: mi,
         }
     }
 
@@ -188,7 +219,7 @@ mod tests {
         assert!(md.contains("| bbb (2 seeds) | 80.00 ± 14.14% |"), "{md}");
         let one = markdown(&runs[0]);
         assert!(
-            one.contains("| deterministic | 80.00% | 0.500 | 0.0200 | 0.700 | - |"),
+            one.contains("| deterministic | 80.00% | 0.500 | 0.0200 | 0.700 | - | - | - |"),
             "{one}"
         );
     }

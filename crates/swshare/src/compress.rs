@@ -15,7 +15,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use bnn_data::DataLoader;
-use bnn_layers::export_bayes;
+use bnn_layers::{SharedKl, export_bayes};
 use bnn_models::{Architecture, Classifier, Kind};
 use bnn_train::{Checkpointer, EpochStats, Observer, TrainConfig, TrainError, train};
 use burn::module::Module;
@@ -208,6 +208,11 @@ pub fn compress<A: Architecture>(
     )?;
     let (model, history) = train(shared, data, &cfg.retrain, checkpointer, &mut stop)?;
     report.retrain_stop = stop.into_trace();
+    report.inlier_kl_weight = Some(match cfg.retrain.shared_kl {
+        // The inliers' summed KL divided by their count.
+        SharedKl::Mixture => 1.0 / (report.plain_shared + report.ellipse_weights).max(1) as f64,
+        SharedKl::PerWeight | SharedKl::Codebook => 1.0,
+    });
     let config = shared_config(bayes_config, plan.k());
     let file = to_swb(&model.valid(), &config, &table, &plan)?;
     let sizes = format::encoded_sizes(&file, &cfg.save).map_err(|source| SwbError::Format {
@@ -274,6 +279,13 @@ struct StopAtStep<'a, B: bnn_models::ClassifierBody> {
 impl<B: bnn_models::ClassifierBody> Observer<B> for StopAtStep<'_, B> {
     fn on_step(&mut self, info: &bnn_train::StepInfo) {
         self.inner.on_step(info);
+    }
+
+    fn project(
+        &mut self,
+        model: bnn_models::Classifier<B>,
+    ) -> Result<bnn_models::Classifier<B>, TrainError> {
+        self.inner.project(model)
     }
 
     fn on_epoch(&mut self, stats: &EpochStats) {

@@ -72,6 +72,8 @@ pub mod report;
 #[cfg(feature = "burn")]
 pub mod retrain_stop;
 pub mod small_clusters;
+#[cfg(feature = "burn")]
+pub mod snr_prune;
 pub mod synth;
 pub mod table;
 

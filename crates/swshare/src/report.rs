@@ -90,6 +90,12 @@ pub struct CompressionReport {
     /// What the stage-3 stopping rule measured, when one was used.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retrain_stop: Option<RetrainStopTrace>,
+    /// The weight of one inlier's KL (a plain or ellipse shared weight) in stage 3's
+    /// objective, where the per-weight ELBO gives each weight's KL weight 1: `1 / (plain +
+    /// ellipse)` under the mixture KL (the inliers together weigh as one weight), 1 under the
+    /// per-weight and codebook KLs (bnn-layers' `SharedKl`). Set by stage 3.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inlier_kl_weight: Option<f64>,
 }
 
 /// The measurements of a confidence-recovered stopping rule for stage 3.
@@ -156,6 +162,7 @@ impl CompressionReport {
             timings: StageTimings::default(),
             file_sizes: None,
             retrain_stop: None,
+            inlier_kl_weight: None,
         }
     }
 
@@ -223,6 +230,13 @@ impl fmt::Display for CompressionReport {
             "Compression ratio",
             100.0 * self.compression_ratio
         )?;
+        if let Some(w) = self.inlier_kl_weight {
+            writeln!(
+                f,
+                "{:<30} {:>14.3e} (per-weight ELBO: 1)",
+                "KL weight of one inlier", w
+            )?;
+        }
         if !self.gradients_available {
             writeln!(f, "(no gradients: gradient criteria skipped)")?;
         }

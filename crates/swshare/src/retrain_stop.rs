@@ -210,6 +210,10 @@ impl<B: ClassifierBody> Observer<B> for StopRule<'_, B> {
         self.inner.on_step(info);
     }
 
+    fn project(&mut self, model: Classifier<B>) -> Result<Classifier<B>, TrainError> {
+        self.inner.project(model)
+    }
+
     fn on_epoch(&mut self, stats: &EpochStats) {
         self.inner.on_epoch(stats);
     }

@@ -447,3 +447,140 @@ fn stage_3_without_sharing_retrains_the_bayesian_model() {
     // No steps, no change.
     assert_eq!(params(&run(0).model), params(&bayes));
 }
+
+/// SNR pruning keeps the weights of highest |mu| / sigma, down to a parameter count or a file
+/// size; the file reads back to the pruned model; retraining as stage 3 moves the kept weights
+/// and leaves the pruned ones at zero, and repeats bit for bit.
+#[test]
+fn snr_pruning_keeps_the_surest_weights_and_holds_the_rest_at_zero() {
+    use swshare::compress::CompressConfig;
+    use swshare::retrain_stop::RetrainStop;
+    use swshare::snr_prune::{
+        PRUNED_RHO, PruneMask, PruneTarget, prune_to, pruned_file, pruned_parameters, read_pruned,
+        retrain_pruned,
+    };
+
+    let _guard = bnn_layers::lock_device_rng();
+    let (bayes, config, train_loader, _, _) = trained_bayes(Arch::Mlp, 8, 512, 2);
+    let tensors = bnn_layers::export_bayes(&bayes, None);
+    let weights: usize = tensors
+        .iter()
+        .filter(|t| t.role == bnn_layers::ParamRole::Weight)
+        .map(|t| t.mu.len())
+        .sum();
+    let full = bnn_layers::count_params(&bayes).trainable;
+    let floor = full - 2 * weights;
+
+    // Parameters: exactly the target (two per kept weight).
+    let target = floor + 2 * 300;
+    let (pruned, mask) = prune_to(&bayes, &config, PruneTarget::Parameters(target)).unwrap();
+    assert_eq!(mask.kept(), 300);
+    assert_eq!(pruned_parameters(&pruned, &mask), target);
+    // The kept weights are the 300 of highest SNR: the lowest kept beats the highest pruned.
+    let snr = |m: f32, s: f32| m.abs() / s;
+    let (mut lowest_kept, mut highest_pruned) = (f32::INFINITY, 0.0f32);
+    for ((path, kept), t) in mask.layers().iter().zip(
+        tensors
+            .iter()
+            .filter(|t| t.role == bnn_layers::ParamRole::Weight),
+    ) {
+        assert_eq!(path, &t.path);
+        for (i, &k) in kept.iter().enumerate() {
+            let r = snr(t.mu[i], t.sigma[i]);
+            match k {
+                true => lowest_kept = lowest_kept.min(r),
+                false => highest_pruned = highest_pruned.max(r),
+            }
+        }
+    }
+    assert!(
+        lowest_kept >= highest_pruned,
+        "{lowest_kept} < {highest_pruned}"
+    );
+    let check_zeroed = |model: &Network, mask: &PruneMask| {
+        let after = bnn_layers::export_bayes(model, None);
+        let mut zeros = 0;
+        for (path, kept) in mask.layers() {
+            let t = after.iter().find(|t| &t.path == path).unwrap();
+            for (i, &k) in kept.iter().enumerate() {
+                if !k {
+                    assert_eq!(t.mu[i], 0.0, "{path}[{i}]");
+                    assert!(t.sigma[i] < 1e-12, "{path}[{i}]: sigma {}", t.sigma[i]);
+                    zeros += 1;
+                }
+            }
+        }
+        assert_eq!(zeros, mask.total() - mask.kept());
+    };
+    check_zeroed(&pruned, &mask);
+    // Too few parameters for the biases alone: an error naming both numbers.
+    let e = prune_to(&bayes, &config, PruneTarget::Parameters(floor - 1))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains(&format!("{}", floor - 1)) && e.contains(&format!("{floor}")),
+        "{e}"
+    );
+
+    // Bytes: the largest number kept whose file fits.
+    let budget = pruned_file(&pruned, &config, &mask, None).unwrap().len() as u64 + 100;
+    let (by_bytes, bmask) = prune_to(&bayes, &config, PruneTarget::Bytes(budget)).unwrap();
+    let bytes = pruned_file(&by_bytes, &config, &bmask, None).unwrap();
+    assert!(bytes.len() as u64 <= budget);
+    let one_more = PruneMask::by_snr(&tensors, bmask.kept() + 1);
+    let bigger = swshare::snr_prune::apply_mask(bayes.clone(), &one_more).unwrap();
+    assert!(
+        pruned_file(&bigger, &config, &one_more, None)
+            .unwrap()
+            .len() as u64
+            > budget
+    );
+    assert!(bmask.kept() > 300);
+
+    // The file reads back to the pruned model.
+    let back = read_pruned(&bytes).unwrap();
+    let exported = bnn_layers::export_bayes(&by_bytes, None);
+    assert_eq!(back.weights.len(), bmask.layers().len());
+    for (path, shape, mu, rho) in &back.weights {
+        let t = exported.iter().find(|t| &t.path == path).unwrap();
+        assert_eq!(shape, &t.shape);
+        assert_eq!(mu, &t.mu);
+        for (i, (&r, &s)) in rho.iter().zip(&t.sigma).enumerate() {
+            let sigma = bnn_layers::softplus(r as f64);
+            match mu[i] == 0.0 && r == PRUNED_RHO {
+                true => assert!(s < 1e-12),
+                false => assert!((sigma - s as f64).abs() <= 1e-6 * s as f64, "{path}[{i}]"),
+            }
+        }
+    }
+    assert!(read_pruned(&bytes[..bytes.len() / 2]).is_err());
+    assert!(read_pruned(b"not a file").is_err());
+
+    // Retraining as stage 3 (fixed epochs here): kept weights move, pruned ones stay zero.
+    let mut cfg = CompressConfig {
+        retrain: TrainConfig::retrain(1),
+        retrain_stop: RetrainStop::Epochs,
+        ..Default::default()
+    };
+    cfg.retrain.batch_size = 32;
+    let retrain = || {
+        retrain_pruned(
+            pruned.clone(),
+            &mask,
+            &bayes,
+            &config,
+            &train_loader,
+            None,
+            &cfg,
+            None,
+            &mut Silent,
+        )
+        .unwrap()
+        .0
+    };
+    let (a, b) = (retrain(), retrain());
+    check_zeroed(&a, &mask);
+    let params = |m: &Network| bnn_layers::export_params(&m.valid());
+    assert_eq!(params(&a), params(&b), "repeatable");
+    assert_ne!(params(&a), params(&pruned), "trained");
+}

@@ -12,7 +12,7 @@
 //! | table | rows |
 //! |---|---|
 //! | `main` | deterministic, Bayes by Backprop, 2DGBNN (the paper's columns) |
-//! | `equal-size` | 2DGBNN against baselines of about its size, each retrained with its stage-3 settings and stop rule: 1-D sharing (`mu` only), stage 3 without sharing (the BBB itself), the quantised BNNs; and BBB (f32) |
+//! | `equal-size` | 2DGBNN against baselines of about its size, each retrained with its stage-3 settings and stop rule: 1-D sharing (`mu` only), stage 3 without sharing (the BBB itself), SNR pruning to its parameters and to its bytes, the quantised BNNs; and BBB (f32) |
 //! | `quant` | BBB (f32), the quantised BNN with int8 means and sigma at each of [`TablesConfig::sigma_bits`], 2DGBNN |
 //! | `ensemble` | deterministic, the M-member deep ensemble, BBB, 2DGBNN |
 //! | `ablation` | 2DGBNN with and without ellipse weights and outliers |
@@ -33,6 +33,7 @@ use bnn_train::evaluate_tempered;
 use burn::prelude::*;
 use serde::{Deserialize, Serialize};
 use swshare::compress::CompressConfig;
+use swshare::snr_prune::PruneTarget;
 
 pub use report::{TableSummary, markdown, summarise};
 pub use timing::{TimingConfig, TimingRow};
@@ -42,8 +43,8 @@ use crate::Error;
 use crate::baselines::{ensemble, qbnn};
 use crate::data::ExperimentData;
 use crate::experiment::{
-    self, Progress, calibrate_stage, calibration_split, evaluation_seed, gbnn_stage,
-    open_gbnn_stage, weight_stats,
+    self, Progress, SNR_PRUNE_STAGES, calibrate_stage, calibration_split, evaluation_seed,
+    gbnn_stage, open_gbnn_stage, weight_stats,
 };
 use crate::method::Method;
 use crate::results::{Outcome, Row};
@@ -599,6 +600,29 @@ pub fn run(
                     progress,
                 )?;
                 rows.push(labelled(table, "stage 3 without sharing", &r));
+                let targets = [
+                    (
+                        "SNR pruning, 2DGBNN's parameters",
+                        PruneTarget::Parameters(gbnn_row.parameters),
+                    ),
+                    (
+                        "SNR pruning, 2DGBNN's bytes",
+                        PruneTarget::Bytes(gbnn_row.model_bytes),
+                    ),
+                ];
+                for ((label, target), stage) in targets.into_iter().zip(SNR_PRUNE_STAGES) {
+                    let r = experiment::snr_pruned_row(
+                        setup,
+                        stage,
+                        target,
+                        bayes,
+                        bayes_config,
+                        data,
+                        &ad,
+                        progress,
+                    )?;
+                    rows.push(labelled(table, label, &r));
+                }
                 let quant = QuantInputs {
                     bayes: (bayes, bayes_config),
                     data,

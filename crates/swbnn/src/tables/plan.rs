@@ -218,6 +218,20 @@ pub fn plan(setup: &Setup, cfg: &TablesConfig, tables: &[TableId]) -> Plan {
                     &setup.compress.retrain,
                     eval(s),
                 ));
+                for (stage, what) in crate::experiment::SNR_PRUNE_STAGES
+                    .into_iter()
+                    .zip(["parameters", "file bytes"])
+                {
+                    stages.push(trained(
+                        stage,
+                        &format!(
+                            "prune the BBB model by |mu|/sigma to 2DGBNN's {what}, retrain as \
+                             stage 3, evaluate"
+                        ),
+                        &setup.compress.retrain,
+                        eval(s),
+                    ));
+                }
                 quant_stages(&mut stages);
             }
             TableId::Ensemble => {

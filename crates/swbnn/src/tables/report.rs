@@ -359,7 +359,10 @@ pub fn markdown(
                      settings and stop rule: 1-D sharing clusters the weights by `mu` alone \
                      (one sigma per cluster, the same outlier rules, no ellipses or merging); \
                      stage 3 without sharing retrains the BBB model itself (what the \
-                     retraining does on its own); the quantised BNNs are not retrained.\n\n",
+                     retraining does on its own); SNR pruning (Blundell et al. 2015) sets the \
+                     BBB weights of lowest |mu|/sigma to zero until the trainable parameters, \
+                     or the bytes of its sparse file, are 2DGBNN's, and holds them at zero while \
+                     retraining; the quantised BNNs are not retrained.\n\n",
                 );
                 md.push_str(&model_table(
                     &rows,
