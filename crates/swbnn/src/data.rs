@@ -586,8 +586,14 @@ impl ExperimentData {
                 setup.workers,
             )?),
         };
+        // Split in halves: the OOD set `ood` names, never the held-out classes (whose test
+        // images are all the near-OOD set; no choice reads it).
+        let mut halves = setup.ood_halves;
         let ood = match (&setup.ood, held_out_test) {
-            (_, Some(out)) => Some(out),
+            (_, Some(out)) => {
+                halves = false;
+                Some(out)
+            }
             (Some((id, dir)), None) => {
                 let ood = open_ood_verified(*id, dir)?;
                 check_ood_not_test(&opened_test, &ood)?;
@@ -610,7 +616,7 @@ impl ExperimentData {
             }
             (None, None) => None,
         };
-        let (ood_half_a_loader, ood) = match (ood, setup.ood_halves) {
+        let (ood_half_a_loader, ood) = match (ood, halves) {
             (Some(ood), true) => {
                 let (a, b) = Subset::alternating_halves(ood)?;
                 let a = eval_loader(stats.clone(), Arc::new(a), 256, setup.workers)?;

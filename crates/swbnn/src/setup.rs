@@ -28,7 +28,7 @@ pub struct Setup {
     pub data_dir: Option<PathBuf>,
     /// Out-of-distribution set: kind and directory.
     pub ood: Option<(DatasetId, PathBuf)>,
-    /// Splits the OOD set in two fixed halves ([`bnn_data::Subset::alternating_halves`]: per
+    /// Splits the OOD set `ood` (not the held-out classes') in two fixed halves ([`bnn_data::Subset::alternating_halves`]: per
     /// class, even positions in file order, then odd ones). Half A is a second validation OOD
     /// set, which every choice may read (`ood_half_a_*` in `validation.json`); half B is the
     /// OOD set of the test rows, which no choice reads. `false`, as in a `setup.json` written

@@ -157,3 +157,47 @@ fn a_users_data_set_without_a_test_split_is_refused_clearly() {
         .to_string();
     assert!(e.contains("no test split") && e.contains("x_test"), "{e}");
 }
+
+/// `--ood heldout:CLASSES`: the held-out classes leave training, validation and the test rows
+/// (the other classes relabelled from 0), and their test images are the OOD set.
+#[test]
+fn held_out_classes_become_the_ood_set() {
+    use bnn_data::Dataset;
+
+    let dir = tempfile::tempdir().unwrap();
+    let npz = dir.path().join("shapes.npz");
+    write_npz(&npz, 300, 90, 12);
+    let source = DataSource::Npz(npz.clone());
+    let mut setup = tiny_setup(&source, &dir.path().join("out"));
+    setup.held_out_classes = vec![1];
+    let data = swbnn::data::ExperimentData::open(&setup).unwrap();
+    assert_eq!(data.train.classes(), 2);
+    assert_eq!(data.test.classes(), 2);
+    let (_, test_labels) = images(90, 12, 2);
+    let held_out = test_labels.iter().filter(|&&l| l == 1).count();
+    assert!(held_out > 0);
+    assert_eq!(data.test.len(), 90 - held_out);
+    let ood = data.ood_loader.as_ref().expect("the held-out images");
+    assert_eq!(ood.dataset().len(), held_out);
+    for d in [&data.train, &data.validation, &data.test] {
+        for i in 0..d.len() {
+            assert!(d.label(i).unwrap() < 2);
+        }
+    }
+    assert!(data.data_sha256.contains_key("shapes.npz"));
+    // Both a held-out set and another OOD set: an error naming both.
+    setup.ood = Some((bnn_data::DatasetId::Mnist, dir.path().to_path_buf()));
+    let e = swbnn::data::ExperimentData::open(&setup)
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(e.contains("[1]") && e.contains("mnist"), "{e}");
+    // A class the data set does not have.
+    setup.ood = None;
+    setup.held_out_classes = vec![7];
+    let e = swbnn::data::ExperimentData::open(&setup)
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(e.contains("held-out class 7"), "{e}");
+}

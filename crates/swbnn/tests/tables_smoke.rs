@@ -152,8 +152,8 @@ fn cifar10_preset_makes_every_table_and_resumes() {
 
     let count = |t: TableId| outcome.rows.iter().filter(|r| r.table == t).count();
     assert_eq!(count(TableId::Main), 3);
-    // 2DGBNN, 1-D sharing, stage 3 without sharing, two QBNNs, BBB.
-    assert_eq!(count(TableId::EqualSize), 6);
+    // 2DGBNN, 1-D sharing, stage 3 without sharing, two SNR prunings, two QBNNs, BBB.
+    assert_eq!(count(TableId::EqualSize), 8);
     assert_eq!(count(TableId::Quant), 2 + 2);
     assert_eq!(count(TableId::Ensemble), 4);
     assert_eq!(count(TableId::Ablation), 4);
@@ -189,6 +189,25 @@ fn cifar10_preset_makes_every_table_and_resumes() {
     assert!(stages.join("stage3-unshared/row.json").exists());
     assert!(stages.join("equal-size-mu-only/row.json").exists());
     assert_eq!(row(TableId::EqualSize, "sigma 2"), q2);
+    // SNR pruning at 2DGBNN's size: its parameters (two per kept weight, so within one), its
+    // file bytes (at most).
+    let gbnn = row(TableId::Main, "2dgbnn");
+    let by_params = row(TableId::EqualSize, "SNR pruning, 2DGBNN's parameters");
+    assert!(
+        by_params.parameters <= gbnn.parameters && by_params.parameters + 2 > gbnn.parameters,
+        "{} vs {}",
+        by_params.parameters,
+        gbnn.parameters
+    );
+    let by_bytes = row(TableId::EqualSize, "SNR pruning, 2DGBNN's bytes");
+    assert!(by_bytes.model_bytes <= gbnn.model_bytes, "{by_bytes:?}");
+    assert!(
+        by_bytes.model_bytes + 100 > gbnn.model_bytes / 2,
+        "{by_bytes:?}"
+    );
+    for stage in ["snr-prune-params", "snr-prune-bytes"] {
+        assert!(stages.join(stage).join("row.json").exists(), "{stage}");
+    }
     // The ensemble holds both members.
     let det = row(TableId::Main, "deterministic");
     let ens = row(TableId::Ensemble, "ensemble");
