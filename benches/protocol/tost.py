@@ -241,7 +241,7 @@ def cmd_analyse(args):
         print(f"data hashes recorded: {len(first)} entries, the same in every seed")
     pairs, failed = {}, []
     for s, d, _ in sorted(seeds, key=lambda x: x[0]):
-        rows = {r["method"]: r for r in json.loads((d / "table.json").read_text())}
+        rows = seed_rows(d)
         if args.against not in rows:
             what = ("replace it by the next reserve number" if args.against == "bbb"
                     else "left out of this comparison")
@@ -274,6 +274,19 @@ def cmd_analyse(args):
             w.writerow(["seed_number"] + names)
             for s, p in pairs.items():
                 w.writerow([s] + [repr(p[m]) if p[m] is not None else "" for m in names])
+
+
+def seed_rows(d):
+    """A seed's rows by name: the main table's by method (`table.json`), and the other tables'
+    by label (`tables.json`, e.g. "SNR pruning, 2DGBNN's bytes" of `--tables equal-size`)."""
+    rows = {r["method"]: r for r in json.loads((d / "table.json").read_text())}
+    tables = d / "tables.json"
+    if tables.is_file():
+        for outcome in json.loads(tables.read_text()).get("seeds", []):
+            for r in outcome.get("rows", []):
+                if r.get("table") != "main":
+                    rows.setdefault(r["label"], r["row"])
+    return rows
 
 
 def validation_rows(d):
@@ -338,7 +351,8 @@ def main():
     a.add_argument("runs", nargs="+", help="output folders of cargo xtask reproduce")
     a.add_argument("--seeds", help="the pre-registered seed numbers, e.g. 200-242")
     a.add_argument("--method", default="2dgbnn", help="the row compared (minuend)")
-    a.add_argument("--against", default="bbb", help="the row it is compared with")
+    a.add_argument("--against", default="bbb",
+                   help="the row it is compared with: a method, or a label of tables.json")
     a.add_argument("--csv", help="write the per-seed paired differences here")
     a.add_argument("--all-secondary", action="store_true",
                    help="label every line secondary (the near-OOD runs)")

@@ -42,6 +42,8 @@ struct Cli {
 }
 
 #[derive(Subcommand)]
+// Parsed once per process; boxing the flags of `reproduce` would only add indirection.
+#[allow(clippy::large_enum_variant)]
 enum Command {
     /// Deterministic -> Bayes by Backprop -> 2DGBNN on a data set; writes table.md, table.json,
     /// the figures (figures/) and report.md.

@@ -71,7 +71,7 @@ pub use temperature::{
     McLogits, TEMPERATURE_RANGE, TemperatureFit, fit_temperature, validate_temperature,
 };
 pub use uncertainty::{entropy, mutual_information, predictive_entropy};
-pub use weights::WeightStats;
+pub use weights::{SIGMA_MOVEMENT_EDGES, SigmaMovement, WeightStats};
 
 /// Compiles and runs the README example as a doctest.
 #[cfg(doctest)]

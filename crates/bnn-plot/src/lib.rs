@@ -16,6 +16,8 @@
 //!   weights (see [`WeightsOptions`]).
 //! * [`per_class`]: box plots of the confidence per class, with each class's mean above its box.
 //! * [`corruptions`]: accuracy, NLL and ECE against corruption severity, one line per method.
+//! * [`size_quality`]: NLL and OOD AUROC against the model file's bytes (log scale), one point
+//!   per method and seed.
 //!
 //! Files are written to a temporary name and renamed into place. Bad input is a
 //! [`PlotError`], never a panic.
@@ -41,6 +43,7 @@ mod ood;
 mod output;
 mod per_class;
 mod reliability;
+mod size_quality;
 mod style;
 mod text;
 mod weights;
@@ -51,6 +54,7 @@ pub use ood::{OodPlot, Uncertainties, ood};
 pub use output::{Format, MAX_SIDE, Size};
 pub use per_class::{PerClassPlot, per_class};
 pub use reliability::{ReliabilityPanel, reliability};
+pub use size_quality::{SizePoint, size_quality};
 pub use style::okabe_ito;
 pub use weights::{
     DEFAULT_DOT_LIMIT, DEFAULT_MARKS_LIMIT, DEFAULT_MAX_ELLIPSES, Gaussian, PointFate, SigmaAxis,

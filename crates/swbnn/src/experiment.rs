@@ -15,7 +15,7 @@ use std::time::Instant;
 use bnn_data::DataLoader;
 use bnn_data::{Corrupted, Corruption, Dataset, NormStats};
 use bnn_layers::{bayes_from_deterministic, count_params, export_posterior};
-use bnn_metrics::WeightStats;
+use bnn_metrics::{SigmaMovement, WeightStats};
 use bnn_models::{Kind, ModelConfig, Network};
 use bnn_train::{
     Evaluation, Observer, TrainConfig, evaluate_tempered, evaluation_of, predict, train,
@@ -362,6 +362,15 @@ fn full_bnn_bytes(bayes: &Network, config: &ModelConfig, t: Option<f64>) -> Resu
     Ok(bytes.len() as u64)
 }
 
+/// The sigma of every weight (not bias) of a Bayesian model, in visiting order.
+fn weight_sigmas(model: &Network) -> Vec<f32> {
+    bnn_layers::export_bayes(model, None)
+        .into_iter()
+        .filter(|t| t.role == bnn_layers::ParamRole::Weight)
+        .flat_map(|t| t.sigma)
+        .collect()
+}
+
 /// Name of the stage-3-only baseline's stage.
 pub(crate) const UNSHARED_RETRAIN_STAGE: &str = "stage3-unshared";
 
@@ -594,6 +603,8 @@ impl Experiment<'_> {
             bayes = bayes_from_deterministic(det, bayes)?.0;
         }
         let loader = self.train_loader(tc)?;
+        // The initialisation is seeded: a resumed run measures from the same sigmas.
+        let initial = weight_sigmas(&bayes);
         let (bayes, seconds) =
             train_stage(&stage, bayes, &self.bayes_config, &loader, tc, progress)?;
         let row = stage.row(|| {
@@ -619,6 +630,10 @@ impl Experiment<'_> {
                 seconds,
                 weight_stats(&bayes)?,
             );
+            let row = Row {
+                sigma_movement: Some(SigmaMovement::between(&initial, &weight_sigmas(&bayes))?),
+                ..row
+            };
             Ok(calibrated_row(row, t, cal))
         })?;
         Ok((stage, bayes, row))

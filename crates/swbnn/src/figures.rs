@@ -6,7 +6,7 @@ use std::path::Path;
 use bnn_metrics::{DEFAULT_N_BINS, reliability_diagram};
 use bnn_plot::{
     CorruptionSeries, Gaussian, OodPlot, PerClassPlot, PointFate, ReliabilityPanel, Size,
-    Uncertainties, WeightsOptions, WeightsPlot,
+    SizePoint, Uncertainties, WeightsOptions, WeightsPlot,
 };
 use bnn_train::Predictions;
 use swshare::format::SharedModelData;
@@ -14,6 +14,8 @@ use swshare::{SharingPlan, WeightFate, WeightTable};
 
 use crate::Error;
 use crate::results::CorruptionRow;
+use crate::store;
+use crate::tables::{TableId, TableRow};
 
 /// Size of one reliability column; the figure is as wide as its columns.
 pub const RELIABILITY_COLUMN: Size = Size::new(450, 620);
@@ -25,6 +27,8 @@ pub const WEIGHTS_SIZE: Size = Size::new(1100, 750);
 pub const PER_CLASS_SIZE: Size = Size::new(1100, 600);
 /// Size of the corruptions figure.
 pub const CORRUPTIONS_SIZE: Size = Size::new(1300, 450);
+/// Size of the size-quality figure.
+pub const SIZE_QUALITY_SIZE: Size = Size::new(1300, 500);
 
 /// A model's predictions on the test set and, if there is one, the OOD set.
 #[derive(Debug, Clone)]
@@ -203,6 +207,79 @@ pub fn corruption_series(
 /// Metrics against corruption severity, one line per method.
 pub fn corruptions(series: &[CorruptionSeries], size: Size, path: &Path) -> Result<(), Error> {
     Ok(bnn_plot::corruptions(series, size, path)?)
+}
+
+/// The points of the size-quality figure from the run directory `dir` of `cargo xtask
+/// reproduce --tables equal-size`: one per row of the `equal-size` table in each seed of its
+/// `tables.json` (every seed, or only seed `seed`), named by the row's label (a method's name
+/// as in titles: `2dgbnn` -> `2DGBNN`).
+///
+/// # Errors
+/// [`Error::Usage`] when `dir` is not a directory, has no `tables.json`, has no seed `seed`
+/// or no `equal-size` rows; [`Error::Parse`] and [`Error::Io`] for a file that cannot be read.
+pub fn size_quality_points(dir: &Path, seed: Option<usize>) -> Result<Vec<SizePoint>, Error> {
+    /// One seed's outcome in `tables.json`: only its rows are read.
+    #[derive(serde::Deserialize)]
+    struct SeedTables {
+        rows: Vec<TableRow>,
+    }
+    /// `tables.json`: only the outcome of each seed is read.
+    #[derive(serde::Deserialize)]
+    struct TablesFile {
+        seeds: Vec<SeedTables>,
+    }
+    let table = TableId::EqualSize;
+    if !dir.is_dir() {
+        return Err(Error::Usage(format!(
+            "{}: the size-quality figure needs the run directory of `cargo xtask reproduce \
+             --tables {table}`",
+            dir.display()
+        )));
+    }
+    let path = dir.join(store::TABLES_JSON);
+    if !path.exists() {
+        return Err(Error::Usage(format!(
+            "{}: not found; it is written by `cargo xtask reproduce` with `--tables {table}`",
+            path.display()
+        )));
+    }
+    let file: TablesFile = store::read_json(&path)?;
+    let n = file.seeds.len();
+    let seeds: Vec<&SeedTables> = match seed {
+        Some(i) => vec![file.seeds.get(i).ok_or_else(|| {
+            Error::Usage(format!(
+                "--seed {i}: {} holds {n} seed{} (0 to {})",
+                path.display(),
+                if n == 1 { "" } else { "s" },
+                n.saturating_sub(1)
+            ))
+        })?],
+        None => file.seeds.iter().collect(),
+    };
+    let points: Vec<SizePoint> = seeds
+        .iter()
+        .flat_map(|s| &s.rows)
+        .filter(|r| r.table == table)
+        .map(|r| SizePoint {
+            method: method_label(&r.label),
+            bytes: r.row.model_bytes,
+            nll: r.row.nll,
+            ood_auroc: r.row.ood_auroc_entropy,
+        })
+        .collect();
+    if points.is_empty() {
+        return Err(Error::Usage(format!(
+            "{}: no {table} rows; run `cargo xtask reproduce` with `--tables {table}`",
+            path.display()
+        )));
+    }
+    Ok(points)
+}
+
+/// NLL and OOD AUROC (predictive entropy) against the model file's bytes, one point per
+/// method and seed ([`size_quality_points`]).
+pub fn size_quality(points: &[SizePoint], size: Size, path: &Path) -> Result<(), Error> {
+    Ok(bnn_plot::size_quality(points, size, path)?)
 }
 
 /// The paper's view of weight sharing: every shareable weight at its `(mu, sigma)` before

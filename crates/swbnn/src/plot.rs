@@ -1,5 +1,6 @@
 //! `swbnn plot <what> MODEL_OR_RUN --out FILE.{png,svg}`: one figure from a reproduction run
-//! directory, a `.swb` file or a training directory.
+//! directory, a `.swb` file or a training directory (`size-quality`: a run directory's
+//! `tables.json`).
 
 use std::path::{Path, PathBuf};
 
@@ -33,6 +34,10 @@ pub enum Figure {
     /// method: a run's `corruptions.json` (`reproduce --corruptions`), or for a model file all
     /// 15 corruptions of `bnn_data::Corruption::all` evaluated here.
     Corruptions,
+    /// Model file bytes (log scale) against NLL and against OOD AUROC by predictive entropy,
+    /// one point per method and seed: the equal-size table of a run's `tables.json`
+    /// (`cargo xtask reproduce --tables equal-size`).
+    SizeQuality,
 }
 
 /// Scale of the weights figure's sigma axis.
@@ -54,10 +59,12 @@ pub struct PlotArgs {
     pub what: Figure,
     /// A run directory of `cargo xtask reproduce` (with setup.json; or one seed's `seed-<i>`
     /// of a multi-seed run), a .swb file, a directory with model.swb (a run's 2DGBNN stage),
-    /// or a training directory (model.bpk and config.json).
+    /// or a training directory (model.bpk and config.json). size-quality: a run directory
+    /// with tables.json.
     pub model: PathBuf,
     /// Seed of a multi-seed run whose models are drawn (default 0); its tables then replace
-    /// the means over seeds in the corruptions figure.
+    /// the means over seeds in the corruptions figure, and size-quality draws its points
+    /// only (default: every seed's).
     #[arg(long)]
     pub seed: Option<usize>,
     /// Output file; .png or .svg (an existing one only with --force).
@@ -256,6 +263,12 @@ pub fn run(args: &PlotArgs, device: &Device) -> Result<PathBuf, Error> {
     bnn_plot::Format::from_path(&args.out)?;
     let out = crate::checks::output_target("--out", &args.out, Some(args.force), &[&args.model])?;
     methods(args, true)?;
+    if args.what == Figure::SizeQuality {
+        // Drawn from the tables alone: no model is loaded.
+        let points = figures::size_quality_points(&args.model, args.seed)?;
+        figures::size_quality(&points, args.size(figures::SIZE_QUALITY_SIZE), &out)?;
+        return Ok(args.out.clone());
+    }
     let source = open_source(args, device)?;
     let samples = |run_samples: Option<usize>| args.samples.or(run_samples).unwrap_or(30);
     let out = out.as_path();
@@ -368,7 +381,9 @@ fn draw_predictions(
             args.size(figures::PER_CLASS_SIZE),
             out,
         ),
-        Figure::Weights | Figure::Corruptions => unreachable!("drawn without predictions"),
+        Figure::Weights | Figure::Corruptions | Figure::SizeQuality => {
+            unreachable!("drawn without predictions")
+        }
     }
 }
 
@@ -402,5 +417,164 @@ fn weights(args: &PlotArgs, source: Source, device: &Device, out: &Path) -> Resu
              xtask reproduce` or a .swb file",
             args.model.display()
         ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::results::Row;
+    use crate::tables::{TableId, TableRow};
+
+    fn args(model: &Path, out: PathBuf) -> PlotArgs {
+        PlotArgs {
+            what: Figure::SizeQuality,
+            model: model.to_path_buf(),
+            seed: None,
+            out,
+            force: false,
+            method: None,
+            dataset: None,
+            ood: None,
+            ood_dir: None,
+            data: None,
+            subset: None,
+            samples: None,
+            layer: None,
+            after_retraining: false,
+            max_ellipses: bnn_plot::DEFAULT_MAX_ELLIPSES,
+            sigma_axis: SigmaScale::Auto,
+            width: Some(1000),
+            height: Some(420),
+        }
+    }
+
+    /// A row as `row.json` holds it (read through serde, so that fields added later with
+    /// defaults need no change here).
+    fn row(method: Method, bytes: u64, nll: f64, auroc: Option<f64>) -> Row {
+        serde_json::from_value(serde_json::json!({
+            "arch": "mlp", "method": method, "accuracy": 0.8, "nll": nll, "ece": 0.02,
+            "mean_confidence": 0.85, "outliers": null, "ellipses": null, "gaussians": null,
+            "parameters": 1_000, "compression_ratio": null, "model_bytes": bytes,
+            "ood_auroc": auroc, "ood_auroc_entropy": auroc, "train_seconds": 1.0,
+            "uncertainty": bnn_train::UncertaintyDiagnostics::default(),
+            "weights": []
+        }))
+        .unwrap()
+    }
+
+    /// One seed's rows: three of the equal-size table (one without an OOD AUROC) and one of
+    /// the main table, which the figure leaves out.
+    fn seed_rows(shift: f64) -> Vec<TableRow> {
+        let equal = |label: &str, row: Row| TableRow {
+            table: TableId::EqualSize,
+            label: label.into(),
+            row,
+        };
+        vec![
+            TableRow {
+                table: TableId::Main,
+                label: "deterministic".into(),
+                row: row(Method::Deterministic, 400_000, 0.5, Some(0.7)),
+            },
+            equal(
+                "2dgbnn",
+                row(Method::Gbnn2d, 21_000, 0.41 + shift, Some(0.88)),
+            ),
+            equal(
+                "1-D sharing (mu only, K = 16)",
+                row(Method::Gbnn2d, 19_500, 0.52 + shift, None),
+            ),
+            equal(
+                "bbb (f32)",
+                row(Method::Bbb, 1_700_000, 0.38 + shift, Some(0.9 - shift)),
+            ),
+        ]
+    }
+
+    /// `tables.json` as `cargo xtask reproduce --seeds 2 --tables equal-size` lays it out.
+    fn write_tables(dir: &Path) {
+        let json = serde_json::json!({
+            "command": "cargo xtask reproduce fashion-mnist --quick --seeds 2 --tables equal-size",
+            "backend": "flex",
+            "seeds": [
+                {"tables": [TableId::Main, TableId::EqualSize], "rows": seed_rows(0.0), "timing": []},
+                {"tables": [TableId::Main, TableId::EqualSize], "rows": seed_rows(0.02), "timing": []},
+            ],
+        });
+        std::fs::write(
+            dir.join(crate::store::TABLES_JSON),
+            serde_json::to_string_pretty(&json).unwrap(),
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn size_quality_draws_the_equal_size_rows_of_every_seed() {
+        let run = tempfile::tempdir().unwrap();
+        write_tables(run.path());
+        let points = figures::size_quality_points(run.path(), None).unwrap();
+        assert_eq!(points.len(), 6, "{points:?}");
+        assert_eq!(points[0].method, "2DGBNN");
+        assert_eq!(points[1].ood_auroc, None);
+        assert_eq!(points[5].bytes, 1_700_000);
+        let one = figures::size_quality_points(run.path(), Some(1)).unwrap();
+        assert_eq!(one.len(), 3);
+        assert!((one[0].nll - 0.43).abs() < 1e-12);
+        let e = figures::size_quality_points(run.path(), Some(2)).unwrap_err();
+        assert!(
+            e.to_string().contains("--seed 2") && e.to_string().contains("2 seeds"),
+            "{e}"
+        );
+
+        let figs = tempfile::tempdir().unwrap();
+        let device = bnn_layers::test_device();
+        for ext in ["png", "svg"] {
+            let out = figs.path().join(format!("size-quality.{ext}"));
+            let written = run_args(&args(run.path(), out.clone()), &device);
+            assert_eq!(written, out);
+            let bytes = std::fs::read(&out).unwrap();
+            if ext == "png" {
+                let img = image::load_from_memory(&bytes).unwrap();
+                assert_eq!((img.width(), img.height()), (1000, 420));
+            } else {
+                let svg = String::from_utf8(bytes).unwrap();
+                assert!(svg.contains("bbb (f32)") && svg.contains("2DGBNN"), "{svg}");
+                assert!(
+                    !svg.contains("deterministic"),
+                    "main-table rows are left out"
+                );
+            }
+        }
+    }
+
+    fn run_args(a: &PlotArgs, device: &Device) -> PathBuf {
+        run(a, device).unwrap_or_else(|e| panic!("{}: {e}", a.out.display()))
+    }
+
+    #[test]
+    fn size_quality_without_tables_json_names_the_file() {
+        let run_dir = tempfile::tempdir().unwrap();
+        let out = run_dir.path().join("figure.png");
+        let device = bnn_layers::test_device();
+        let e = run(&args(run_dir.path(), out.clone()), &device)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("tables.json") && e.contains("--tables equal-size"),
+            "{e}"
+        );
+        // A run made without the equal-size table: its rows are not there.
+        let json = serde_json::json!({"seeds": [{"rows": [TableRow {
+            table: TableId::Main,
+            label: "bbb".into(),
+            row: row(Method::Bbb, 1_000, 0.4, None),
+        }]}]});
+        std::fs::write(run_dir.path().join("tables.json"), json.to_string()).unwrap();
+        let e = run(&args(run_dir.path(), out.clone()), &device)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("no equal-size rows"), "{e}");
+        assert!(!out.exists(), "nothing is written on an error");
     }
 }

@@ -59,6 +59,24 @@ pub fn write_report(dir: &Path, device: &Device) -> Result<PathBuf, Error> {
             report
         );
     }
+    if let Some(m) = std::fs::read_to_string(run.models.join(store::TABLE_JSON))
+        .ok()
+        .and_then(|t| serde_json::from_str::<Vec<crate::results::Row>>(&t).ok())
+        .and_then(|rows| rows.into_iter().find_map(|r| r.sigma_movement))
+    {
+        let whose = if multi_seed { " (seed 0)" } else { "" };
+        let _ = writeln!(
+            md,
+            "\n### How far the BBB sigmas moved{whose}\n\n`log10(sigma / initial sigma)` over \
+             the {} weights (5 %, 50 %, 95 % quantiles {:.3}, {:.3}, {:.3}); a posterior left \
+             in the middle bin has hardly been trained in its uncertainty.\n\n{}",
+            m.n,
+            m.quantiles[0],
+            m.quantiles[1],
+            m.quantiles[2],
+            m.markdown().trim_end()
+        );
+    }
     let corruptions = run.corruption_rows()?;
     if let Some(rows) = &corruptions {
         let mean = if multi_seed { ", mean over seeds" } else { "" };
@@ -73,7 +91,8 @@ pub fn write_report(dir: &Path, device: &Device) -> Result<PathBuf, Error> {
         let _ = writeln!(
             md,
             "\n### Validation split (for choices, not for reporting)\n\nThe validation split \
-             held out of the training set, against its tile-shuffled copy as the OOD set \
+             held out of the training set, against its tile-shuffled copy as the OOD set and, \
+             where the OOD set is split in halves, against half A \
              ([`validation.json`](validation.json)).\n\n{}",
             text.trim_end()
         );
@@ -106,10 +125,14 @@ pub fn write_report(dir: &Path, device: &Device) -> Result<PathBuf, Error> {
     if let Some((ood_id, _)) = &run.setup.ood {
         let _ = writeln!(
             md,
-            "### Out-of-distribution detection: {dataset} vs {}\n\nMaximum probability, \
+            "### Out-of-distribution detection: {dataset} vs {}{}\n\nMaximum probability, \
              predictive entropy and mutual information on the test set and on the OOD set, \
              and each one's ROC curve as an OOD detector (in-distribution positive).\n",
-            figures::dataset_label(&(*ood_id).into())
+            figures::dataset_label(&(*ood_id).into()),
+            match run.setup.ood_halves {
+                true => " (half B; half A is for choices)",
+                false => "",
+            }
         );
         for (m, p) in Method::MAIN.iter().zip(&preds) {
             let name = format!("ood-{m}.png");

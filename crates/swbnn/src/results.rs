@@ -56,6 +56,11 @@ pub struct Row {
     /// without one (rows written before calibration existed among them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub calibrated: Option<CalibratedMetrics>,
+    /// How far the weight sigmas moved in training from their initial values (the BBB row:
+    /// whether its posterior's uncertainty was trained at all); `None` for other rows and
+    /// rows written before it was measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sigma_movement: Option<bnn_metrics::SigmaMovement>,
 }
 
 /// A model's test metrics at its fitted temperature (post-hoc calibration,
@@ -271,6 +276,7 @@ impl Row {
             uncertainty: ev.uncertainty,
             weights,
             calibrated: None,
+            sigma_movement: None,
         }
     }
 

@@ -69,10 +69,23 @@ pub enum PruneError {
     File(String),
     /// Training or the stop rule failed.
     #[error(transparent)]
-    Train(#[from] TrainError),
+    Train(Box<TrainError>),
     /// The compression settings are invalid.
     #[error(transparent)]
-    Compress(#[from] CompressError),
+    Compress(Box<CompressError>),
+}
+
+// Boxed: the error stays small beside the `Ok` values of the functions that return it.
+impl From<TrainError> for PruneError {
+    fn from(e: TrainError) -> Self {
+        Self::Train(Box::new(e))
+    }
+}
+
+impl From<CompressError> for PruneError {
+    fn from(e: CompressError) -> Self {
+        Self::Compress(Box::new(e))
+    }
 }
 
 /// Which weights of each Bayesian weight tensor are kept, by the tensor's path (its `_mu`
@@ -431,14 +444,18 @@ pub fn pruned_file<A: Architecture>(
     safetensors::serialize(views, Some(meta)).map_err(|e| PruneError::File(e.to_string()))
 }
 
-/// A [`pruned_file`] read back: the architecture's JSON, each weight tensor's path, shape,
-/// `mu` and `rho` (pruned weights at 0 and [`PRUNED_RHO`]), and the other parameters by path.
+/// One Bayesian weight tensor of a [`PrunedModel`]: `(path, shape, mu, rho)`, pruned weights
+/// at 0 and [`PRUNED_RHO`].
+pub type PrunedTensor = (String, Vec<usize>, Vec<f32>, Vec<f32>);
+
+/// A [`pruned_file`] read back: the architecture's JSON, each weight tensor, and the other
+/// parameters by path.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PrunedModel {
     /// The architecture, as JSON.
     pub arch: String,
-    /// `(path, shape, mu, rho)` of each Bayesian weight tensor, in file order of paths.
-    pub weights: Vec<(String, Vec<usize>, Vec<f32>, Vec<f32>)>,
+    /// Each Bayesian weight tensor, in file order of paths.
+    pub weights: Vec<PrunedTensor>,
     /// Every other parameter: `(path, shape, values)`.
     pub others: Vec<(String, Vec<usize>, Vec<f32>)>,
     /// The calibration temperature, if the file has one.
