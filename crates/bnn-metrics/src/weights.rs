@@ -184,12 +184,12 @@ mod tests {
 
     #[test]
     fn sigma_movement_bins_and_quantiles_known_values() {
-        // Ratios 0.05, 1, 1.001, 1.5, 20: log10 -1.30, 0, 0.0004, 0.176, 1.30.
+        // Ratios 0.05, 1, 1.001, 1.5, 20: log10 -1.30, 0, 0.0004, 0.176, 1.30 (bins 0, 4, 4, 6, 8).
         let init = [0.2f32, 0.1, 1.0, 0.2, 0.01];
         let trained = [0.01f32, 0.1, 1.001, 0.3, 0.2];
         let m = SigmaMovement::between(&init, &trained).unwrap();
         assert_eq!(m.n, 5);
-        assert_eq!(m.counts, vec![1, 0, 0, 0, 2, 1, 0, 0, 1]);
+        assert_eq!(m.counts, vec![1, 0, 0, 0, 2, 0, 1, 0, 1]);
         assert!((m.quantiles[0] - 0.05f64.log10()).abs() < 1e-6);
         assert!(m.quantiles[1].abs() < 1e-3);
         assert!((m.quantiles[2] - 20f64.log10()).abs() < 1e-6);
