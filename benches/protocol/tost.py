@@ -95,7 +95,7 @@ def n_normal(sd, margin):
     return ((stats.norm.ppf(1 - ALPHA) + stats.norm.ppf(POWER)) * sd / margin) ** 2
 
 
-def cmd_power(_args):
+def cmd_power(args):
     za, zb = stats.norm.ppf(1 - ALPHA), stats.norm.ppf(POWER)
     print(f"one-sided paired t-test, alpha {ALPHA}, power {POWER}, true difference 0")
     print(f"n_z = ((z_{1 - ALPHA:.2f} + z_{POWER:.2f}) sd / margin)^2, z = {za:.4f}, {zb:.4f};"
@@ -127,6 +127,12 @@ def cmd_power(_args):
         print(f"  power at n = {plan}, {m}: headline sd {power_at(plan, sds[0], margin):.3f},"
               f" pooled {power_at(plan, pooled, margin):.3f},"
               f" upper-limit sd {power_at(plan, upper, margin):.3f}")
+    if args.at:
+        for m, margin, sds, pooled, upper, *_ in rows:
+            print(f"  power at n = {args.at}, {m}: headline sd"
+                  f" {power_at(args.at, sds[0], margin):.3f},"
+                  f" pooled {power_at(args.at, pooled, margin):.3f},"
+                  f" upper-limit sd {power_at(args.at, upper, margin):.3f}")
     sd_ood = sd_of(head["ood_auroc_entropy"])
     print(f"  if the true OOD difference were the headline's mean {HEADLINE_OOD_MEAN:+.4f}:"
           f" power {power_at(plan, sd_ood, 0.01, HEADLINE_OOD_MEAN):.3f},"
@@ -346,7 +352,9 @@ def cmd_proxy(args):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("power", help="the sample size from the existing runs")
+    w = sub.add_parser("power", help="the sample size from the existing runs")
+    w.add_argument("--at", type=int,
+                   help="also the power at this n (the seeds an early end left)")
     a = sub.add_parser("analyse", help="the non-inferiority outcomes of finished runs")
     a.add_argument("runs", nargs="+", help="output folders of cargo xtask reproduce")
     a.add_argument("--seeds", help="the pre-registered seed numbers, e.g. 200-242")

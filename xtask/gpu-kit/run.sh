@@ -5,7 +5,7 @@
 #     OUT=/some/folder bash target/gpu-kit/run.sh
 #
 # Runs, within KIT_BUDGET_S seconds (default 420), each step under its own timeout:
-#   the GPU tests (im2col route against burn's convolution, NVRTC, layers) on cuda and wgpu;
+#   the GPU tests (im2col route against burn's convolution, NVRTC) on cuda and wgpu;
 #   ResNet-18 3x32x32 batch 128 benchmarks (Bayesian training step, MC inference with 30
 #   samples), ours on cuda and wgpu, interleaved with PyTorch at fp32 (TF32 off) and TF32 on;
 #   a short Fashion-MNIST ResNet-20 reproduction on cuda.
@@ -15,7 +15,9 @@
 #
 # KIT_STEPS="name name ..." runs only the steps named.
 # KIT_PART=1 runs only the tests and the first round of benchmarks, KIT_PART=2 only the rest
-# (for a device time cut into two calls); the default runs both.
+# (for a device time cut into two calls); the default runs both. KIT_PART=cache runs only the
+# cache measurement (each CUDA benchmark in a process with an empty cache, then in a second;
+# KIT_COLD_S, default 200, limits the first training process, which compiles everything).
 # KIT_DRY=1 runs the same steps at toy sizes (for a CPU machine with lavapipe: the cuda steps
 # then end in their clean "cannot run here" error, and the PyTorch steps are skipped).
 set -u
@@ -163,8 +165,21 @@ pick_vulkan() {
   echo "wgpu: no Vulkan adapter with any of ${#tries[@]} ICD choices (vulkan.txt); the wgpu steps will fail"
   return 1
 }
-if [ -z "${KIT_STEPS:-}" ] || [[ "$KIT_STEPS" == *wgpu* ]]; then
+if [ "$PART" != cache ] && { [ -z "${KIT_STEPS:-}" ] || [[ "$KIT_STEPS" == *wgpu* ]]; }; then
   pick_vulkan
+fi
+
+# KIT_PART=cache (only when named): the persistent caches. Each CUDA benchmark twice, in two
+# processes, the first with an empty cache folder, beside the PyTorch peer; then the folder's size.
+if [ "$PART" = cache ]; then
+export SWBNN_CACHE_DIR=$KIT/cubecl-cache
+rm -rf "$SWBNN_CACHE_DIR"
+step peer-fp32-c 60 "${PEER[@]}"
+step cuda-train-cold "${KIT_COLD_S:-200}" "${TRAIN[@]}" --backend cuda
+step cuda-train-warm 75 "${TRAIN[@]}" --backend cuda
+step cuda-infer-cold 100 "${INFER[@]}" --backend cuda
+step cuda-infer-warm 60 "${INFER[@]}" --backend cuda
+du -sh "$SWBNN_CACHE_DIR"/* 2>&1 | sed 's/^/   cache: /'
 fi
 
 if part 1; then
@@ -186,10 +201,6 @@ step cuda-im2col-infer-1 120 env SWBNN_GPU_CONV=im2col "${INFER[@]}" --backend c
 fi
 
 if part 2; then
-# The layers' own tests on the GPU.
-step test-layers-cuda 45 env SWBNN_TEST_BACKEND=cuda "$BIN/bnn-layers-layers-tests"
-step test-layers-wgpu 45 env SWBNN_TEST_BACKEND=wgpu "$BIN/bnn-layers-layers-tests"
-
 # A short reproduction: three stages, one epoch each, on a Fashion-MNIST subset; no OOD set.
 echo '{"ood": null}' > "$KIT/no-ood.json"
 step repro-cuda 120 "$BIN/xtask" reproduce fashion-mnist --quick --arch resnet20 --backend cuda \

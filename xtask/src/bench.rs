@@ -1,18 +1,58 @@
 //! `cargo xtask bench ...`: training-step and MC-inference throughput, one JSON line each.
 
-use std::time::Instant;
+use std::path::Path;
+use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use bnn_data::{Compose, DataLoader, InMemoryDataset, LoaderConfig};
 use bnn_layers::{Codebook, Estimator, WeightSource, device_by_name, set_sampling};
 use bnn_models::{Arch, Kind, ModelConfig, ModelError, Network};
-use bnn_train::{EpochStats, Observer, TrainConfig, train};
+use bnn_train::{
+    EpochStats, McBatching, Observer, StackedMc, TrainConfig, stacked_probability_sums, train,
+};
 use burn::module::Module;
 use burn::prelude::*;
 use burn::tensor::Distribution;
 use clap::Subcommand;
 use swshare::synth::{SynthSpec, synthetic_table};
 use swshare::{SwshareConfig, build_plan};
+
+/// The most untimed MC batches `mc-inference` runs while new kernels keep appearing.
+const MAX_WARMUP: usize = 20;
+
+/// Kernels compiled and autotune searches run so far in this process (every variant before
+/// this one included), from the kernel log `log` (GPU backends); `None` without one.
+fn kernels_so_far(log: Option<&Path>) -> Option<bnn_layers::KernelCounts> {
+    let dir = log?;
+    bnn_layers::gpu_cache::settle_kernel_log(dir, Duration::from_secs(2));
+    bnn_layers::kernel_counts(dir).ok()
+}
+
+/// On a GPU backend, sets up CubeCL's caches with a kernel log in a fresh temporary
+/// directory (kept as long as the returned guard), so the benchmarks can count what each part
+/// compiled; `None` on a CPU backend. Must run before the device is opened.
+fn kernel_log(backend: &str) -> Result<Option<tempfile::TempDir>> {
+    if !bnn_layers::is_gpu_name(backend) {
+        return Ok(None);
+    }
+    let dir = tempfile::Builder::new()
+        .prefix("swbnn-bench-kernels-")
+        .tempdir()?;
+    let cache = bnn_layers::gpu_cache::gpu_cache_with_kernel_log(dir.path());
+    eprintln!("{}", cache.describe());
+    Ok(Some(dir))
+}
+
+/// `after - before` as JSON (`null` without counts).
+fn counted(
+    before: Option<bnn_layers::KernelCounts>,
+    after: Option<bnn_layers::KernelCounts>,
+) -> serde_json::Value {
+    match (before, after) {
+        (Some(b), Some(a)) => serde_json::json!(a.since(b)),
+        _ => serde_json::Value::Null,
+    }
+}
 
 /// The benchmarks.
 #[derive(Subcommand)]
@@ -56,7 +96,8 @@ pub enum Which {
         batches: usize,
         /// Untimed MC batches first, each the timed computation itself (lazy initialisation,
         /// kernel compilation, autotuning, and on GPU backends the fusion of kernels, which
-        /// settles only after some passes).
+        /// settles only after some passes). On a GPU backend at least this many, and more
+        /// until a batch compiles no new kernel (at most 20).
         #[arg(long, default_value_t = 1)]
         warmup: usize,
         #[arg(long, default_value = "flex")]
@@ -67,6 +108,11 @@ pub enum Which {
         /// Only this estimator (reparam, local-reparam, flipout).
         #[arg(long, value_parser = parse_estimator)]
         estimator: Option<Estimator>,
+        /// Weight samples per forward pass (Monte-Carlo stacking, `bnn_train::McBatching`);
+        /// 1 runs one forward per sample. Default: the backend's, as evaluation chooses it (1 on
+        /// CPU backends).
+        #[arg(long, value_parser = swbnn::args::positive)]
+        stack: Option<usize>,
     },
     /// Seconds of the 2DGBNN stages 1-2 (outliers, GMM, cluster reduction, ellipses, merging:
     /// `swshare::build_plan`) on a synthetic weight table; the defaults are ResNet-50-sized
@@ -124,19 +170,24 @@ fn cpu_seconds() -> f64 {
     ns as f64 * 1e-9
 }
 
-/// Records the process CPU time at the end of every epoch.
+/// Records the process CPU time, and with a kernel log the kernels compiled so far, at the end
+/// of every epoch (after its timing).
 #[derive(Default)]
-struct CpuClock {
+struct CpuClock<'a> {
     marks: Vec<f64>,
+    log: Option<&'a Path>,
+    start_kernels: Option<bnn_layers::KernelCounts>,
+    kernels: Vec<Option<bnn_layers::KernelCounts>>,
 }
 
-impl Observer for CpuClock {
+impl Observer for CpuClock<'_> {
     fn on_epoch(&mut self, _stats: &EpochStats) {
         self.marks.push(cpu_seconds());
+        self.kernels.push(kernels_so_far(self.log));
     }
 }
 
-impl CpuClock {
+impl CpuClock<'_> {
     /// CPU seconds of the last epoch.
     fn last_epoch(&self) -> f64 {
         match self.marks.as_slice() {
@@ -222,6 +273,8 @@ pub fn run(which: Which) -> Result<()> {
             kind: want_kind,
             estimator: want_est,
         } => {
+            let log = kernel_log(&backend)?;
+            let log = log.as_ref().map(|d| d.path());
             let device = device_by_name(&backend)?.autodiff();
             let n = batch * steps;
             let (c, hw) = (input.channels, input.size);
@@ -251,10 +304,17 @@ pub fn run(which: Which) -> Result<()> {
                 // Adam for every kind, as the PyTorch peer: the ratio then measures the
                 // Bayesian layers, not the optimiser.
                 let tc = TrainConfig::bayes_by_backprop(2);
-                let mut clock = CpuClock::default();
+                let mut clock = CpuClock {
+                    log,
+                    start_kernels: kernels_so_far(log),
+                    ..CpuClock::default()
+                };
                 let (_, history) = train(model, &loader, &tc, None, &mut clock)?;
                 let measured = history.last().map(|h| h.images_per_s).unwrap_or(0.0);
+                let warmup_s = history.first().map(|h| h.seconds).unwrap_or(f64::NAN);
+                let steady_s = history.last().map(|h| h.seconds).unwrap_or(f64::NAN);
                 let cpu_measured = n as f64 / clock.last_epoch();
+                let kernels = |i: usize| clock.kernels.get(i).copied().flatten();
                 println!(
                     "{}",
                     serde_json::json!({
@@ -262,6 +322,11 @@ pub fn run(which: Which) -> Result<()> {
                         "input": [c, hw, hw],
                         "kind": kind.name(), "estimator": est.map(|e| e.name()), "images_per_s": measured,
                         "cpu_images_per_s": cpu_measured,
+                        // The first epoch is the warm-up (kernels compiled, autotuned), the
+                        // second the timed one: `kernels_timed` should be zero.
+                        "warmup_s": warmup_s, "steady_s": steady_s,
+                        "kernels_warmup": counted(clock.start_kernels, kernels(0)),
+                        "kernels_timed": counted(kernels(0), kernels(1)),
                     })
                 );
             }
@@ -276,8 +341,14 @@ pub fn run(which: Which) -> Result<()> {
             backend,
             kind: want_kind,
             estimator: want_est,
+            stack,
         } => {
+            let log = kernel_log(&backend)?;
+            let log = log.as_ref().map(|d| d.path());
             let device = device_by_name(&backend)?;
+            let batching = stack.map_or(McBatching::Auto, McBatching::Stack);
+            let stack =
+                batching.stack_for(&device, batch, input.channels * input.size.pow(2), samples);
             let (c, hw) = (input.channels, input.size);
             let x =
                 Tensor::<4>::random([batch, c, hw, hw], Distribution::Normal(0.0, 1.0), &device);
@@ -289,37 +360,66 @@ pub fn run(which: Which) -> Result<()> {
                 }
                 let model = build(kind, &config, &device)?.valid();
                 let model = set_sampling(model, kind != Kind::Deterministic);
+                let stacked = StackedMc::new(&model, samples, stack)?;
                 // The mean predictive of one batch stays on the device and is read back once,
                 // as in evaluation (and the PyTorch peer).
                 let mc_batch = || {
-                    let mut probs = burn::tensor::activation::softmax(model.forward(x.clone()), 1);
-                    for _ in 1..samples {
-                        probs =
-                            probs + burn::tensor::activation::softmax(model.forward(x.clone()), 1);
-                    }
+                    let probs = if stack > 1 {
+                        stacked_probability_sums(&stacked.logits(x.clone()), batch, 1.0, false).0
+                    } else {
+                        let mut probs =
+                            burn::tensor::activation::softmax(model.forward(x.clone()), 1);
+                        for _ in 1..samples {
+                            probs = probs
+                                + burn::tensor::activation::softmax(model.forward(x.clone()), 1);
+                        }
+                        probs
+                    };
                     let _ = (probs / samples as f64).into_data();
                 };
                 // Warm-up runs the timed computation itself: on a GPU backend every fused
                 // kernel and autotune candidate is compiled on first use, and a warm-up of
                 // plain forwards left the softmax-and-sum kernels to compile inside the timing.
-                for _ in 0..warmup.max(1) {
+                // With a kernel log it goes on until a batch compiles and tunes nothing new
+                // (fusion settles only after some passes), at most MAX_WARMUP batches.
+                let start_kernels = kernels_so_far(log);
+                let warm_started = Instant::now();
+                let mut warmup_batches = 0;
+                let mut last = start_kernels;
+                loop {
                     mc_batch();
+                    warmup_batches += 1;
+                    let now = kernels_so_far(log);
+                    let settled = match (last, now) {
+                        (Some(l), Some(n)) => n.since(l).is_zero(),
+                        _ => true,
+                    };
+                    last = now;
+                    if warmup_batches >= MAX_WARMUP || (warmup_batches >= warmup.max(1) && settled)
+                    {
+                        break;
+                    }
                 }
+                let warmup_s = warm_started.elapsed().as_secs_f64();
                 let (started, cpu_started) = (Instant::now(), cpu_seconds());
                 for _ in 0..batches {
                     mc_batch();
                 }
                 let s = started.elapsed().as_secs_f64();
                 let cpu = cpu_seconds() - cpu_started;
+                let after = kernels_so_far(log);
                 println!(
                     "{}",
                     serde_json::json!({
                         "bench": "mc-inference", "arch": arch.name(), "batch": batch, "samples": samples,
                         "backend": backend, "kind": kind.name(), "estimator": est.map(|e| e.name()),
-                        "input": [c, hw, hw],
+                        "input": [c, hw, hw], "stack": stack,
                         "images_per_s": (batch * batches) as f64 / s,
                         "passes_per_s": (batch * batches * samples) as f64 / s,
                         "cpu_images_per_s": (batch * batches) as f64 / cpu,
+                        "warmup_batches": warmup_batches, "warmup_s": warmup_s, "steady_s": s,
+                        "kernels_warmup": counted(start_kernels, last),
+                        "kernels_timed": counted(last, after),
                     })
                 );
             }

@@ -9,10 +9,11 @@
 //! `--config patch.crates-io.cubecl-llvm.path=...`. The patch changes `Cargo.lock` while cargo
 //! runs; the file is put back afterwards. Builds go to `target/cuda-offline/`.
 //!
-//! The kit (`target/gpu-kit/`): `kit.tar.xz` (stripped binaries of xtask and of the GPU test
-//! binaries, with wgpu and CUDA; the CUDA headers NVRTC includes; a Fashion-MNIST subset; the
-//! PyTorch peer) and `run.sh`, which runs the tests, the benchmarks interleaved with PyTorch's
-//! and a short reproduction, and collects everything under `$OUT`.
+//! The kit (`target/gpu-kit/`): `kit.tar.xz` (stripped binaries of xtask and of bnn-layers'
+//! unit tests, which hold the GPU route's tests, with wgpu and CUDA; the CUDA headers NVRTC
+//! includes; a Fashion-MNIST subset; the PyTorch peer) and `run.sh`, which runs the tests, the
+//! benchmarks interleaved with PyTorch's and a short reproduction, and collects everything
+//! under `$OUT`.
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -263,10 +264,8 @@ pub fn gpu_kit(root: &Path, inputs: &KitInputs) -> Result<PathBuf> {
         &pick("bnn_layers", "lib-test")?,
         &stage.join("bin/bnn-layers-lib-tests"),
     )?;
-    strip_into(
-        &pick("layers", "test-test")?,
-        &stage.join("bin/bnn-layers-layers-tests"),
-    )?;
+    // bnn-layers' integration tests (`tests/layers.rs`) stay out: with them the kit was
+    // 69 MiB, over what a GPU call carries. The GPU route's own tests are in the lib tests.
 
     if let Some(include) = &include {
         copy_dir(include, &stage.join("cuda/include"))?;

@@ -22,7 +22,7 @@ fn keep_freed_memory() {
     unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1) };
 }
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use bnn_data::DataSource;
@@ -33,6 +33,10 @@ use swbnn::Reproduction;
 use swbnn::experiment::Progress;
 use swbnn::results::{self, Row};
 use swbnn::tables::{self, ReportContext, TableId, TablesConfig, plan::plan};
+
+/// The classes of `--ood heldout:CLASSES`, parsed as one value. Spelled `Option<Vec<u32>>`,
+/// clap's derive would read the field as many `u32` values and panic on the parser's `Vec`.
+type HeldOutClasses = Vec<u32>;
 
 #[derive(Parser)]
 #[command(name = "cargo xtask")]
@@ -134,7 +138,7 @@ enum Command {
         /// `heldout:6,9`) holds those classes out of training and validation; the test rows
         /// cover the other classes, and the OOD set is the held-out classes' test images.
         #[arg(long, value_parser = swbnn::args::held_out_classes)]
-        ood: Option<Vec<u32>>,
+        ood: Option<HeldOutClasses>,
     },
     /// Mutation fuzzing of the readers of untrusted files; one JSON line per target. Fails
     /// on any panic or an execution beyond the heap (or, for swb-cost, decode-work) bound.
@@ -233,7 +237,10 @@ impl Progress for Log {
 }
 
 fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+    let xtask = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    xtask
+        .parent()
+        .map_or_else(|| xtask.join(".."), Path::to_path_buf)
 }
 
 fn main() -> Result<()> {

@@ -166,3 +166,27 @@ fn reproduce_names_a_users_data_set_it_cannot_read() {
     assert!(err.contains("missing.npz"), "{err}");
     assert!(!out.exists(), "nothing is written: {err}");
 }
+
+/// `--ood heldout:CLASSES` parses into the plan (it once panicked in clap: the field's type
+/// did not match its parser's), and a malformed one is refused with the reason.
+#[test]
+fn reproduce_takes_a_held_out_ood_choice() {
+    let tmp = tempfile::tempdir().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args([
+            "reproduce",
+            "fashion-mnist",
+            "--quick",
+            "--dry-run",
+            "--ood",
+            "heldout:6,9",
+        ])
+        .args(["--out", s(&tmp.path().join("run"))])
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "--ood heldout:6,9 failed: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+    refused(&["--dry-run", "--ood", "heldout:6,x"], "`x`");
+}

@@ -7,8 +7,8 @@ use burn::prelude::*;
 use burn::tensor::ops::ConvOptions;
 
 use crate::forward::sigma_of_rho;
-use crate::forward::{GaussTensor, bias_gauss, conv2d_forward};
-use crate::{BayesOptions, Estimator};
+use crate::forward::{GaussTensor, bias_gauss, conv2d_forward_stacked};
+use crate::{BayesOptions, Estimator, McStack};
 
 /// Configuration of a [`BayesConv2d`] layer.
 #[derive(Config, Debug)]
@@ -54,6 +54,9 @@ pub struct BayesConv2d {
     pub bias_prior_mu: Option<Param<Tensor<1>>>,
     /// Stochastic (enabled) or mean (disabled) forward.
     pub sampling: Param<Flag>,
+    /// Weight samples per forward pass, one per block of a stacked batch; see
+    /// [`crate::set_mc_stack`].
+    pub mc_stack: McStack,
     /// Convolution geometry.
     #[module(skip)]
     pub geometry: ConvGeometry,
@@ -147,6 +150,7 @@ impl BayesConv2dConfig {
                     .set_require_grad(false)
             }),
             sampling: Param::from_bool(true),
+            mc_stack: McStack::default(),
             geometry: self.geometry(),
             estimator: self.options.estimator,
         }
@@ -154,15 +158,17 @@ impl BayesConv2dConfig {
 }
 
 impl BayesConv2d {
-    /// Forward pass, `[batch, c_in, h, w] -> [batch, c_out, h', w']`.
+    /// Forward pass, `[batch, c_in, h, w] -> [batch, c_out, h', w']` (`batch = stack * B` with
+    /// a Monte-Carlo stack, [`crate::stack`]).
     pub fn forward(&self, input: Tensor<4>) -> Tensor<4> {
-        conv2d_forward(
+        conv2d_forward_stacked(
             input,
             self.weight(),
             self.bias(),
             self.geometry.options(),
             self.estimator,
             self.sampling.is_enabled(),
+            self.mc_stack.get(),
         )
     }
 

@@ -33,7 +33,14 @@ pub fn available_backends() -> Vec<&'static str> {
 /// A GPU device is opened here, so that a machine without its driver, device or (for CUDA)
 /// NVRTC and headers gets [`LayerError::BackendUnavailable`] naming what is missing, instead of
 /// a panic in burn's device thread at the first tensor.
+///
+/// Before a GPU device is made, CubeCL's persistent kernel caches are set up
+/// ([`gpu_cache`](crate::gpu_cache::gpu_cache)): compiled kernels and autotune results are kept
+/// between processes.
 pub fn device_by_name(name: &str) -> Result<Device, LayerError> {
+    if is_gpu_name(name) {
+        crate::gpu_cache::gpu_cache();
+    }
     let device = device_by_name_unchecked(name)?;
     let unavailable = |reason: String| LayerError::BackendUnavailable {
         name: name.to_string(),
@@ -48,6 +55,11 @@ pub fn device_by_name(name: &str) -> Result<Device, LayerError> {
         _ => {}
     }
     Ok(device)
+}
+
+/// Whether a backend name names a GPU backend (`wgpu`, `cuda`, `cuda:N`), compiled in or not.
+pub fn is_gpu_name(name: &str) -> bool {
+    name == "wgpu" || name == "cuda" || name.starts_with("cuda:")
 }
 
 /// The backend name of a device made by [`device_by_name`], `None` for others.

@@ -66,4 +66,12 @@ pub enum LayerError {
         /// What is missing.
         reason: String,
     },
+    /// A Monte-Carlo stack size out of range ([`crate::set_mc_stack`]).
+    #[error("Monte-Carlo stack of {stack} samples: must be 1 to {max}")]
+    McStack {
+        /// The requested stack.
+        stack: usize,
+        /// The largest stack.
+        max: usize,
+    },
 }

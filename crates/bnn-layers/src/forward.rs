@@ -31,6 +31,18 @@ impl<const D: usize> GaussTensor<D> {
         let eps = standard_normal(self.mu.dims(), &self.mu.device());
         self.mu.clone() + self.sigma.clone() * eps
     }
+
+    /// `stack` draws at once, concatenated along dimension 0: `[stack * d0, ...]`, draw `s` in
+    /// rows `s * d0 .. (s + 1) * d0`, from one noise draw of that shape. `stack == 1` is
+    /// [`Self::sample`].
+    pub fn sample_stacked(&self, stack: usize) -> Tensor<D> {
+        if stack <= 1 {
+            return self.sample();
+        }
+        let sigma = self.sigma.clone().repeat_dim(0, stack);
+        let eps = standard_normal(sigma.dims(), &sigma.device());
+        self.mu.clone().repeat_dim(0, stack) + sigma * eps
+    }
 }
 
 /// `sigma = softplus(rho) = ln(1 + e^rho)`.
@@ -80,6 +92,13 @@ pub fn bias_gauss(
 }
 
 fn random_signs<const D: usize>(shape: [usize; D], device: &Device) -> Tensor<D> {
+    if let Some(t) = crate::noise::from_source(shape, device) {
+        return t
+            .greater_equal_elem(0.0)
+            .float()
+            .mul_scalar(2.0)
+            .sub_scalar(1.0);
+    }
     Tensor::random(shape, Distribution::Bernoulli(0.5), device)
         .mul_scalar(2.0)
         .sub_scalar(1.0)
@@ -184,6 +203,126 @@ pub fn conv2d_forward(
             let s_out = random_signs([batch, c_out, 1, 1], &device);
             mean + conv2d(input * s_in, delta, None, options) * s_out
         }
+    }
+}
+
+/// [`linear_forward`] on a stacked batch ([`crate::stack`]): `input` is `[stack * B, ..., d_input]`
+/// and rows `s * B .. (s + 1) * B` get weight sample `s`, all `stack` samples drawn at once and
+/// applied in one batched matmul. Each draw comes in the order of the per-sample forward (bias
+/// before weight perturbation for Flipout, weight before bias otherwise). `stack <= 1`, a mean
+/// forward, and local reparameterisation (whose noise is per output, so batch-agnostic) are
+/// [`linear_forward`] itself.
+///
+/// # Panics
+/// If the batch is not a multiple of `stack`.
+pub fn linear_forward_stacked<const D: usize>(
+    input: Tensor<D>,
+    weight: GaussTensor<2>,
+    bias: Option<GaussTensor<1>>,
+    estimator: Estimator,
+    sample: bool,
+    stack: usize,
+) -> Tensor<D> {
+    if !sample || stack <= 1 || estimator == Estimator::LocalReparameterization {
+        return linear_forward(input, weight, bias, estimator, sample);
+    }
+    let dims = input.dims();
+    let [d_in, d_out] = weight.mu.dims();
+    let rows =
+        crate::stack::rows_per_sample(dims[0], stack) * dims[1..D - 1].iter().product::<usize>();
+    let x: Tensor<3> = input.reshape([stack, rows, d_in]);
+    let bias_rows = |b: &GaussTensor<1>| b.sample_stacked(stack).reshape([stack, 1, d_out]);
+    let y = if estimator == Estimator::Flipout {
+        let device = x.device();
+        let mut mean = linear(x.clone(), weight.mu, None);
+        if let Some(b) = &bias {
+            mean = mean + bias_rows(b);
+        }
+        let sigma = weight.sigma.repeat_dim(0, stack);
+        let delta =
+            (sigma.clone() * standard_normal(sigma.dims(), &device)).reshape([stack, d_in, d_out]);
+        let s_in: Tensor<3> =
+            random_signs([stack * rows, d_in], &device).reshape([stack, rows, d_in]);
+        let s_out: Tensor<3> =
+            random_signs([stack * rows, d_out], &device).reshape([stack, rows, d_out]);
+        mean + (x * s_in).matmul(delta) * s_out
+    } else {
+        let w = weight.sample_stacked(stack).reshape([stack, d_in, d_out]);
+        let y = x.matmul(w);
+        match &bias {
+            Some(b) => y + bias_rows(b),
+            None => y,
+        }
+    };
+    let mut out_dims = dims;
+    out_dims[D - 1] = d_out;
+    y.reshape(out_dims)
+}
+
+/// `[stack * B, C, H, W]` (sample-major) to `[B, stack * C, H, W]`, the input of a convolution
+/// with one group per sample.
+fn to_groups(x: Tensor<4>, stack: usize) -> Tensor<4> {
+    let [rows, c, h, w] = x.dims();
+    let b = rows / stack;
+    x.reshape([stack, b, c, h, w])
+        .swap_dims(0, 1)
+        .reshape([b, stack * c, h, w])
+}
+
+/// The inverse of [`to_groups`] on a convolution's output.
+fn from_groups(y: Tensor<4>, stack: usize) -> Tensor<4> {
+    let [b, sc, h, w] = y.dims();
+    let c = sc / stack;
+    y.reshape([b, stack, c, h, w])
+        .swap_dims(0, 1)
+        .reshape([stack * b, c, h, w])
+}
+
+/// [`conv2d_forward`] on a stacked batch ([`crate::stack`]): `input` is `[stack * B, c_in, h, w]`
+/// and rows `s * B .. (s + 1) * B` get weight sample `s`. The `stack` weight samples
+/// `[stack * c_out, c_in / groups, kh, kw]` are applied in one convolution with `stack * groups`
+/// groups on the input rearranged to `[B, stack * c_in, h, w]`. Draw order, `stack <= 1`, mean
+/// forward and local reparameterisation as [`linear_forward_stacked`].
+///
+/// # Panics
+/// If the batch is not a multiple of `stack`.
+pub fn conv2d_forward_stacked(
+    input: Tensor<4>,
+    weight: GaussTensor<4>,
+    bias: Option<GaussTensor<1>>,
+    options: ConvOptions<2>,
+    estimator: Estimator,
+    sample: bool,
+    stack: usize,
+) -> Tensor<4> {
+    if !sample || stack <= 1 || estimator == Estimator::LocalReparameterization {
+        return conv2d_forward(input, weight, bias, options, estimator, sample);
+    }
+    let [rows, c_in, _, _] = input.dims();
+    let b = crate::stack::rows_per_sample(rows, stack);
+    let c_out = weight.mu.dims()[0];
+    let mut grouped = options.clone();
+    grouped.groups *= stack;
+    if estimator == Estimator::Flipout {
+        let device = input.device();
+        let bias = bias.map(|g| g.sample_stacked(stack));
+        let mut mean = conv2d(input.clone(), weight.mu, None, options);
+        if let Some(bias) = bias {
+            let [_, _, oh, ow] = mean.dims();
+            mean = (mean.reshape([stack, b, c_out, oh, ow])
+                + bias.reshape([stack, 1, c_out, 1, 1]))
+            .reshape([rows, c_out, oh, ow]);
+        }
+        let sigma = weight.sigma.repeat_dim(0, stack);
+        let delta = sigma.clone() * standard_normal(sigma.dims(), &device);
+        let s_in = random_signs([rows, c_in, 1, 1], &device);
+        let s_out = random_signs([rows, c_out, 1, 1], &device);
+        let perturb = conv2d(to_groups(input * s_in, stack), delta, None, grouped);
+        mean + from_groups(perturb, stack) * s_out
+    } else {
+        let w = weight.sample_stacked(stack);
+        let bias = bias.map(|g| g.sample_stacked(stack));
+        from_groups(conv2d(to_groups(input, stack), w, bias, grouped), stack)
     }
 }
 

@@ -10,7 +10,9 @@
 //!   the two together with documented scaling.
 //! - [`export_bayes`] exports every Bayesian tensor's `(mu, sigma)` (and `d loss / d mu`) in a
 //!   stable order; [`bayes_from_deterministic`] / [`deterministic_from_bayes`] convert models.
-//! - [`set_sampling`] switches between stochastic and mean forward.
+//! - [`set_sampling`] switches between stochastic and mean forward; [`set_mc_stack`] makes
+//!   every forward draw several weight samples at once, one per block of a stacked batch
+//!   (Monte-Carlo stacking, [`stack`]).
 //!
 //! ```
 //! use bnn_layers::{BayesLinearConfig, Prior, kl_divergence, set_sampling, test_device};
@@ -41,12 +43,14 @@ mod error;
 mod estimator;
 pub mod flexops;
 pub mod forward;
+pub mod gpu_cache;
 mod init;
 mod linear;
 pub mod noise;
 mod options;
 mod prior;
 mod shared;
+pub mod stack;
 mod visit;
 
 pub use conv::{BayesConv2d, BayesConv2dConfig, ConvGeometry};
@@ -56,10 +60,13 @@ pub use convert::{
 };
 #[cfg(feature = "cuda")]
 pub use device::cuda_compiler;
-pub use device::{available_backends, backend_name, device_by_name, lock_device_rng, test_device};
+pub use device::{
+    available_backends, backend_name, device_by_name, is_gpu_name, lock_device_rng, test_device,
+};
 pub use elbo::{ElboConfig, KlSchedule};
 pub use error::LayerError;
 pub use estimator::Estimator;
+pub use gpu_cache::{GpuCache, KernelCounts, gpu_cache, kernel_counts};
 pub use init::{SigmaInit, inverse_softplus, softplus};
 pub use linear::{BayesLinear, BayesLinearConfig};
 pub use options::BayesOptions;
@@ -68,6 +75,7 @@ pub use shared::{
     Codebook, CodebookConfig, CodebookView, MAX_BLEND, SharedConv2d, SharedLinear, SharedWeight,
     WeightSource,
 };
+pub use stack::{MAX_MC_STACK, McStack, set_mc_stack};
 pub use visit::{
     BayesTensor, ModulePath, ParamCounts, ParamRole, count_params, export_bayes, export_posterior,
     kl_divergence, kl_divergence_with, set_sampling,

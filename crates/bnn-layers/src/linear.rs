@@ -6,8 +6,8 @@ use burn::nn::{Initializer, Linear};
 use burn::prelude::*;
 
 use crate::forward::sigma_of_rho;
-use crate::forward::{GaussTensor, bias_gauss, linear_forward};
-use crate::{BayesOptions, Estimator};
+use crate::forward::{GaussTensor, bias_gauss, linear_forward_stacked};
+use crate::{BayesOptions, Estimator, McStack};
 
 /// Configuration of a [`BayesLinear`] layer.
 #[derive(Config, Debug)]
@@ -43,6 +43,9 @@ pub struct BayesLinear {
     pub bias_prior_mu: Option<Param<Tensor<1>>>,
     /// Stochastic (enabled) or mean (disabled) forward; see [`crate::set_sampling`].
     pub sampling: Param<Flag>,
+    /// Weight samples per forward pass, one per block of a stacked batch; see
+    /// [`crate::set_mc_stack`].
+    pub mc_stack: McStack,
     /// The forward estimator.
     #[module(skip)]
     pub estimator: Estimator,
@@ -86,20 +89,23 @@ impl BayesLinearConfig {
                     .set_require_grad(false)
             }),
             sampling: Param::from_bool(true),
+            mc_stack: McStack::default(),
             estimator: self.options.estimator,
         }
     }
 }
 
 impl BayesLinear {
-    /// Forward pass; `input` is `[..., d_input]`.
+    /// Forward pass; `input` is `[..., d_input]` (`[stack * B, ..., d_input]` with a
+    /// Monte-Carlo stack, [`crate::stack`]).
     pub fn forward<const D: usize>(&self, input: Tensor<D>) -> Tensor<D> {
-        linear_forward(
+        linear_forward_stacked(
             input,
             self.weight(),
             self.bias(),
             self.estimator,
             self.sampling.is_enabled(),
+            self.mc_stack.get(),
         )
     }
 

@@ -12,6 +12,8 @@
 //! generator, so `device.seed(s)` still fixes every draw, and the chunking does not depend on
 //! the number of threads: same seed, same backend, same noise.
 
+use std::cell::RefCell;
+
 use burn::prelude::*;
 use burn::tensor::{Distribution, TensorData};
 use rand::rngs::Xoshiro256PlusPlus;
@@ -55,8 +57,105 @@ pub fn is_flex(device: &Device) -> bool {
     }
 }
 
+/// A source of noise that replaces the random draws: called with each draw's shape, it returns
+/// that many values, row-major.
+pub type NoiseSource = Box<dyn FnMut(&[usize]) -> Vec<f32>>;
+
+thread_local! {
+    static SOURCE: RefCell<Option<NoiseSource>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` with every noise draw of the layers' forward passes on this thread, both
+/// [`standard_normal`] and Flipout's sign flips (then the signs of the values, `+1` at 0),
+/// taken from `source` instead of the random generators. Common random numbers: a test gives a
+/// stacked forward and per-sample forwards the same noise this way
+/// ([`crate::stack`]: a stacked draw is the per-sample draws concatenated along dimension 0).
+///
+/// # Panics
+/// If `source` returns a number of values other than the draw's.
+pub fn with_noise_source<R>(
+    source: impl FnMut(&[usize]) -> Vec<f32> + 'static,
+    f: impl FnOnce() -> R,
+) -> R {
+    /// Puts the previous source back, also when `f` panics.
+    struct Restore(Option<NoiseSource>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let previous = self.0.take();
+            SOURCE.with(|s| *s.borrow_mut() = previous);
+        }
+    }
+    let previous = SOURCE.with(|s| s.borrow_mut().replace(Box::new(source)));
+    let _restore = Restore(previous);
+    f()
+}
+
+/// Pseudo-normal value `i` of draw `call` of Monte-Carlo sample `s` (SplitMix64 through
+/// Box-Muller): a pure function, so that two runs can be given the same noise.
+fn common_value(call: usize, s: usize, i: usize) -> f32 {
+    let mut z = ((call as u64) << 40) ^ ((s as u64) << 28) ^ i as u64;
+    let mut next = || {
+        z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut x = z;
+        x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        ((x ^ (x >> 31)) >> 11) as f64 / (1u64 << 53) as f64
+    };
+    let (u, v) = (next().max(1e-300), next());
+    ((-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()) as f32
+}
+
+/// A [`with_noise_source`] source for a stacked forward of `stack` Monte-Carlo samples
+/// ([`crate::stack`]) that gives it the noise [`common_noise_sample`] gives each sample: each
+/// draw is the `stack` per-sample draws concatenated along dimension 0. With it, block `s` of a
+/// stacked forward's output can be checked against the per-sample forward of sample `s`.
+pub fn common_noise_stacked(stack: usize) -> impl FnMut(&[usize]) -> Vec<f32> + 'static {
+    let mut call = 0;
+    move |shape| {
+        let per = shape.iter().product::<usize>() / stack.max(1);
+        let v = (0..stack)
+            .flat_map(|s| (0..per).map(move |i| common_value(call, s, i)))
+            .collect();
+        call += 1;
+        v
+    }
+}
+
+/// A [`with_noise_source`] source for the per-sample forward of Monte-Carlo sample `s`: draw
+/// number `k` of the forward gets the values of draw `k` of sample `s` of
+/// [`common_noise_stacked`].
+pub fn common_noise_sample(s: usize) -> impl FnMut(&[usize]) -> Vec<f32> + 'static {
+    let mut call = 0;
+    move |shape| {
+        let n = shape.iter().product::<usize>();
+        let v = (0..n).map(|i| common_value(call, s, i)).collect();
+        call += 1;
+        v
+    }
+}
+
+/// The draw of [`with_noise_source`]'s source, if one is set on this thread.
+pub(crate) fn from_source<const D: usize>(shape: [usize; D], device: &Device) -> Option<Tensor<D>> {
+    SOURCE.with(|s| {
+        let mut source = s.borrow_mut();
+        let source = source.as_mut()?;
+        let values = source(&shape);
+        let n: usize = shape.iter().product();
+        assert_eq!(
+            values.len(),
+            n,
+            "noise source: {} values for a draw of shape {shape:?}",
+            values.len()
+        );
+        Some(Tensor::from_data(TensorData::new(values, shape), device))
+    })
+}
+
 /// A tensor of independent `N(0, 1)` draws of `shape` on `device`.
 pub fn standard_normal<const D: usize>(shape: [usize; D], device: &Device) -> Tensor<D> {
+    if let Some(t) = from_source(shape, device) {
+        return t;
+    }
     let n: usize = shape.iter().product();
     if n < MIN_HOST_DRAW || !is_host_device(device) {
         return Tensor::random(shape, Distribution::Normal(0.0, 1.0), device);

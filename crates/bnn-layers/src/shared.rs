@@ -18,8 +18,8 @@ use burn::tensor::{Int, TensorData};
 
 use crate::conv::ConvGeometry;
 use crate::forward::sigma_of_rho;
-use crate::forward::{GaussTensor, bias_gauss, conv2d_forward, linear_forward};
-use crate::{BayesConv2d, BayesLinear, Estimator, LayerError};
+use crate::forward::{GaussTensor, bias_gauss, conv2d_forward_stacked, linear_forward_stacked};
+use crate::{BayesConv2d, BayesLinear, Estimator, LayerError, McStack};
 
 /// Most codebook entries an ellipse weight blends (the paper's k = 5).
 pub const MAX_BLEND: usize = 5;
@@ -288,6 +288,9 @@ pub struct SharedLinear {
     pub bias_prior_mu: Option<Param<Tensor<1>>>,
     /// Stochastic (enabled) or mean (disabled) forward.
     pub sampling: Param<Flag>,
+    /// Weight samples per forward pass, one per block of a stacked batch; see
+    /// [`crate::set_mc_stack`].
+    pub mc_stack: McStack,
     /// The forward estimator.
     #[module(skip)]
     pub estimator: Estimator,
@@ -315,18 +318,20 @@ impl SharedLinear {
                 .as_ref()
                 .map(|p| Param::from_tensor(p.val()).set_require_grad(false)),
             sampling: Param::from_bool(true),
+            mc_stack: McStack::default(),
             estimator: layer.estimator,
         })
     }
 
     /// Forward pass with the codebook's current view.
     pub fn forward<const D: usize>(&self, input: Tensor<D>, codebook: &CodebookView) -> Tensor<D> {
-        linear_forward(
+        linear_forward_stacked(
             input,
             self.weight.gather_shaped::<2>(codebook),
             bias_gauss(&self.bias_mu, &self.bias_rho),
             self.estimator,
             self.sampling.is_enabled(),
+            self.mc_stack.get(),
         )
     }
 }
@@ -344,6 +349,9 @@ pub struct SharedConv2d {
     pub bias_prior_mu: Option<Param<Tensor<1>>>,
     /// Stochastic (enabled) or mean (disabled) forward.
     pub sampling: Param<Flag>,
+    /// Weight samples per forward pass, one per block of a stacked batch; see
+    /// [`crate::set_mc_stack`].
+    pub mc_stack: McStack,
     /// Convolution geometry.
     #[module(skip)]
     pub geometry: ConvGeometry,
@@ -376,6 +384,7 @@ impl SharedConv2d {
                 .as_ref()
                 .map(|p| Param::from_tensor(p.val()).set_require_grad(false)),
             sampling: Param::from_bool(true),
+            mc_stack: McStack::default(),
             geometry: layer.geometry,
             estimator: layer.estimator,
         })
@@ -383,13 +392,14 @@ impl SharedConv2d {
 
     /// Forward pass with the codebook's current view.
     pub fn forward(&self, input: Tensor<4>, codebook: &CodebookView) -> Tensor<4> {
-        conv2d_forward(
+        conv2d_forward_stacked(
             input,
             self.weight.gather_shaped::<4>(codebook),
             bias_gauss(&self.bias_mu, &self.bias_rho),
             self.geometry.options(),
             self.estimator,
             self.sampling.is_enabled(),
+            self.mc_stack.get(),
         )
     }
 }

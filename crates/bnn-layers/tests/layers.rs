@@ -2,15 +2,16 @@
 //! finite-difference gradients of the shared codebook, conversions.
 
 use bnn_layers::{
-    BayesConv2dConfig, BayesLinearConfig, BayesOptions, Codebook, Estimator, Prior, SharedKl,
-    SharedLinear, WeightSource, export_bayes, kl_divergence, kl_divergence_with, set_sampling,
-    test_device,
+    BayesConv2dConfig, BayesLinearConfig, BayesOptions, Codebook, Estimator, Prior, SharedConv2d,
+    SharedKl, SharedLinear, WeightSource, export_bayes, kl_divergence, kl_divergence_with,
+    set_mc_stack, set_sampling, test_device,
 };
 use burn::module::Module;
 use burn::prelude::*;
 use burn::tensor::{Distribution, TensorData};
 
 use bnn_layers::lock_device_rng as rng_lock;
+use bnn_layers::noise::{common_noise_sample, common_noise_stacked};
 
 fn scalar(t: Tensor<1>) -> f64 {
     t.into_scalar::<f32>() as f64
@@ -356,4 +357,192 @@ fn shared_kl_per_weight_mixture_and_codebook_match_the_closed_form() {
         (got - codebook).abs() < 1e-4 * codebook.abs(),
         "{got} vs {codebook}"
     );
+}
+
+/// Runs `stacked` (a forward set to `stack` samples) on `x` repeated `stack` times and
+/// `single` (the same layer at stack 1) on `x` once per sample, each with the noise of its
+/// sample, and checks that block `s` of the stacked output is sample `s`'s output (to f32
+/// rounding: a batched matmul or grouped convolution sums in another order), and that the
+/// samples differ.
+fn assert_stacked_is_per_sample<const D: usize, const E: usize>(
+    what: &str,
+    x: Tensor<D>,
+    stack: usize,
+    stacked: impl FnOnce(Tensor<D>) -> Tensor<E>,
+    single: impl Fn(Tensor<D>) -> Tensor<E>,
+) {
+    let b = x.dims()[0];
+    let out = bnn_layers::noise::with_noise_source(common_noise_stacked(stack), || {
+        stacked(x.clone().repeat_dim(0, stack))
+    });
+    assert_eq!(out.dims()[0], stack * b, "{what}");
+    let mut previous: Option<Tensor<E>> = None;
+    for s in 0..stack {
+        let want =
+            bnn_layers::noise::with_noise_source(common_noise_sample(s), || single(x.clone()));
+        let got = out.clone().narrow(0, s * b, b);
+        let scale = scalar(want.clone().abs().max().reshape([1])).max(1.0);
+        let err = scalar((got - want.clone()).abs().max().reshape([1]));
+        assert!(
+            err <= 1e-5 * scale,
+            "{what}: sample {s} differs by {err} (scale {scale})"
+        );
+        if let Some(p) = previous {
+            let d = scalar((p - want.clone()).abs().max().reshape([1]));
+            assert!(d > 1e-3, "{what}: samples {} and {s} are the same", s - 1);
+        }
+        previous = Some(want);
+    }
+}
+
+const ESTIMATORS: [Estimator; 3] = [
+    Estimator::Reparameterization,
+    Estimator::LocalReparameterization,
+    Estimator::Flipout,
+];
+
+fn noisy(e: Estimator) -> BayesOptions {
+    BayesOptions::new()
+        .with_estimator(e)
+        .with_weight_sigma(bnn_layers::SigmaInit::Constant { sigma: 0.1 })
+        .with_bias_sigma(bnn_layers::SigmaInit::Constant { sigma: 0.1 })
+}
+
+/// A stacked dense layer applies weight sample `s` to block `s` of the batch, for every
+/// estimator, on 2-D and 3-D (token) inputs.
+#[test]
+fn stacked_linear_applies_sample_s_to_block_s() {
+    let _guard = rng_lock();
+    let device = test_device();
+    let x2 = Tensor::<2>::random([5, 6], Distribution::Normal(0.0, 1.0), &device);
+    let x3 = Tensor::<3>::random([3, 4, 6], Distribution::Normal(0.0, 1.0), &device);
+    for e in ESTIMATORS {
+        for stack in [2, 4] {
+            let layer = BayesLinearConfig::new(6, 7)
+                .with_options(noisy(e))
+                .init(&device);
+            let stacked = set_mc_stack(layer.clone(), stack).unwrap();
+            let what = format!("linear {e:?}, stack {stack}");
+            assert_stacked_is_per_sample(
+                &what,
+                x2.clone(),
+                stack,
+                |x| stacked.forward(x),
+                |x| layer.forward(x),
+            );
+            assert_stacked_is_per_sample(
+                &what,
+                x3.clone(),
+                stack,
+                |x| stacked.forward(x),
+                |x| layer.forward(x),
+            );
+        }
+    }
+}
+
+/// A stacked convolution (one grouped convolution) applies weight sample `s` to block `s`, for
+/// every estimator, with padding, stride, bias and groups of its own.
+#[test]
+fn stacked_conv_applies_sample_s_to_block_s() {
+    let _guard = rng_lock();
+    let device = test_device();
+    let x = Tensor::<4>::random([3, 4, 7, 7], Distribution::Normal(0.0, 1.0), &device);
+    for e in ESTIMATORS {
+        for (groups, stride) in [(1, 1), (2, 2)] {
+            let conv = BayesConv2dConfig::new([4, 6], [3, 3])
+                .with_padding([1, 1])
+                .with_stride([stride, stride])
+                .with_groups(groups)
+                .with_bias(true)
+                .with_options(noisy(e))
+                .init(&device);
+            let stack = 3;
+            let stacked = set_mc_stack(conv.clone(), stack).unwrap();
+            assert_stacked_is_per_sample(
+                &format!("conv {e:?}, groups {groups}"),
+                x.clone(),
+                stack,
+                |x| stacked.forward(x),
+                |x| conv.forward(x),
+            );
+        }
+    }
+}
+
+/// Shared (2DGBNN) layers stack as the Bayesian ones: codebook, outlier and ellipse weights.
+#[test]
+fn stacked_shared_layers_apply_sample_s_to_block_s() {
+    let _guard = rng_lock();
+    let device = test_device();
+    let codebook = Codebook::new(&[0.1, -0.2, 0.3], &[-2.0, -1.5, -2.5], &device).unwrap();
+    let view = codebook.view();
+    let sources = |n: usize| -> Vec<WeightSource> {
+        (0..n)
+            .map(|i| match i % 4 {
+                0 | 1 => WeightSource::Codebook((i % 3) as u32),
+                2 => WeightSource::Outlier {
+                    mu: 0.05 * i as f32,
+                    rho: -2.0,
+                },
+                _ => WeightSource::Ellipse {
+                    components: vec![0, 2],
+                    alphas: vec![0.3, 0.7],
+                },
+            })
+            .collect()
+    };
+    for e in ESTIMATORS {
+        let base = BayesLinearConfig::new(6, 5)
+            .with_options(noisy(e))
+            .init(&device);
+        let dense = SharedLinear::from_bayes(&base, &sources(30), 3).unwrap();
+        let stacked = set_mc_stack(dense.clone(), 4).unwrap();
+        let x = Tensor::<2>::random([5, 6], Distribution::Normal(0.0, 1.0), &device);
+        assert_stacked_is_per_sample(
+            &format!("shared linear {e:?}"),
+            x,
+            4,
+            |x| stacked.forward(x, &view),
+            |x| dense.forward(x, &view),
+        );
+
+        let base = BayesConv2dConfig::new([2, 4], [3, 3])
+            .with_bias(true)
+            .with_options(noisy(e))
+            .init(&device);
+        let conv = SharedConv2d::from_bayes(&base, &sources(4 * 2 * 9), 3).unwrap();
+        let stacked = set_mc_stack(conv.clone(), 2).unwrap();
+        let x = Tensor::<4>::random([3, 2, 6, 6], Distribution::Normal(0.0, 1.0), &device);
+        assert_stacked_is_per_sample(
+            &format!("shared conv {e:?}"),
+            x,
+            2,
+            |x| stacked.forward(x, &view),
+            |x| conv.forward(x, &view),
+        );
+    }
+}
+
+/// At stack 1 a layer's forward is the per-sample forward of before stacking, bit for bit:
+/// `x (mu + sigma eps) + (mu_b + sigma_b eps_b)` with the weight's noise drawn first.
+#[test]
+fn stack_1_is_the_per_sample_forward_bit_for_bit() {
+    let _guard = rng_lock();
+    let device = test_device();
+    let layer = BayesLinearConfig::new(70, 90)
+        .with_options(noisy(Estimator::Reparameterization))
+        .init(&device);
+    let layer = set_mc_stack(layer, 1).unwrap();
+    let x = Tensor::<2>::random([4, 70], Distribution::Normal(0.0, 1.0), &device);
+    // Parameters are initialised lazily, from the device generator: before the seed.
+    layer.forward(x.clone());
+    device.seed(9);
+    let got = layer.forward(x.clone()).into_data();
+    device.seed(9);
+    let (w, b) = (layer.weight(), layer.bias().unwrap());
+    let w = w.mu + w.sigma * bnn_layers::noise::standard_normal([70, 90], &device);
+    let b = b.mu + b.sigma * bnn_layers::noise::standard_normal([90], &device);
+    let want = burn::tensor::module::linear(x, w, Some(b)).into_data();
+    assert_eq!(got, want);
 }

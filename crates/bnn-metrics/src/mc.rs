@@ -88,6 +88,55 @@ impl McPredictive {
         acc.finish()
     }
 
+    /// An accumulator holding `samples` samples given by their sums, as accumulated elsewhere
+    /// (on a GPU, say): per example the sum over samples of the class probabilities
+    /// (`sum_probs`, row-major `[n, classes]`) and of each sample's entropy in nats
+    /// (`sum_entropy`, `[n]`). [`McPredictive::finish`] then gives their predictive.
+    ///
+    /// # Errors
+    /// [`MetricsError::Empty`] if `n`, `classes` or `samples` is zero,
+    /// [`MetricsError::LengthMismatch`] if a length differs from `n * classes` or `n`,
+    /// [`MetricsError::NonFinite`] for a non-finite sum.
+    pub fn from_sums(
+        n: usize,
+        classes: usize,
+        samples: usize,
+        sum_probs: Vec<f64>,
+        sum_entropy: Vec<f64>,
+    ) -> Result<Self> {
+        let mut acc = Self::new(n, classes)?;
+        if samples == 0 {
+            return Err(MetricsError::Empty {
+                what: "Monte Carlo samples (0 summed)",
+            });
+        }
+        for (what, values, expected) in [
+            ("Monte Carlo probability sums", &sum_probs, n * classes),
+            ("Monte Carlo entropy sums", &sum_entropy, n),
+        ] {
+            if values.len() != expected {
+                return Err(MetricsError::LengthMismatch {
+                    what,
+                    expected,
+                    got: values.len(),
+                });
+            }
+            let width = if expected == n { 1 } else { classes };
+            if let Some(at) = values.iter().position(|v| !v.is_finite()) {
+                return Err(MetricsError::NonFinite {
+                    what,
+                    row: at / width,
+                    col: at % width,
+                    value: values[at],
+                });
+            }
+        }
+        acc.samples = samples;
+        acc.sum_probs = sum_probs;
+        acc.sum_entropy = sum_entropy;
+        Ok(acc)
+    }
+
     /// Number of examples.
     pub fn n(&self) -> usize {
         self.n

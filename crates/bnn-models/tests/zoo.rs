@@ -140,3 +140,124 @@ fn names_round_trip_and_unknown_names_are_errors() {
             .unwrap(),
     );
 }
+
+/// A whole network with a Monte-Carlo stack: block `s` of a stacked forward is the per-sample
+/// forward given sample `s`'s noise, for LeNet-5 (Bayesian with each estimator, and shared),
+/// the MLP, a narrow ResNet-20 (batch norm in evaluation mode) and the tiny ViT (dense layers
+/// on tokens).
+#[test]
+fn stacked_networks_apply_sample_s_to_block_s() {
+    use bnn_layers::noise::{common_noise_sample, common_noise_stacked, with_noise_source};
+    use bnn_layers::{BayesOptions, Codebook, Estimator, SigmaInit, WeightSource, set_mc_stack};
+
+    let device = test_device();
+    let mut share = |_: &str, shape: &[usize]| {
+        let n: usize = shape.iter().product();
+        Ok((0..n)
+            .map(|i| match i % 7 {
+                0 => WeightSource::Outlier {
+                    mu: 0.01 * (i % 13) as f32,
+                    rho: -3.0,
+                },
+                6 => WeightSource::Ellipse {
+                    components: vec![1, 2],
+                    alphas: vec![0.5, 0.5],
+                },
+                _ => WeightSource::Codebook((i % 3) as u32),
+            })
+            .collect())
+    };
+    let cases = [
+        (
+            Arch::Lenet5,
+            28,
+            Kind::Bayesian,
+            Estimator::Reparameterization,
+        ),
+        (
+            Arch::Lenet5,
+            28,
+            Kind::Bayesian,
+            Estimator::LocalReparameterization,
+        ),
+        (Arch::Lenet5, 28, Kind::Bayesian, Estimator::Flipout),
+        (
+            Arch::Lenet5,
+            28,
+            Kind::Shared,
+            Estimator::Reparameterization,
+        ),
+        (Arch::Mlp, 8, Kind::Bayesian, Estimator::Reparameterization),
+        (Arch::Mlp, 8, Kind::Shared, Estimator::Flipout),
+        (
+            Arch::Resnet20,
+            8,
+            Kind::Bayesian,
+            Estimator::Reparameterization,
+        ),
+        (
+            Arch::VitTiny,
+            28,
+            Kind::Bayesian,
+            Estimator::Reparameterization,
+        ),
+    ];
+    for (arch, size, kind, estimator) in cases {
+        let mut config = ModelConfig::for_input(arch, kind, 5, 1, size)
+            .with_mlp_hidden(vec![16])
+            .with_width(Some(4))
+            .with_codebook_len(3);
+        config.bayes = BayesOptions::new()
+            .with_estimator(estimator)
+            .with_weight_sigma(SigmaInit::Constant { sigma: 0.05 });
+        let model = match kind {
+            Kind::Shared => {
+                let cb = Codebook::new(&[0.05, -0.04, 0.02], &[-3.0, -3.5, -4.0], &device).unwrap();
+                config.init_shared(&device, &mut share, cb).unwrap()
+            }
+            _ => config.init(&device).unwrap(),
+        };
+        let model = set_sampling(model.valid(), true);
+        let stack = 3;
+        let stacked = set_mc_stack(model.clone(), stack).unwrap();
+        let x = Tensor::<4>::random(
+            [2, 1, size, size],
+            burn::tensor::Distribution::Normal(0.0, 1.0),
+            &device,
+        );
+        let out = with_noise_source(common_noise_stacked(stack), || {
+            stacked.forward(x.clone().repeat_dim(0, stack))
+        });
+        let what = format!("{arch} {kind} {estimator:?}");
+        let mut previous: Option<Vec<f32>> = None;
+        for s in 0..stack {
+            let want = with_noise_source(common_noise_sample(s), || model.forward(x.clone()))
+                .into_data()
+                .convert::<f32>()
+                .try_to_vec::<f32>()
+                .unwrap();
+            let got = out
+                .clone()
+                .narrow(0, 2 * s, 2)
+                .into_data()
+                .convert::<f32>()
+                .try_to_vec::<f32>()
+                .unwrap();
+            let scale = want.iter().fold(1f32, |m, v| m.max(v.abs()));
+            for (g, w) in got.iter().zip(&want) {
+                assert!(
+                    (g - w).abs() <= 1e-4 * scale,
+                    "{what}: sample {s}: {g} vs {w}"
+                );
+            }
+            if let Some(p) = &previous {
+                let d = p
+                    .iter()
+                    .zip(&want)
+                    .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+                assert!(d > 1e-4, "{what}: samples {} and {s} are the same", s - 1);
+            }
+            previous = Some(want);
+        }
+    }
+}

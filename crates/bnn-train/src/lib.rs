@@ -55,10 +55,12 @@ pub use checkpoint::{
 pub use config::{ADAM_EPSILON, LrSchedule, MomentumCycle, OptimizerKind, TrainConfig};
 pub use error::TrainError;
 pub use evaluate::{
-    EvaluatedPredictions, Evaluation, LogitSamples, Predictions, UncertaintyDiagnostics, evaluate,
-    evaluate_ensemble, evaluate_ensemble_tempered, evaluate_tempered, evaluate_with_predictions,
-    evaluation_of, predict, predict_ensemble, predict_ensemble_logits, predict_ensemble_tempered,
-    predict_logits, predict_tempered,
+    EvaluatedPredictions, Evaluation, LogitSamples, MAX_STACKED_INPUT, MAX_STACKED_ROWS,
+    McBatching, Predictions, StackedMc, UncertaintyDiagnostics, evaluate, evaluate_ensemble,
+    evaluate_ensemble_tempered, evaluate_tempered, evaluate_with_predictions, evaluation_of,
+    predict, predict_ensemble, predict_ensemble_logits, predict_ensemble_tempered, predict_logits,
+    predict_logits_with, predict_tempered, predict_tempered_with, predict_with,
+    stacked_probability_sums,
 };
 pub use grads::mean_mu_gradients;
 pub use parallel::{DataParallel, DevicesError};

@@ -7,6 +7,7 @@ use bnn_models::{Arch, Kind, ModelConfig};
 use bnn_train::{
     LrSchedule, Silent, TrainConfig, evaluate, predict, predict_logits, predict_tempered, train,
 };
+use burn::module::Module;
 
 #[test]
 fn constant_schedule_is_one() {
@@ -441,4 +442,213 @@ fn the_codebook_kl_is_refused_with_an_empirical_prior() {
     c.prior = bnn_layers::Prior::Empirical { sigma: 0.1 };
     let e = c.validate().unwrap_err().to_string();
     assert!(e.contains("shared_kl") && e.contains("empirical"), "{e}");
+}
+
+fn bayes_mlp(seed: u64, sigma: f64) -> bnn_models::Network {
+    let device = bnn_layers::test_device();
+    device.seed(seed);
+    let mut config =
+        ModelConfig::for_input(Arch::Mlp, Kind::Bayesian, 4, 1, 4).with_mlp_hidden(vec![16]);
+    config.bayes = bnn_layers::BayesOptions::new()
+        .with_weight_sigma(bnn_layers::SigmaInit::Constant { sigma })
+        .with_bias_sigma(bnn_layers::SigmaInit::Constant { sigma });
+    config.init(&device).unwrap()
+}
+
+/// With a stack of 1 (what `McBatching::Auto` is on CPU backends) evaluation is the
+/// per-sample loop of earlier versions, bit for bit: one pass over the data set per sample,
+/// each pass's logits pushed to an `McPredictive`.
+#[test]
+fn stack_1_evaluation_is_the_per_sample_loop_bit_for_bit() {
+    use bnn_train::{McBatching, predict_logits_with, predict_with};
+    let _rng = bnn_layers::lock_device_rng();
+    let device = bnn_layers::test_device();
+    assert_eq!(McBatching::Auto.stack_for(&device, 128, 784, 30), 1);
+    assert_eq!(McBatching::Stack(8).stack_for(&device, 128, 784, 30), 8);
+    assert_eq!(McBatching::Stack(64).stack_for(&device, 128, 784, 30), 30);
+    assert_eq!(McBatching::Stack(0).stack_for(&device, 128, 784, 30), 1);
+    let model = bayes_mlp(31, 0.1);
+    let test = loader(70, 6);
+    predict(&model, &test, 1).unwrap();
+
+    // The loop of earlier versions, written out.
+    device.seed(4);
+    let valid = bnn_layers::set_sampling(model.valid(), true);
+    let mut mc = bnn_metrics::McPredictive::new(70, 4).unwrap();
+    let mut all_logits = Vec::new();
+    for _ in 0..5 {
+        let mut pass = vec![0f32; 70 * 4];
+        for batch in test.epoch(0) {
+            let batch = batch.unwrap();
+            let (x, _) = bnn_train::to_tensors(&batch, &device);
+            let host = bnn_train::to_vec(valid.forward(x));
+            for (row, &i) in batch.indices.iter().enumerate() {
+                pass[i * 4..(i + 1) * 4].copy_from_slice(&host[row * 4..(row + 1) * 4]);
+            }
+        }
+        mc.push_logits(&pass).unwrap();
+        all_logits.extend_from_slice(&pass);
+    }
+    let want = mc.finish().unwrap();
+
+    device.seed(4);
+    let auto = predict(&model, &test, 5).unwrap();
+    device.seed(4);
+    let one = predict_with(&model, &test, 5, McBatching::Stack(1)).unwrap();
+    assert_eq!(auto.predictive, want);
+    assert_eq!(one.predictive, want);
+    device.seed(4);
+    let logits = predict_logits_with(&model, &test, 5, McBatching::Stack(1)).unwrap();
+    assert_eq!(logits.logits, all_logits);
+}
+
+/// Every `*_rho` parameter set to `rho`.
+struct SetRho {
+    path: Vec<String>,
+    rho: f64,
+}
+
+impl burn::module::ModuleMapper for SetRho {
+    fn enter_module(&mut self, name: &str, _container_type: &str) {
+        self.path.push(name.to_string());
+    }
+
+    fn exit_module(&mut self, _name: &str, _container_type: &str) {
+        self.path.pop();
+    }
+
+    fn map_float<const D: usize>(
+        &mut self,
+        param: burn::module::Param<burn::prelude::Tensor<D>>,
+    ) -> burn::module::Param<burn::prelude::Tensor<D>> {
+        if self.path.last().is_some_and(|n| n.ends_with("_rho")) {
+            let rho = self.rho;
+            param.map(|t| t.zeros_like().add_scalar(rho))
+        } else {
+            param
+        }
+    }
+}
+
+/// The stacked predictive (8 samples per forward, the last forward of 4) estimates the same
+/// predictive as the per-sample one: with 200 samples each, every probability agrees within
+/// 5 standard errors of the difference, computed from the per-sample spread; its logits are
+/// laid out as the per-sample path's (the predictive of the stacked logits is the stacked
+/// predictive), tempered predictions too; and with sigma = 0 both paths agree to f32
+/// rounding, their logits exactly.
+#[test]
+fn stacked_predictive_agrees_with_the_per_sample_one() {
+    use bnn_train::{McBatching, predict_logits_with, predict_tempered_with, predict_with};
+    let _rng = bnn_layers::lock_device_rng();
+    let device = bnn_layers::test_device();
+    let model = bayes_mlp(41, 0.3);
+    let test = loader(70, 7);
+    predict(&model, &test, 1).unwrap();
+    let (samples, n, classes) = (200, 70, 4);
+
+    device.seed(8);
+    let per_sample = predict_logits_with(&model, &test, samples, McBatching::Stack(1)).unwrap();
+    let p1 = per_sample.mc().unwrap().predictive(1.0).unwrap();
+    device.seed(9);
+    let p8 = predict_with(&model, &test, samples, McBatching::Stack(8)).unwrap();
+    assert_eq!(p8.predictive.n_samples(), samples);
+    assert_eq!(p8.labels, per_sample.labels);
+    // Per entry, the spread of one sample's probability, from the per-sample logits.
+    let mut sum = vec![0f64; n * classes];
+    let mut sum_sq = vec![0f64; n * classes];
+    for pass in per_sample.logits.chunks(n * classes) {
+        for (row, z) in pass.chunks(classes).enumerate() {
+            let m = z.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+            let e: Vec<f64> = z.iter().map(|&v| f64::from(v - m).exp()).collect();
+            let total: f64 = e.iter().sum();
+            for (k, ek) in e.iter().enumerate() {
+                let p = ek / total;
+                sum[row * classes + k] += p;
+                sum_sq[row * classes + k] += p * p;
+            }
+        }
+    }
+    let s = samples as f64;
+    let mut differ = false;
+    for (i, (a, b)) in p1
+        .probabilities()
+        .as_slice()
+        .iter()
+        .zip(p8.predictive.probabilities().as_slice())
+        .enumerate()
+    {
+        let var = (sum_sq[i] / s - (sum[i] / s).powi(2)).max(0.0);
+        let bound = 5.0 * (2.0 * var / s).sqrt() + 1e-6;
+        let d = f64::from((a - b).abs());
+        assert!(d <= bound, "entry {i}: {a} vs {b}, bound {bound}");
+        differ |= d > 0.0;
+    }
+    assert!(differ, "the stacked path draws other samples");
+    let mi = |p: &bnn_metrics::Predictive| {
+        let v = p.mutual_information().unwrap();
+        v.iter().sum::<f64>() / v.len() as f64
+    };
+    let (mi1, mi8) = (mi(&p1), mi(&p8.predictive));
+    assert!(
+        mi1 > 1e-3 && (mi1 - mi8).abs() < 0.2 * mi1,
+        "{mi1} vs {mi8}"
+    );
+
+    // The stacked logits (read back per stacked forward) with the same seed are the stacked
+    // predictive's samples, tempered or not.
+    device.seed(9);
+    let stacked_logits = predict_logits_with(&model, &test, samples, McBatching::Stack(8)).unwrap();
+    assert_eq!(
+        (
+            stacked_logits.samples,
+            stacked_logits.n,
+            stacked_logits.classes
+        ),
+        (samples, n, classes)
+    );
+    device.seed(9);
+    let tempered =
+        predict_tempered_with(&model, &test, samples, &[1.0, 2.0], McBatching::Stack(8)).unwrap();
+    assert_eq!(tempered[0].predictive, p8.predictive);
+    for (pred, t) in tempered.iter().zip([1.0, 2.0]) {
+        let want = stacked_logits.mc().unwrap().predictive(t).unwrap();
+        for (a, b) in pred
+            .predictive
+            .probabilities()
+            .as_slice()
+            .iter()
+            .zip(want.probabilities().as_slice())
+        {
+            assert!((a - b).abs() < 1e-5, "T = {t}: {a} vs {b}");
+        }
+        for (a, b) in pred
+            .predictive
+            .mutual_information()
+            .unwrap()
+            .iter()
+            .zip(want.mutual_information().unwrap())
+        {
+            assert!((a - b).abs() < 1e-5, "T = {t}: MI {a} vs {b}");
+        }
+    }
+
+    // sigma = 0 (softplus(-200) is 0 in f32): every sample is the mean network.
+    let exact = model.map(&mut SetRho {
+        path: Vec::new(),
+        rho: -200.0,
+    });
+    let one = predict_logits_with(&exact, &test, 20, McBatching::Stack(1)).unwrap();
+    let eight = predict_logits_with(&exact, &test, 20, McBatching::Stack(8)).unwrap();
+    assert_eq!(one, eight);
+    let p1 = predict_with(&exact, &test, 20, McBatching::Stack(1)).unwrap();
+    let p8 = predict_with(&exact, &test, 20, McBatching::Stack(8)).unwrap();
+    for (a, b) in p1
+        .predictive
+        .probabilities()
+        .as_slice()
+        .iter()
+        .zip(p8.predictive.probabilities().as_slice())
+    {
+        assert!((a - b).abs() <= 1e-6, "sigma = 0: {a} vs {b}");
+    }
 }

@@ -5,9 +5,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use bnn_data::{
-    ClassSubset, Compose, DataLoader, DataSource, Dataset, DatasetId, FileDigest, FolderImages,
-    LoaderConfig, Locator, NormStats, Normalize, Published, RandomHorizontalFlip, Split, Subset,
-    TileShuffled, by_name, digest_split, file_digests, load_idx_pair, open_dir, verify_split,
+    ClassSubset, Compose, DataError, DataLoader, DataSource, Dataset, DatasetId, FileDigest,
+    FolderImages, LoaderConfig, Locator, NormStats, Normalize, Published, RandomHorizontalFlip,
+    Split, Subset, TileShuffled, by_name, digest_split, file_digests, load_idx_pair, open_dir,
+    verify_split,
 };
 
 use bnn_models::{InputNorm, ModelConfig, TrainedOn};
@@ -397,7 +398,10 @@ fn open_preset_ood_in(
     {
         return open_ood_verified(id, &dir);
     }
-    open_verified(id, Split::Test, data_dir)
+    open_verified(id, Split::Test, data_dir).map_err(|e| match e {
+        Error::Data(e) if data_dir.is_none() => Error::Data(search.with_extra_searched(e)),
+        other => other,
+    })
 }
 
 /// A user's out-of-distribution set: its test split when it has one, else all its images (a
@@ -726,7 +730,7 @@ impl OodSearch {
     pub fn from_env(repo_root: &Path) -> Self {
         OodSearch {
             locator: Locator::from_env(None),
-            extra: vec![repo_root.join("../shared/data/mnist-10k")],
+            extra: vec![beside_checkout(repo_root, "shared/data/mnist-10k")],
         }
     }
 
@@ -755,12 +759,55 @@ impl OodSearch {
     pub fn fetch(&self, ood: DatasetId) -> Result<PathBuf, Error> {
         match self.find(ood) {
             Some(dir) => Ok(dir),
-            None => Ok(self.locator.locate(ood, Split::Test)?),
+            None => Ok(self
+                .locator
+                .locate(ood, Split::Test)
+                .map_err(|e| self.with_extra_searched(e))?),
         }
     }
 }
 
+/// The folder `rel` in the parent of the checkout at `repo_root`, said from the working
+/// directory where it can be (`../shared/data/mnist-10k`): the path is written into a run's
+/// `setup.json` and reports, which should not carry this machine's absolute paths.
+fn beside_checkout(repo_root: &Path, rel: &str) -> PathBuf {
+    let lexical = repo_root.join("..").join(rel);
+    let (Ok(root), Ok(cwd)) = (
+        repo_root.canonicalize(),
+        std::env::current_dir().and_then(|d| d.canonicalize()),
+    ) else {
+        return lexical;
+    };
+    let Some(parent) = root.parent() else {
+        return lexical;
+    };
+    let dir = parent.join(rel);
+    pathdiff::diff_paths(&dir, &cwd).unwrap_or(dir)
+}
+
 impl OodSearch {
+    /// Adds the folders of [`OodSearch::extra`] to a "not found" error's list of folders
+    /// searched: [`OodSearch::find`] looked there too.
+    fn with_extra_searched(&self, error: DataError) -> DataError {
+        match error {
+            DataError::NotFound {
+                dataset,
+                mut searched,
+                remedies,
+            } if self.locator.explicit.is_none() => {
+                for dir in &self.extra {
+                    searched.push_str(&format!("\n  {}", dir.display()));
+                }
+                DataError::NotFound {
+                    dataset,
+                    searched,
+                    remedies,
+                }
+            }
+            other => other,
+        }
+    }
+
     /// One line for a run that goes on without its OOD set `ood`: where to put it.
     pub fn missing_hint(&self, ood: DatasetId) -> String {
         let name = ood.name();
@@ -887,6 +934,32 @@ pub(crate) mod tests {
         let opened = open_preset_ood_in(DatasetId::Mnist, None, &search).unwrap();
         assert_eq!(opened.dir, digits);
         assert_eq!(opened.data.len(), 2);
+    }
+
+    /// Without the digits anywhere, the error lists the folder beside the checkout with the
+    /// standard places: it was searched too, and used to be left out of the list.
+    #[test]
+    fn a_missing_preset_ood_set_names_every_folder_searched() {
+        let root = tempfile::tempdir().unwrap();
+        let digits = root.path().join("shared/data/mnist-10k");
+        let search = cache_only(&root.path().join("cache"), vec![digits.clone()]);
+        let err = open_preset_ood_in(DatasetId::Mnist, None, &search)
+            .err()
+            .expect("no digits anywhere");
+        let text = err.to_string();
+        assert!(text.contains("not found"), "{text}");
+        assert!(text.contains(&digits.display().to_string()), "{text}");
+    }
+
+    /// The digits beside a checkout are named from the working directory, not by an
+    /// absolute path of this machine (the path lands in setup.json).
+    #[test]
+    fn the_folder_beside_the_checkout_is_relative_to_the_working_directory() {
+        let cwd = std::env::current_dir().unwrap();
+        let beside = beside_checkout(&cwd, "shared/data/mnist-10k");
+        assert_eq!(beside, Path::new("../shared/data/mnist-10k"));
+        let below = beside_checkout(&cwd.join("src/.."), "x");
+        assert_eq!(below, Path::new("../x"));
     }
 
     /// `n` images of 2x1 pixels that spell their own index, in `classes` classes.

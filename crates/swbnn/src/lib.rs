@@ -53,6 +53,7 @@ pub mod stats;
 pub mod store;
 pub mod tables;
 pub mod validation;
+pub mod warmup;
 
 use std::path::Path;
 

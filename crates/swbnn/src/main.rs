@@ -252,14 +252,18 @@ enum Command {
         #[arg(long, default_value_t = 0)]
         seed: u64,
     },
-    /// Draw a figure (reliability, ood, weights, per-class, corruptions) of a run directory,
-    /// a .swb file or a training directory, as PNG or SVG.
+    /// Draw a figure (reliability, ood, weights, per-class, corruptions, size-quality) of a run
+    /// directory, a .swb file or a training directory, as PNG or SVG.
     Plot(swbnn::plot::PlotArgs),
     /// Read a PyTorch state dict (.pt, .pth, .safetensors; bayesian-torch, blitz, torchbnn or a
     /// deterministic net) into a model directory that eval, compress and train --from take.
     Import(swbnn::interop::ImportArgs),
     /// Write a model (.swb or model directory) as .safetensors for PyTorch's load_state_dict.
     Export(swbnn::interop::ExportArgs),
+    /// Run a model once at the given shapes on a GPU backend (--backend wgpu or cuda), so that
+    /// the GPU kernel caches hold its compiled kernels and autotune results for later runs;
+    /// prints where the caches are and how many kernels were compiled.
+    Warmup(swbnn::warmup::WarmupArgs),
     /// Print a .swb file's statistics.
     Inspect {
         /// The .swb file.
@@ -341,6 +345,18 @@ fn run() -> Result<()> {
     let cli = Cli::parse();
     if let Some(t) = cli.threads {
         rayon_threads(t)?;
+    }
+    if let Command::Warmup(args) = &cli.command {
+        // Before any device is opened: the warm-up sets up the caches with its kernel log.
+        let report = swbnn::warmup::run(args, &cli.backend)?;
+        if cli.json {
+            println!("{}", serde_json::to_string(&report)?);
+        } else {
+            for line in report.lines() {
+                println!("{line}");
+            }
+        }
+        return Ok(());
     }
     let device = device_by_name(&cli.backend)?;
     let mut bars = Bars::new(cli.json);
@@ -541,8 +557,11 @@ fn run() -> Result<()> {
             }
         }
         Command::Plot(args) => {
-            let out = swbnn::plot::run(&args, &device)?;
-            eprintln!("wrote {}", out.display());
+            let plotted = swbnn::plot::run(&args, &device)?;
+            if let Some(dir) = &plotted.ood_dir {
+                eprintln!("OOD set read from {}", dir.display());
+            }
+            eprintln!("wrote {}", plotted.out.display());
         }
         Command::Import(args) => {
             let record = swbnn::interop::run_import(&args, &device)?;
@@ -564,6 +583,8 @@ fn run() -> Result<()> {
                 eprintln!("wrote {} ({tensors} tensors)", path.display());
             }
         },
+        // Run above, before the device is opened.
+        Command::Warmup(_) => {}
         Command::Inspect { model } => {
             // Everything loading checks, so a file `inspect` passes is one `eval` accepts.
             let (data, _) =

@@ -257,8 +257,17 @@ fn methods(args: &PlotArgs, all: bool) -> Result<Vec<Method>, Error> {
     }
 }
 
-/// Draws the figure `args.what` into `args.out`; returns the path written.
-pub fn run(args: &PlotArgs, device: &Device) -> Result<PathBuf, Error> {
+/// What [`run`] drew.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plotted {
+    /// The file written.
+    pub out: PathBuf,
+    /// The folder a preset OOD set was read from, when the figure read one.
+    pub ood_dir: Option<PathBuf>,
+}
+
+/// Draws the figure `args.what` into `args.out`; says what it wrote and read.
+pub fn run(args: &PlotArgs, device: &Device) -> Result<Plotted, Error> {
     // Every argument is checked before a model is loaded or a sample drawn.
     bnn_plot::Format::from_path(&args.out)?;
     let out = crate::checks::output_target("--out", &args.out, Some(args.force), &[&args.model])?;
@@ -267,8 +276,12 @@ pub fn run(args: &PlotArgs, device: &Device) -> Result<PathBuf, Error> {
         // Drawn from the tables alone: no model is loaded.
         let points = figures::size_quality_points(&args.model, args.seed)?;
         figures::size_quality(&points, args.size(figures::SIZE_QUALITY_SIZE), &out)?;
-        return Ok(args.out.clone());
+        return Ok(Plotted {
+            out: args.out.clone(),
+            ood_dir: None,
+        });
     }
+    let mut ood_dir = None;
     let source = open_source(args, device)?;
     let samples = |run_samples: Option<usize>| args.samples.or(run_samples).unwrap_or(30);
     let out = out.as_path();
@@ -295,6 +308,7 @@ pub fn run(args: &PlotArgs, device: &Device) -> Result<PathBuf, Error> {
                 let n = samples(Some(run.setup.samples));
                 let preds = run_predictions(&run, &loaders, &ms, device, n)?;
                 draw_predictions(args, what, &preds, &loaders, out)?;
+                ood_dir = loaders.ood_dir;
             }
         }
         (
@@ -314,10 +328,15 @@ pub fn run(args: &PlotArgs, device: &Device) -> Result<PathBuf, Error> {
             } else {
                 let preds = loaders.predict(&label, &model, device, n)?;
                 draw_predictions(args, what, &[preds], &loaders, out)?;
+                ood_dir = loaders.ood_dir;
             }
         }
     }
-    Ok(args.out.clone())
+    Ok(Plotted {
+        out: args.out.clone(),
+        // Only the OOD figure shows the set; the others may load it without drawing it.
+        ood_dir: ood_dir.filter(|_| args.what == Figure::Ood),
+    })
 }
 
 /// One model on the clean test set and on every corruption of [`Corruption::all`].
@@ -549,7 +568,9 @@ mod tests {
     }
 
     fn run_args(a: &PlotArgs, device: &Device) -> PathBuf {
-        run(a, device).unwrap_or_else(|e| panic!("{}: {e}", a.out.display()))
+        run(a, device)
+            .unwrap_or_else(|e| panic!("{}: {e}", a.out.display()))
+            .out
     }
 
     #[test]

@@ -122,32 +122,37 @@ pub fn write_report(dir: &Path, device: &Device) -> Result<PathBuf, Error> {
          diagonal are over-confident.\n\n![Reliability diagrams](figures/reliability.png)\n"
     );
 
-    if let Some((ood_id, _)) = &run.setup.ood {
-        let _ = writeln!(
-            md,
-            "### Out-of-distribution detection: {dataset} vs {}{}\n\nMaximum probability, \
-             predictive entropy and mutual information on the test set and on the OOD set, \
-             and each one's ROC curve as an OOD detector (in-distribution positive).\n",
+    // The OOD set: the one the setup names, or the classes a held-out run holds out.
+    let held_out = run.held_out_class_names()?;
+    let ood_set = match &run.setup.ood {
+        Some((ood_id, _)) => Some((
             figures::dataset_label(&(*ood_id).into()),
             match run.setup.ood_halves {
                 true => " (half B; half A is for choices)",
                 false => "",
-            }
+            },
+        )),
+        None if !held_out.is_empty() => Some((
+            format!("held-out classes ({})", held_out.join(", ")),
+            " (test images of the classes left out of training)",
+        )),
+        None => None,
+    };
+    if let Some((ood_name, note)) = ood_set {
+        let _ = writeln!(
+            md,
+            "### Out-of-distribution detection: {dataset} vs {ood_name}{note}\n\nMaximum \
+             probability, predictive entropy and mutual information on the test set and on the \
+             OOD set, and each one's ROC curve as an OOD detector (in-distribution positive).\n",
         );
         for (m, p) in Method::MAIN.iter().zip(&preds) {
             let name = format!("ood-{m}.png");
-            figures::ood(
-                p,
-                &dataset,
-                &figures::dataset_label(&(*ood_id).into()),
-                OOD_SIZE,
-                &fig_dir.join(&name),
-            )?;
+            figures::ood(p, &dataset, &ood_name, OOD_SIZE, &fig_dir.join(&name))?;
             let _ = writeln!(md, "![OOD, {}](figures/{name})\n", p.label);
         }
     }
 
-    let names = figures::class_names(&run.setup.dataset, run.classes()?)?;
+    let names = run.class_names()?;
     let _ = writeln!(
         md,
         "### Confidence per class\n\nThe test set's confidence (maximum probability) grouped \

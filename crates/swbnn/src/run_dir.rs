@@ -188,16 +188,50 @@ impl RunDir {
     pub fn loaders(&self) -> Result<Loaders, Error> {
         let s = &self.setup;
         let config = self.data_config()?;
+        // A held-out run subsets the test split after holding the classes out, as the
+        // experiment does.
+        let held_out = &s.held_out_classes;
+        let subset_first = s.test_subset.filter(|_| held_out.is_empty());
         Loaders::new(
             &s.dataset,
             s.data_dir.as_deref(),
             s.ood
                 .as_ref()
                 .map(|(id, dir)| ((*id).into(), Some(dir.as_path()))),
-            s.test_subset,
+            subset_first,
             s.workers,
             config.as_ref(),
-        )
+        )?
+        .holding_out(held_out, s.test_subset)
+    }
+
+    /// The names of the classes the run's models learned, in their label order: a held-out
+    /// run's models learned the classes not held out, relabelled from 0.
+    pub fn class_names(&self) -> Result<Vec<String>, Error> {
+        self.names_where(false)
+    }
+
+    /// The names of the classes a held-out run holds out (its OOD set), in label order; empty
+    /// for any other run.
+    pub fn held_out_class_names(&self) -> Result<Vec<String>, Error> {
+        self.names_where(true)
+    }
+
+    /// The data set's class names whose being held out is `held`.
+    fn names_where(&self, held: bool) -> Result<Vec<String>, Error> {
+        let held_out = &self.setup.held_out_classes;
+        // A preset's count is its whole set's; a user's data set's is what its models learned.
+        let all_classes = match self.setup.dataset.preset() {
+            Some(_) => self.classes()?,
+            None => self.classes()? + held_out.len(),
+        };
+        let all = crate::figures::class_names(&self.setup.dataset, all_classes)?;
+        Ok(all
+            .into_iter()
+            .enumerate()
+            .filter(|(i, _)| held_out.contains(&(*i as u32)) == held)
+            .map(|(_, name)| name)
+            .collect())
     }
 
     /// How the run's models read their data, for a user's data set (`None` for a preset,
@@ -236,6 +270,8 @@ pub struct Loaders {
     pub stats: NormStats,
     /// OOD data set and loader.
     pub ood: Option<(DataSource, bnn_data::DataLoader)>,
+    /// The folder a preset OOD set was read from (a user's set is named by its source).
+    pub ood_dir: Option<PathBuf>,
     /// Loader threads.
     pub workers: usize,
 }
@@ -268,13 +304,20 @@ impl Loaders {
         let opened = open_source(dataset, Split::Test, data_dir, images)?;
         let test_data = subset(opened.data, subset_n, 2, "the test set")?;
         let test = eval_loader(stats.clone(), test_data.clone(), 256, workers)?;
+        let mut ood_dir = None;
         let ood = match ood {
             Some((source, dir)) => {
                 let data = match (&source, dir, config) {
-                    (DataSource::Preset(id), Some(dir), _) => open_ood(*id, dir)?,
-                    (DataSource::Preset(id), None, _) => open_preset_ood(*id, data_dir)
-                        .map(|o| o.data)
-                        .map_err(|e| Error::Usage(format!("the OOD set {id}: {e}")))?,
+                    (DataSource::Preset(id), Some(dir), _) => {
+                        ood_dir = Some(dir.to_path_buf());
+                        open_ood(*id, dir)?
+                    }
+                    (DataSource::Preset(id), None, _) => {
+                        let opened = open_preset_ood(*id, data_dir)
+                            .map_err(|e| Error::Usage(format!("the OOD set {id}: {e}")))?;
+                        ood_dir = Some(opened.dir);
+                        opened.data
+                    }
                     (_, _, Some(c)) => open_user_ood(&source, c)?.data,
                     (_, _, None) => {
                         return Err(Error::Usage(format!(
@@ -293,8 +336,38 @@ impl Loaders {
             test_data,
             stats,
             ood,
+            ood_dir,
             workers,
         })
+    }
+
+    /// The test split without `held_out` classes (the others relabelled from 0, as the
+    /// experiment's data), then a stratified `subset_n` of it if given: what a held-out run's
+    /// models were evaluated on; the held-out classes' test images (at most `subset_n`) are
+    /// the OOD set, as in the experiment. Built by [`Loaders::new`] without a subset or OOD
+    /// set. No classes: unchanged.
+    pub(crate) fn holding_out(
+        mut self,
+        held_out: &[u32],
+        subset_n: Option<usize>,
+    ) -> Result<Self, Error> {
+        if held_out.is_empty() {
+            return Ok(self);
+        }
+        let (kept, out) = bnn_data::ClassSubset::held_out(self.test_data.clone(), held_out)?;
+        let out = subset_at_most(Arc::new(out), subset_n, 3)?;
+        self.ood = Some((
+            self.dataset.clone(),
+            eval_loader(self.stats.clone(), out, 256, self.workers)?,
+        ));
+        self.test_data = subset(Arc::new(kept), subset_n, 2, "the test set")?;
+        self.test = eval_loader(
+            self.stats.clone(),
+            self.test_data.clone(),
+            256,
+            self.workers,
+        )?;
+        Ok(self)
     }
 
     /// Whether kept predictions cover these loaders' data: as many test examples with the same

@@ -87,7 +87,15 @@ fn draw_both(a: &PlotArgs, dir: &Path, name: &str) {
     for ext in ["png", "svg"] {
         let mut a = a.clone();
         a.out = dir.join(format!("{name}.{ext}"));
-        swbnn::plot::run(&a, &device).unwrap_or_else(|e| panic!("{:?} {:?}: {e}", a.what, a.model));
+        let plotted = swbnn::plot::run(&a, &device)
+            .unwrap_or_else(|e| panic!("{:?} {:?}: {e}", a.what, a.model));
+        assert_eq!(plotted.out, a.out);
+        // The OOD figure says which folder its OOD set came from; no other figure names one.
+        assert_eq!(
+            plotted.ood_dir.is_some(),
+            a.what == Figure::Ood,
+            "{name}: {plotted:?}"
+        );
         let bytes = std::fs::read(&a.out).unwrap();
         if ext == "png" {
             let img = image::load_from_memory(&bytes).unwrap();

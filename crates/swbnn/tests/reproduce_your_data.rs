@@ -201,3 +201,30 @@ fn held_out_classes_become_the_ood_set() {
         .to_string();
     assert!(e.contains("held-out class 7"), "{e}");
 }
+
+/// A held-out run's report draws its figures on the classes the models learned: the figures
+/// once read the whole test split, and the held-out classes' labels stopped the report.
+#[test]
+fn a_held_out_run_writes_its_report_and_figures() {
+    let dir = tempfile::tempdir().unwrap();
+    let npz = dir.path().join("shapes.npz");
+    write_npz(&npz, 240, 60, 12);
+    let source = DataSource::Npz(npz);
+    let out = dir.path().join("run");
+    let mut setup = tiny_setup(&source, &out);
+    setup.held_out_classes = vec![1];
+    let Reproduction::Main { outcome, report } = run(&setup, &[]).unwrap() else {
+        panic!("not the main experiment");
+    };
+    assert!(
+        outcome.rows.iter().all(|r| r.ood_auroc.is_some()),
+        "the held-out class is the OOD set"
+    );
+    let text = std::fs::read_to_string(report).unwrap();
+    assert!(text.contains("per-class-2dgbnn.png"), "{text}");
+    assert!(out.join("figures/per-class-2dgbnn.png").is_file());
+    // Its OOD set is the held-out class, and the report draws it as it draws a named one.
+    assert!(text.contains("vs held-out classes (1)"), "{text}");
+    assert!(text.contains("ood-2dgbnn.png"), "{text}");
+    assert!(out.join("figures/ood-2dgbnn.png").is_file());
+}
