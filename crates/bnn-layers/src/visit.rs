@@ -6,8 +6,6 @@
 //! give the same layer paths. The order is the visiting order: the declaration order of fields,
 //! which is stable for a given architecture.
 
-use std::collections::HashMap;
-
 use burn::module::{Flag, Module, ModuleMapper, ModuleVisitor, Param};
 use burn::prelude::*;
 use burn::tensor::Int;
@@ -80,7 +78,9 @@ pub(crate) struct FloatEntry {
 pub(crate) struct Collector<'g> {
     path: ModulePath,
     pub(crate) floats: Vec<FloatEntry>,
-    pub(crate) ints: HashMap<String, Tensor<1, Int>>,
+    /// In the order the model visits them, which is the order sums over them take: a map's
+    /// order changes from one collection to the next, and with it the rounding of a sum.
+    pub(crate) ints: Vec<(String, Tensor<1, Int>)>,
     grads: Option<&'g burn::tensor::Gradients>,
 }
 
@@ -114,6 +114,10 @@ impl<'g> Collector<'g> {
     pub(crate) fn float(&self, path: &str) -> Option<&FloatEntry> {
         self.floats.iter().find(|e| e.path == path)
     }
+
+    pub(crate) fn int(&self, path: &str) -> Option<&Tensor<1, Int>> {
+        self.ints.iter().find(|(p, _)| p == path).map(|(_, t)| t)
+    }
 }
 
 impl ModuleVisitor for Collector<'_> {
@@ -138,7 +142,7 @@ impl ModuleVisitor for Collector<'_> {
     }
 
     fn visit_int<const D: usize>(&mut self, param: &Param<Tensor<D, Int>>) {
-        self.ints.insert(self.current(), flatten_int(param.val()));
+        self.ints.push((self.current(), flatten_int(param.val())));
     }
 }
 
@@ -233,19 +237,10 @@ pub fn export_posterior<M: Module>(model: &M) -> Vec<BayesTensor> {
     let c = Collector::collect(model, None);
     let mut out = export_bayes(model, None);
     if let Some(view) = codebook_view(&c) {
-        let mut shared: Vec<_> = c
+        let shared = c
             .ints
             .iter()
-            .filter_map(|(p, t)| Some((p.strip_suffix(".index")?, t)))
-            .collect();
-        // `ints` is a map: order the layers as the model visits them (by their first float
-        // parameter, e.g. the bias), then by path.
-        let order = |p: &str| {
-            let layer = format!("{}.", p.strip_suffix(".weight").unwrap_or(p));
-            let first = c.floats.iter().position(|e| e.path.starts_with(&layer));
-            (first.unwrap_or(usize::MAX), p.to_string())
-        };
-        shared.sort_by_key(|(p, _)| order(p));
+            .filter_map(|(p, t)| Some((p.strip_suffix(".index")?, t)));
         for (prefix, index) in shared {
             let (mu, sigma) = gather_shared(&c, prefix, index.clone(), &view);
             out.push(BayesTensor {
@@ -389,8 +384,7 @@ fn codebook_kl(
         ));
     }
     let ellipses = c
-        .ints
-        .get(&format!("{prefix}.ellipse_components"))
+        .int(&format!("{prefix}.ellipse_components"))
         .cloned()
         .zip(float("ellipse_alphas"));
     if let Some((comps, alphas)) = ellipses {
@@ -429,8 +423,7 @@ fn gather_shared(
     let float = |name: &str| c.float(&format!("{prefix}.{name}")).map(|e| e.flat.clone());
     let outliers = float("outlier_mu").zip(float("outlier_rho"));
     let ellipses = c
-        .ints
-        .get(&format!("{prefix}.ellipse_components"))
+        .int(&format!("{prefix}.ellipse_components"))
         .cloned()
         .zip(float("ellipse_alphas"));
     let g = gather_sources(view, outliers, ellipses, index);

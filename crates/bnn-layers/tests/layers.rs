@@ -359,6 +359,50 @@ fn shared_kl_per_weight_mixture_and_codebook_match_the_closed_form() {
     );
 }
 
+#[derive(Module, Debug)]
+struct ManyShared {
+    layers: Vec<SharedLinear>,
+    codebook: Codebook,
+}
+
+/// The KL of a model with several shared layers is summed in the model's order, so it is the
+/// same number on every call (each call collects the model anew). One layer's KL is about
+/// `1e7` and five are about `0.3` each: in `f32` the small terms vanish when added to the
+/// large one one at a time, but not when summed first, so any change of order shows.
+#[test]
+fn the_kl_of_many_shared_layers_is_the_same_on_every_call() {
+    let device = test_device();
+    // Entry 0 is far from the prior (KL about 1e6 per weight), entry 1 near it (about 0.32).
+    let codebook = Codebook::new(&[1000.0, 0.1], &[-1.0, -0.87], &device).unwrap();
+    let big = BayesLinearConfig::new(5, 2).with_bias(false).init(&device);
+    let mut layers =
+        vec![SharedLinear::from_bayes(&big, &vec![WeightSource::Codebook(0); 10], 2).unwrap()];
+    for _ in 0..5 {
+        let small = BayesLinearConfig::new(1, 1).with_bias(false).init(&device);
+        layers.push(SharedLinear::from_bayes(&small, &[WeightSource::Codebook(1)], 2).unwrap());
+    }
+    let network = ManyShared { layers, codebook };
+    let prior = Prior::Normal {
+        mu: 0.1,
+        sigma: 0.7,
+    };
+    for shared in [SharedKl::PerWeight, SharedKl::Mixture, SharedKl::Codebook] {
+        let first = kl_divergence_with(&network, &prior, shared)
+            .unwrap()
+            .into_scalar::<f32>();
+        for call in 1..40 {
+            let again = kl_divergence_with(&network, &prior, shared)
+                .unwrap()
+                .into_scalar::<f32>();
+            assert_eq!(
+                again.to_bits(),
+                first.to_bits(),
+                "{shared:?}, call {call}: {again} vs {first}"
+            );
+        }
+    }
+}
+
 /// Runs `stacked` (a forward set to `stack` samples) on `x` repeated `stack` times and
 /// `single` (the same layer at stack 1) on `x` once per sample, each with the noise of its
 /// sample, and checks that block `s` of the stacked output is sample `s`'s output (to f32
