@@ -71,6 +71,8 @@ pub mod plan;
 pub mod report;
 #[cfg(feature = "burn")]
 pub mod retrain_stop;
+#[cfg(feature = "burn")]
+pub mod safetensors_file;
 pub mod small_clusters;
 #[cfg(feature = "burn")]
 pub mod snr_prune;

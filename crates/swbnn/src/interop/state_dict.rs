@@ -230,7 +230,7 @@ pub fn safetensors_bytes(
                 .map_err(|e| InteropError::Write(format!("{k}: {e}")))
         })
         .collect::<Result<Vec<_>, _>>()?;
-    safetensors::serialize(views, metadata).map_err(|e| InteropError::Write(e.to_string()))
+    swshare::safetensors_file::serialize(views, metadata).map_err(InteropError::Write)
 }
 
 #[cfg(test)]
