@@ -13,30 +13,40 @@ use safetensors::tensor::View;
 /// The bytes of the 8-byte little-endian header length that opens a file.
 const LENGTH_BYTES: usize = 8;
 
+/// Why [`serialize`] wrote no file.
+#[derive(Debug, thiserror::Error)]
+pub enum SafetensorsFileError {
+    /// `safetensors::serialize` refused the tensors (one that does not fit its shape and type).
+    #[error("safetensors: {0}")]
+    Serialize(#[from] safetensors::SafeTensorError),
+    /// The header as written could not be rewritten at its length (not expected: the same
+    /// JSON in another key order has the same length).
+    #[error("the header: {0}")]
+    Header(String),
+}
+
 /// `safetensors::serialize(data, metadata)` with the header's keys (the metadata entries and
 /// the tensor names) in sorted order, the same bytes on every call with the same contents.
 /// Any reader of the format reads it as it reads `safetensors::serialize`'s output.
 ///
 /// # Errors
-/// `safetensors::serialize`'s error as text (a tensor that does not fit its shape and type),
-/// or a header the rewrite cannot keep at its length (not expected: the same JSON in another
-/// key order has the same length).
+/// [`SafetensorsFileError`].
 pub fn serialize<S, V, I>(
     data: I,
     metadata: Option<HashMap<String, String>>,
-) -> Result<Vec<u8>, String>
+) -> Result<Vec<u8>, SafetensorsFileError>
 where
     S: AsRef<str> + Ord + std::fmt::Display,
     V: View,
     I: IntoIterator<Item = (S, V)>,
 {
-    let mut bytes = safetensors::serialize(data, metadata).map_err(|e| e.to_string())?;
+    let mut bytes = safetensors::serialize(data, metadata)?;
     let length = header_length(&bytes)?;
     let header = &bytes[LENGTH_BYTES..LENGTH_BYTES + length];
     // A BTreeMap at each level that can be a map sorts the keys whatever serde_json's
     // features (`preserve_order` would keep the HashMap's order in a `Value`).
-    let parsed: BTreeMap<String, serde_json::Value> =
-        serde_json::from_slice(header).map_err(|e| format!("the written header: {e}"))?;
+    let parsed: BTreeMap<String, serde_json::Value> = serde_json::from_slice(header)
+        .map_err(|e| SafetensorsFileError::Header(format!("as written: {e}")))?;
     let sorted = parsed
         .into_iter()
         .map(|(key, value)| match value {
@@ -44,14 +54,14 @@ where
             other => Ok((key, other)),
         })
         .collect::<Result<BTreeMap<String, serde_json::Value>, _>>()
-        .map_err(|e| format!("the rewritten header: {e}"))?;
-    let mut rewritten =
-        serde_json::to_vec(&sorted).map_err(|e| format!("the rewritten header: {e}"))?;
+        .map_err(|e| SafetensorsFileError::Header(format!("rewritten: {e}")))?;
+    let mut rewritten = serde_json::to_vec(&sorted)
+        .map_err(|e| SafetensorsFileError::Header(format!("rewritten: {e}")))?;
     if rewritten.len() > length {
-        return Err(format!(
-            "the rewritten header has {} bytes, the written one {length}",
+        return Err(SafetensorsFileError::Header(format!(
+            "rewritten, it has {} bytes, as written {length}",
             rewritten.len()
-        ));
+        )));
     }
     // safetensors pads the header with spaces to keep the data aligned; so does the rewrite.
     rewritten.resize(length, b' ');
@@ -67,16 +77,16 @@ fn sorted_object(
     serde_json::to_value(entries)
 }
 
-fn header_length(bytes: &[u8]) -> Result<usize, String> {
+fn header_length(bytes: &[u8]) -> Result<usize, SafetensorsFileError> {
+    let bad = |what: &str| SafetensorsFileError::Header(what.to_string());
     let head: [u8; LENGTH_BYTES] = bytes
         .get(..LENGTH_BYTES)
         .and_then(|b| b.try_into().ok())
-        .ok_or("the written file has no header length")?;
-    let length = usize::try_from(u64::from_le_bytes(head))
+        .ok_or_else(|| bad("as written, the file has no header length"))?;
+    usize::try_from(u64::from_le_bytes(head))
         .ok()
         .filter(|&n| n <= bytes.len() - LENGTH_BYTES)
-        .ok_or("the written header's length exceeds the file")?;
-    Ok(length)
+        .ok_or_else(|| bad("as written, its length exceeds the file"))
 }
 
 #[cfg(test)]
@@ -84,7 +94,7 @@ mod tests {
     use super::*;
     use safetensors::{Dtype, SafeTensors, tensor::TensorView};
 
-    fn file(values: &[u8]) -> Result<Vec<u8>, String> {
+    fn file(values: &[u8]) -> Result<Vec<u8>, SafetensorsFileError> {
         // A new map each time, as each writer makes one: each iterates in its own order.
         let metadata: HashMap<String, String> = (0..8)
             .map(|i| (format!("key{i}"), format!("value {i}")))
@@ -151,6 +161,9 @@ mod tests {
                 3
             }
         }
-        assert!(serialize(vec![("x", Bad)], None).is_err());
+        assert!(matches!(
+            serialize(vec![("x", Bad)], None),
+            Err(SafetensorsFileError::Serialize(_))
+        ));
     }
 }

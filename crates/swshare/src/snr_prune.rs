@@ -441,7 +441,8 @@ pub fn pruned_file<A: Architecture>(
     if let Some(t) = temperature {
         meta.insert("temperature".to_string(), format!("{t:?}"));
     }
-    crate::safetensors_file::serialize(views, Some(meta)).map_err(PruneError::File)
+    crate::safetensors_file::serialize(views, Some(meta))
+        .map_err(|e| PruneError::File(e.to_string()))
 }
 
 /// One Bayesian weight tensor of a [`PrunedModel`]: `(path, shape, mu, rho)`, pruned weights

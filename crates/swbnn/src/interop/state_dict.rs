@@ -230,7 +230,8 @@ pub fn safetensors_bytes(
                 .map_err(|e| InteropError::Write(format!("{k}: {e}")))
         })
         .collect::<Result<Vec<_>, _>>()?;
-    swshare::safetensors_file::serialize(views, metadata).map_err(InteropError::Write)
+    swshare::safetensors_file::serialize(views, metadata)
+        .map_err(|e| InteropError::Write(e.to_string()))
 }
 
 #[cfg(test)]
