@@ -43,19 +43,13 @@ where
     let mut bytes = safetensors::serialize(data, metadata)?;
     let length = header_length(&bytes)?;
     let header = &bytes[LENGTH_BYTES..LENGTH_BYTES + length];
-    // A BTreeMap at each level that can be a map sorts the keys whatever serde_json's
-    // features (`preserve_order` would keep the HashMap's order in a `Value`).
-    let parsed: BTreeMap<String, serde_json::Value> = serde_json::from_slice(header)
+    // Every top-level value (`__metadata__` and each tensor's entry) is an object of
+    // non-objects; BTreeMaps at both levels sort the keys whatever serde_json's features
+    // (`preserve_order` would keep the HashMap's order in a `Value`).
+    type Header = BTreeMap<String, BTreeMap<String, serde_json::Value>>;
+    let parsed: Header = serde_json::from_slice(header)
         .map_err(|e| SafetensorsFileError::Header(format!("as written: {e}")))?;
-    let sorted = parsed
-        .into_iter()
-        .map(|(key, value)| match value {
-            serde_json::Value::Object(map) => sorted_object(map).map(|v| (key, v)),
-            other => Ok((key, other)),
-        })
-        .collect::<Result<BTreeMap<String, serde_json::Value>, _>>()
-        .map_err(|e| SafetensorsFileError::Header(format!("rewritten: {e}")))?;
-    let mut rewritten = serde_json::to_vec(&sorted)
+    let mut rewritten = serde_json::to_vec(&parsed)
         .map_err(|e| SafetensorsFileError::Header(format!("rewritten: {e}")))?;
     if rewritten.len() > length {
         return Err(SafetensorsFileError::Header(format!(
@@ -67,14 +61,6 @@ where
     rewritten.resize(length, b' ');
     bytes[LENGTH_BYTES..LENGTH_BYTES + length].copy_from_slice(&rewritten);
     Ok(bytes)
-}
-
-/// An object's entries in key order, as a `Value` that serialises them in that order.
-fn sorted_object(
-    map: serde_json::Map<String, serde_json::Value>,
-) -> Result<serde_json::Value, serde_json::Error> {
-    let entries: BTreeMap<String, serde_json::Value> = map.into_iter().collect();
-    serde_json::to_value(entries)
 }
 
 fn header_length(bytes: &[u8]) -> Result<usize, SafetensorsFileError> {
