@@ -12,11 +12,10 @@ use std::sync::Arc;
 
 use bnn_data::{Corrupted, Corruption, DataError, Dataset, DatasetId, Locator, Split};
 
-/// Writes `bytes` to `path` through a temporary name.
+/// Writes `bytes` to `path` atomically (through a temporary name beside it).
 fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), DataError> {
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, bytes).map_err(|e| DataError::io(&tmp, e))?;
-    std::fs::rename(&tmp, path).map_err(|e| DataError::io(path, e))
+    bnn_io::write_atomic(path, bytes, bnn_io::Replace::Always)
+        .map_err(|e| DataError::io(e.path(), std::io::Error::other(e.to_string())))
 }
 
 /// IDX header: two zero bytes, the type (0x08 = u8), the rank, then big-endian dimensions.
@@ -116,11 +115,11 @@ fn main() -> Result<(), DataError> {
         }
     }
     let preview = out.join("preview.png");
-    let tmp = out.join("preview.tmp.png");
+    let mut png = std::io::Cursor::new(Vec::new());
     sheet
-        .save(&tmp)
-        .map_err(|e| DataError::Config(format!("{}: {e}", tmp.display())))?;
-    std::fs::rename(&tmp, &preview).map_err(|e| DataError::io(&preview, e))?;
+        .write_to(&mut png, image::ImageFormat::Png)
+        .map_err(|e| DataError::Config(format!("{}: {e}", preview.display())))?;
+    write_atomic(&preview, png.get_ref())?;
     println!("preview -> {}", preview.display());
     Ok(())
 }

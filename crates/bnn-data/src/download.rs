@@ -6,7 +6,7 @@
 
 use std::fs::File;
 use std::io::{BufWriter, Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use md5::Md5;
@@ -94,12 +94,16 @@ pub fn file_digest(path: &Path, algorithm: &Checksum) -> Result<String> {
     }
 }
 
-fn temp_name(dest: &Path) -> PathBuf {
-    let name = dest
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    dest.with_file_name(format!(".{name}.part-{}", std::process::id()))
+/// A [`bnn_io::Error`] as this crate's error, naming the same path.
+fn file_error(e: bnn_io::Error) -> DataError {
+    let path = e.path().to_path_buf();
+    match e {
+        bnn_io::Error::Io { action, source, .. } => DataError::io(
+            path,
+            std::io::Error::new(source.kind(), format!("cannot {action}: {source}")),
+        ),
+        other => DataError::io(path, std::io::Error::other(other.to_string())),
+    }
 }
 
 /// Downloads `url` to `dest`, verifying `checksum`; `dest` appears only if it matches.
@@ -118,68 +122,65 @@ pub fn download_verified(url: &str, dest: &Path, checksum: &Checksum) -> Result<
         .into();
     let response = agent.get(url).call().map_err(|e| dl_err(e.to_string()))?;
     let mut reader = response.into_body().into_reader();
-    let tmp = temp_name(dest);
-    let result = (|| {
-        let file = File::create(&tmp).map_err(|e| DataError::io(&tmp, e))?;
+    // The download's own error (a failed read, a wrong checksum), where it stopped the write.
+    let mut failure = None;
+    let written = bnn_io::write_atomic_with(dest, bnn_io::Replace::Always, |file| {
+        let mut stop = |e: DataError| {
+            failure = Some(e);
+            std::io::Error::other("download failed")
+        };
         let mut out = BufWriter::new(file);
         let mut hasher = Hasher::new(checksum);
         let mut buf = vec![0u8; 1 << 16];
         loop {
-            let n = reader.read(&mut buf).map_err(|e| dl_err(e.to_string()))?;
+            let n = reader
+                .read(&mut buf)
+                .map_err(|e| stop(dl_err(e.to_string())))?;
             if n == 0 {
                 break;
             }
             hasher.update(&buf[..n]);
-            out.write_all(&buf[..n])
-                .map_err(|e| DataError::io(&tmp, e))?;
+            out.write_all(&buf[..n])?;
         }
-        let file = out
-            .into_inner()
-            .map_err(|e| DataError::io(&tmp, e.into_error()))?;
-        file.sync_all().map_err(|e| DataError::io(&tmp, e))?;
+        out.flush()?;
         let actual = hasher.hex();
         if !actual.eq_ignore_ascii_case(checksum.expected()) {
-            return Err(DataError::Checksum {
+            return Err(stop(DataError::Checksum {
                 url: url.to_string(),
                 algorithm: checksum.algorithm(),
                 expected: checksum.expected().to_string(),
                 actual,
-            });
+            }));
         }
-        std::fs::rename(&tmp, dest).map_err(|e| DataError::io(dest, e))
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
+        Ok(())
+    });
+    written.map_err(|e| failure.take().unwrap_or_else(|| file_error(e)))
 }
 
 /// Unpacks a `.tar.gz` into `dir` (entries that would leave `dir` are refused by `tar`).
 ///
-/// Unpacks into a temporary sub-folder first and then moves the top-level entries into
+/// Unpacks into a temporary folder in `dir` first and then moves the top-level entries into
 /// place, so a half-extracted archive is never mistaken for a complete data set.
 pub fn extract_tar_gz(archive: &Path, dir: &Path) -> Result<()> {
-    let staging = dir.join(format!(".extract-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&staging);
-    std::fs::create_dir_all(&staging).map_err(|e| DataError::io(&staging, e))?;
-    let result = (|| {
-        let file = File::open(archive).map_err(|e| DataError::io(archive, e))?;
-        let mut tar = tar::Archive::new(flate2::read::GzDecoder::new(file));
-        tar.unpack(&staging)
-            .map_err(|e| DataError::format(archive, format!("cannot extract: {e}")))?;
-        for entry in std::fs::read_dir(&staging).map_err(|e| DataError::io(&staging, e))? {
-            let entry = entry.map_err(|e| DataError::io(&staging, e))?;
-            let target = dir.join(entry.file_name());
-            if target.exists() {
-                let _ = std::fs::remove_dir_all(&target);
-                let _ = std::fs::remove_file(&target);
-            }
-            std::fs::rename(entry.path(), &target).map_err(|e| DataError::io(&target, e))?;
-        }
-        Ok(())
-    })();
-    let _ = std::fs::remove_dir_all(&staging);
-    result
+    let name = archive
+        .file_name()
+        .unwrap_or(std::ffi::OsStr::new("archive"));
+    // Removed, with whatever the archive left in it, when dropped.
+    let staging = bnn_io::temp_dir_beside(&dir.join(name)).map_err(file_error)?;
+    let file = File::open(archive).map_err(|e| DataError::io(archive, e))?;
+    let mut tar = tar::Archive::new(flate2::read::GzDecoder::new(file));
+    tar.unpack(staging.path())
+        .map_err(|e| DataError::format(archive, format!("cannot extract: {e}")))?;
+    let entries =
+        std::fs::read_dir(staging.path()).map_err(|e| DataError::io(staging.path(), e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| DataError::io(staging.path(), e))?;
+        let target = dir.join(entry.file_name());
+        // An older copy is replaced in one step, and removed once the new one is in place.
+        bnn_io::rename_into_place(&entry.path(), &target, bnn_io::Replace::Always)
+            .map_err(file_error)?;
+    }
+    Ok(())
 }
 
 /// Fetches every file of `files` into `dir`, trying each URL in turn; archives are

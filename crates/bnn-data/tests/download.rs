@@ -55,7 +55,7 @@ fn serve(body: Vec<u8>, requests: usize) -> (String, JoinHandle<()>) {
 fn no_temp_files(dir: &Path) -> bool {
     std::fs::read_dir(dir)
         .unwrap()
-        .all(|e| !e.unwrap().file_name().to_string_lossy().contains(".part-"))
+        .all(|e| !e.unwrap().file_name().to_string_lossy().contains(".tmp-"))
 }
 
 #[test]

@@ -1,9 +1,9 @@
 //! One drawing code path, two file formats: a figure draws on any plotters backend; the file
 //! name's extension picks a bitmap (encoded as PNG by the `image` crate) or an SVG string. Files
-//! are written under a temporary name in the target directory, then renamed into place.
+//! are written through [`bnn_io`]: under a temporary name in the target directory, then renamed
+//! into place.
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use image::ImageEncoder;
 use plotters::coord::Shift;
@@ -133,71 +133,22 @@ fn check_size(size: Size, min: Size) -> Result<()> {
     }
 }
 
-/// The temporary name of `path` while process `pid` writes it: `.<name>.tmp-<pid>`.
-fn temp_name(name: &str, pid: u32) -> String {
-    format!(".{name}.tmp-{pid}")
-}
-
-/// Removes the temporary files of `name` in `dir` that writers killed before their rename
-/// left (their process gone, where `/proc` tells; elsewhere none is removed).
-fn remove_stale_temps(dir: &Path, name: &str) {
-    let prefix = format!(".{name}.tmp-");
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let file = entry.file_name().to_string_lossy().into_owned();
-        let gone = file
-            .strip_prefix(&prefix)
-            .and_then(|pid| pid.parse::<u32>().ok())
-            .is_some_and(|pid| {
-                pid != std::process::id()
-                    && Path::new("/proc/self").exists()
-                    && !Path::new("/proc").join(pid.to_string()).exists()
-            });
-        if gone {
-            let _ = std::fs::remove_file(entry.path());
-        }
-    }
-}
-
-/// Writes `bytes` to a temporary file beside `path`, then renames it over `path`, so a reader
-/// never sees half a figure. Temporary files of `path` that killed writers left are removed
+/// Writes `bytes` to `path` atomically ([`bnn_io::write_atomic`]: a temporary file beside it,
+/// renamed over it), so a reader never sees half a figure; an existing figure is replaced and
+/// keeps its permissions. Temporary files of `path` that killed writers left are removed
 /// first.
 fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let io = |p: &Path| {
-        let p = p.to_path_buf();
-        move |source| PlotError::Io { path: p, source }
-    };
-    let name = path
-        .file_name()
-        .ok_or_else(|| PlotError::Io {
-            path: path.to_path_buf(),
-            source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "no file name"),
-        })?
-        .to_string_lossy();
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    remove_stale_temps(dir, &name);
-    let tmp: PathBuf = dir.join(temp_name(&name, std::process::id()));
-    let result = (|| {
-        let mut f = std::fs::File::create(&tmp).map_err(io(&tmp))?;
-        f.write_all(bytes).map_err(io(&tmp))?;
-        f.sync_all().map_err(io(&tmp))?;
-        // A replaced figure keeps its permissions and, where this process may, its owner.
-        if let Ok(old) = std::fs::metadata(path) {
-            use std::os::unix::fs::MetadataExt;
-            f.set_permissions(old.permissions()).map_err(io(&tmp))?;
-            let _ = std::os::unix::fs::fchown(&f, Some(old.uid()), Some(old.gid()));
-        }
-        std::fs::rename(&tmp, path).map_err(io(path))
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
+    bnn_io::write_atomic(path, bytes, bnn_io::Replace::Always).map_err(|e| {
+        let path = e.path().to_path_buf();
+        let source = match e {
+            // `PlotError::Io` names the path itself.
+            bnn_io::Error::Io { action, source, .. } => {
+                std::io::Error::new(source.kind(), format!("cannot {action}: {source}"))
+            }
+            other => std::io::Error::other(other.to_string()),
+        };
+        PlotError::Io { path, source }
+    })
 }
 
 #[cfg(test)]

@@ -110,6 +110,12 @@ impl CheckpointState {
             .count()
     }
 
+    /// The epochs the run that wrote this checkpoint was asked for (`None` in checkpoints of
+    /// older versions): a resumed run with more extends it.
+    pub fn planned_epochs(&self) -> Option<usize> {
+        self.commit.as_ref().map(|c| c.run.config.epochs)
+    }
+
     /// Whether resuming from this checkpoint continues the run exactly (optimiser state
     /// included). Checkpoints written before optimiser states were saved resume with fresh
     /// optimiser moments.
@@ -172,90 +178,31 @@ fn ck_err(path: &Path, reason: impl ToString) -> TrainError {
     }
 }
 
-fn temp_name(name: &str) -> String {
-    format!(".{name}.tmp-{}", std::process::id())
-}
-
-/// Writes `bytes` to `path` through a temporary file in the same directory and a rename.
-/// A file it replaces keeps its permissions and, where this process may set it, its owner;
-/// a symbolic link at `path` is replaced, not followed (resolve it first to write through
-/// it). Temporary files of `path` that killed writers left (their process gone, where `/proc`
-/// tells) are removed first.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), TrainError> {
-    let dir = parent(path);
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
-    remove_stale_temps(dir, name);
-    let tmp = dir.join(temp_name(name));
-    let result = write_synced(&tmp, bytes)
-        .and_then(|()| keep_metadata(&tmp, path))
-        .and_then(|()| fs::rename(&tmp, path));
-    if let Err(e) = result {
-        let _ = fs::remove_file(&tmp);
-        return Err(ck_err(path, e));
-    }
-    sync_dir(dir);
-    Ok(())
-}
-
-/// Removes the temporary files and directories `.<name>.tmp-<pid>` in `dir` that killed
-/// writers left behind: those whose process is gone (on Linux, where `/proc` tells; elsewhere
-/// none is removed). Best effort.
-pub fn remove_stale_temps(dir: &Path, name: &str) {
-    let prefix = format!(".{name}.tmp-");
-    let Ok(entries) = fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let file = entry.file_name().to_string_lossy().into_owned();
-        let gone = file
-            .strip_prefix(&prefix)
-            .and_then(|pid| pid.parse::<u32>().ok())
-            .is_some_and(|pid| {
-                pid != std::process::id()
-                    && Path::new("/proc/self").exists()
-                    && !Path::new("/proc").join(pid.to_string()).exists()
-            });
-        if gone {
-            let path = entry.path();
-            let _ = if path.is_dir() {
-                fs::remove_dir_all(path)
-            } else {
-                fs::remove_file(path)
-            };
+/// A [`bnn_io::Error`] as a [`TrainError::Checkpoint`] naming the same path.
+fn file_err(e: bnn_io::Error) -> TrainError {
+    let path = e.path().to_path_buf();
+    match e {
+        bnn_io::Error::Io { action, source, .. } => {
+            ck_err(&path, format!("cannot {action}: {source}"))
         }
+        other => ck_err(&path, other),
     }
 }
 
-fn parent(path: &Path) -> &Path {
-    path.parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."))
-}
-
-/// Gives `tmp` the permissions and, where this process may (root, or the same owner), the
-/// owner of the file `replaced` it will replace, if there is one.
-fn keep_metadata(tmp: &Path, replaced: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::MetadataExt;
-    let Ok(old) = fs::metadata(replaced) else {
-        return Ok(());
-    };
-    fs::set_permissions(tmp, old.permissions())?;
-    // Best effort: only root can give a file away; the caller checked it may write the target.
-    let _ = std::os::unix::fs::chown(tmp, Some(old.uid()), Some(old.gid()));
-    Ok(())
+/// Writes `bytes` to `path` atomically, replacing what is there ([`bnn_io::write_atomic`] with
+/// [`bnn_io::Replace::Always`]: a temporary file beside it, fsync, rename). A file it replaces
+/// keeps its permissions and, where this process may set it, its owner; a symbolic link at
+/// `path` is replaced, not followed (resolve it first to write through it). Temporary files
+/// of `path` that killed writers left (their process gone, where `/proc` tells) are removed
+/// first.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), TrainError> {
+    bnn_io::write_atomic(path, bytes, bnn_io::Replace::Always).map_err(file_err)
 }
 
 fn write_synced(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let mut f = File::create(path)?;
     f.write_all(bytes)?;
     f.sync_all()
-}
-
-/// Flushes a directory's entries (best effort: not every platform opens directories).
-fn sync_dir(dir: &Path) {
-    if let Ok(d) = File::open(dir) {
-        let _ = d.sync_all();
-    }
 }
 
 fn crc32(bytes: &[u8]) -> u32 {
@@ -394,21 +341,7 @@ impl Checkpointer {
     /// checkpoint's CRC-32, so a tool that did write the published file in place would be
     /// caught, not trained from. Where the file system refuses links, the file is copied.
     fn publish(&self, model: &Path) -> Result<(), TrainError> {
-        let path = self.model_path();
-        let dir = parent(&path);
-        remove_stale_temps(dir, MODEL);
-        let tmp = dir.join(temp_name(MODEL));
-        let _ = fs::remove_file(&tmp);
-        if fs::hard_link(model, &tmp).is_err() {
-            let bytes = fs::read(model).map_err(|e| ck_err(model, e))?;
-            return write_atomic(&path, &bytes);
-        }
-        if let Err(e) = fs::rename(&tmp, &path) {
-            let _ = fs::remove_file(&tmp);
-            return Err(ck_err(&path, e));
-        }
-        sync_dir(dir);
-        Ok(())
+        bnn_io::publish_link(model, &self.model_path(), bnn_io::Replace::Always).map_err(file_err)
     }
 
     /// Records that training ended at the last committed checkpoint before its last epoch
@@ -611,37 +544,25 @@ impl Checkpointer {
             None => format!("epoch-{}", epoch + 1),
             Some(step) => format!("epoch-{}-step-{step}", epoch + 1),
         };
-        let tmp = root.join(temp_name(&name));
+        let target = root.join(&name);
         let model_bytes = model
             .clone()
             .into_record()
             .into_bytes()
-            .map_err(|e| ck_err(&tmp.join(MODEL), format!("{e:?}")))?;
+            .map_err(|e| ck_err(&target.join(MODEL), format!("{e:?}")))?;
         let optim_bytes = optim
             .into_bytes()
-            .map_err(|e| ck_err(&tmp.join(OPTIMIZER), format!("{e:?}")))?;
-        let written = (|| {
-            if tmp.exists() {
-                fs::remove_dir_all(&tmp)?;
+            .map_err(|e| ck_err(&target.join(OPTIMIZER), format!("{e:?}")))?;
+        // An epoch directory of this name is one no commit names (a resumed run starts after
+        // the committed epoch): a leftover of a killed run, replaced.
+        bnn_io::write_dir_atomic(&target, bnn_io::Replace::Always, |tmp| {
+            for (file, bytes) in [(MODEL, &model_bytes), (OPTIMIZER, &optim_bytes)] {
+                write_synced(&tmp.join(file), bytes)
+                    .map_err(|e| bnn_io::Error::io(target.join(file), "write", e))?;
             }
-            fs::create_dir(&tmp)?;
-            write_synced(&tmp.join(MODEL), &model_bytes)?;
-            write_synced(&tmp.join(OPTIMIZER), &optim_bytes)?;
-            sync_dir(&tmp);
-            let target = root.join(&name);
-            // An epoch directory of this name is one no commit names (a resumed run starts
-            // after the committed epoch): a leftover of a killed run.
-            if target.exists() {
-                fs::remove_dir_all(&target)?;
-            }
-            fs::rename(&tmp, &target)?;
-            sync_dir(&root);
-            Ok(target)
-        })();
-        let target = written.map_err(|e: std::io::Error| {
-            let _ = fs::remove_dir_all(&tmp);
-            ck_err(&tmp, e)
-        })?;
+            Ok(())
+        })
+        .map_err(file_err)?;
         let state = CheckpointState {
             epoch,
             history: history.to_vec(),

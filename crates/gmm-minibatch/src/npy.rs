@@ -12,7 +12,7 @@
 //! assert_eq!(npy::read_points(&path).unwrap(), vec![[1.0, 2.0], [3.0, 4.0]]);
 //! ```
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 const MAGIC: &[u8; 6] = b"\x93NUMPY";
@@ -466,29 +466,14 @@ pub fn write<T: Element>(
         },
         other => other,
     })?;
-    let io = |source| NpyError::Io {
+    // A replaced file keeps its permissions; the path named is the target's.
+    bnn_io::write_atomic(path, &bytes, bnn_io::Replace::Always).map_err(|e| NpyError::Io {
         path: path.to_path_buf(),
-        source,
-    };
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "out.npy".into());
-    let tmp = dir.join(format!(".{name}.tmp.{}", std::process::id()));
-    let result = (|| {
-        let mut f = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
-        f.write_all(&bytes)?;
-        f.into_inner().map_err(|e| e.into_error())?.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result.map_err(io)
+        source: match e {
+            bnn_io::Error::Io { source, .. } => source,
+            other => std::io::Error::other(other.to_string()),
+        },
+    })
 }
 
 /// Writes points as an `[N, 2]` `<f4` array (atomically).

@@ -1,5 +1,6 @@
 //! `swbnn compress`: the method's stages 1-3 on a trained Bayesian model, saved as `.swb`.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use bnn_data::{DataSource, Split};
@@ -38,7 +39,7 @@ pub struct CompressRequest {
     pub model: PathBuf,
     /// The data set it was trained on (its training split retrains stage 3).
     pub dataset: DataSource,
-    /// The `.swb` file written.
+    /// The `.swb` file written; `-` writes its bytes to standard output instead.
     pub out: PathBuf,
     /// Replace an existing `out`.
     pub force: bool,
@@ -99,13 +100,19 @@ impl CompressRequest {
         }
         cfg.validate()
             .map_err(within("the compression settings (--config, --k, --epochs)"))?;
+        // As `--epochs` requires: stage 3 is the method's, a config may not skip it.
+        require(cfg.retrain.epochs >= 1, || {
+            "the compression settings (--config, --k, --epochs): retrain.epochs = 0; stage 3 \
+             retrains the shared model for at least 1 epoch"
+                .into()
+        })?;
         Ok(cfg)
     }
 }
 
 /// Runs `request` on `device` (autodiff is added here), reporting stage 3's steps to
-/// `observer`; writes `request.out` and returns the compression report. The output is
-/// checked, and the settings validated, before the model is loaded.
+/// `observer`; writes `request.out` (standard output for `-`) and returns the compression
+/// report. The output is checked, and the settings validated, before the model is loaded.
 pub fn compress(
     request: &CompressRequest,
     device: &Device,
@@ -119,7 +126,18 @@ pub fn compress(
             _ => None,
         })
         .collect();
-    let out = checks::output_target("--out", &r.out, Some(r.force), &inputs)?;
+    // Checked here, before the work, and again by the final write (a file that appears at
+    // --out meanwhile is not replaced without --force).
+    let out = if r.out == Path::new(STDOUT) {
+        None
+    } else {
+        Some(checks::output_target(
+            "--out",
+            &r.out,
+            Some(r.force),
+            &inputs,
+        )?)
+    };
     let cfg = r.config()?;
     let ad = device.clone().autodiff();
     let (bayes, bayes_config) = ModelDir::new(&r.model).load(&ad)?;
@@ -167,6 +185,35 @@ pub fn compress(
         None,
         observer,
     )?;
-    compressed.save(&out)?;
+    let bytes = swshare::format::to_bytes(&compressed.file, &compressed.save_options)?;
+    write_output(out.as_deref(), &bytes, r.force)?;
     Ok(compressed.report)
+}
+
+/// The `--out` that means standard output (as for `swbnn export`).
+const STDOUT: &str = "-";
+
+/// Writes the `.swb` `bytes` to `out` atomically (an existing file only with `force`: one
+/// that appeared while the command ran is not replaced either), or to standard output for
+/// `None`.
+fn write_output(out: Option<&Path>, bytes: &[u8], force: bool) -> Result<(), Error> {
+    let Some(out) = out else {
+        let mut stdout = std::io::stdout().lock();
+        return stdout
+            .write_all(bytes)
+            .and_then(|()| stdout.flush())
+            .map_err(|source| Error::Io {
+                path: "standard output".into(),
+                source,
+            });
+    };
+    bnn_io::write_atomic(out, bytes, bnn_io::Replace::from_force(force)).map_err(|e| {
+        if e.is_exists() {
+            Error::Usage(format!(
+                "--out {e} (it appeared while this command ran; nothing was replaced)"
+            ))
+        } else {
+            swshare::format::file_error(e).into()
+        }
+    })
 }

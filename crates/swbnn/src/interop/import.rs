@@ -251,6 +251,13 @@ pub fn import_state_dict_into<A: Architecture>(
             "{copied} of {expected} tensors reached the model"
         )));
     }
+    // Loading's own range check (a `rho` above `MAX_RHO` too), so an import never writes a
+    // model that loading refuses.
+    if let Some(out) = bnn_train::first_out_of_range(&model) {
+        return Err(InteropError::BadValues(vec![format!(
+            "{out}: loading the model would refuse it"
+        )]));
+    }
     Ok((model, config, convention))
 }
 
@@ -274,7 +281,8 @@ fn short_type_name<A>() -> String {
 /// `record`) that `swbnn eval`, `compress` and `train --from` read.
 ///
 /// The directory appears whole or not at all: the files are written into a temporary sibling
-/// directory in the same parent (`.<name>.tmp-<pid>`), which is then renamed onto `dir`.
+/// directory in the same parent (`.<name>.tmp-<pid>-<random>`), which is then moved onto `dir`
+/// ([`bnn_io::write_dir_atomic`]).
 /// `dir` may be missing or empty; one holding a model is replaced only with `force`, and only
 /// if it holds nothing but what an import writes; any other non-empty directory is refused.
 pub fn write_model_dir(
@@ -303,16 +311,16 @@ pub fn write_model_dir(
     })
 }
 
-/// Makes `dir` the directory that `write` fills, whole or not at all: `write` fills a new
-/// temporary sibling, `.<name>.tmp-<pid>` (in the same parent, so that the rename stays on one
-/// file system), which is then renamed onto `dir`. On failure the temporary directory is
-/// removed and `dir` is left as it was.
+/// Makes `dir` the directory that `write` fills, whole or not at all
+/// ([`bnn_io::write_dir_atomic`]: a new temporary sibling, moved onto `dir`). On failure the
+/// temporary directory is removed and `dir` is left as it was.
 ///
-/// `dir` may be missing or an empty directory (`rename` replaces an empty directory). One
-/// holding a model (`model.bpk`) is replaced only with `force`, and only if it holds nothing
-/// but [`IMPORT_FILES`], so that `--force` never deletes a training run's checkpoints or
-/// anything else: it is renamed aside (`.<name>.old-<pid>`), the new one renamed in, and the
-/// old one removed. Any other non-empty directory is refused, naming what it holds.
+/// `dir` may be missing or an empty directory; if another writer makes it while `write` runs,
+/// this one fails naming it (without `force`). One holding a model (`model.bpk`) is replaced
+/// only with `force`, and only if it holds nothing but [`IMPORT_FILES`], so that `--force`
+/// never deletes a training run's checkpoints or anything else: the new one takes its place in
+/// one step, and the old one is removed after. Any other non-empty directory is refused,
+/// naming what it holds.
 fn write_dir_with(
     dir: &Path,
     force: bool,
@@ -322,12 +330,12 @@ fn write_dir_with(
         path: path.display().to_string(),
         reason: e.to_string(),
     };
-    let Some(name) = dir.file_name().map(|n| n.to_string_lossy().into_owned()) else {
+    if dir.file_name().is_none() {
         return Err(InteropError::Write(format!(
             "{}: not a directory name to write to",
             dir.display()
         )));
-    };
+    }
     let parent = match dir.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
@@ -371,40 +379,10 @@ fn write_dir_with(
         }
     };
     std::fs::create_dir_all(parent).map_err(|e| io(parent, e))?;
-    let sibling = |what: &str| parent.join(format!(".{name}.{what}-{}", std::process::id()));
-    bnn_train::remove_stale_temps(parent, &name);
-    let tmp = sibling("tmp");
-    std::fs::create_dir(&tmp).map_err(|e| io(&tmp, e))?;
-    let result = write(&tmp).and_then(|()| {
-        sync_dir(&tmp);
-        if !replace {
-            // Onto a missing name or an empty directory; fails if one has appeared meanwhile.
-            return std::fs::rename(&tmp, dir).map_err(|e| io(dir, e));
-        }
-        let old = sibling("old");
-        std::fs::rename(dir, &old).map_err(|e| io(dir, e))?;
-        if let Err(e) = std::fs::rename(&tmp, dir) {
-            let _ = std::fs::rename(&old, dir);
-            return Err(io(dir, e));
-        }
-        // Best effort: the new model is in place; a leftover is a hidden directory.
-        let _ = std::fs::remove_dir_all(&old);
-        Ok(())
-    });
-    if result.is_err() {
-        // Best effort: the error worth reporting is the one that stopped the write.
-        let _ = std::fs::remove_dir_all(&tmp);
-    } else {
-        sync_dir(parent);
-    }
-    result
-}
-
-/// Flushes a directory's entries (best effort: the files themselves are already synced).
-fn sync_dir(dir: &Path) {
-    if let Ok(d) = std::fs::File::open(dir) {
-        let _ = d.sync_all();
-    }
+    // A missing or empty directory is never replaced at the end, so that of two imports into
+    // one new directory exactly one succeeds; one holding an import's files is replaced (with
+    // a model in it only under `--force`, checked above).
+    bnn_io::write_dir_atomic(dir, bnn_io::Replace::from_force(force || replace), write)
 }
 
 #[cfg(test)]

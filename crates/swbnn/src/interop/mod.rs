@@ -84,6 +84,10 @@ pub enum InteropError {
     /// Writing a file.
     #[error(transparent)]
     Train(#[from] bnn_train::TrainError),
+    /// Writing an output through the file layer (one that appeared at `--out` meanwhile
+    /// included).
+    #[error("writing {0}")]
+    File(#[from] bnn_io::Error),
 }
 
 fn unmatched_message(
@@ -185,9 +189,13 @@ pub fn run_import(args: &ImportArgs, device: &Device) -> Result<ImportRecord, In
             args.prior_mu, args.prior_sigma
         )));
     }
+    // An option the architecture ignores (`--width` of a LeNet-5) is refused, not recorded.
+    let config = import_config(args);
+    config
+        .check_arch_options()
+        .map_err(|e| InteropError::Import(format!("--arch {}: {e}", args.arch)))?;
     let source = read_state_dict(&args.source, args.top_level_key.as_deref())?;
-    let (model, config, convention) =
-        import_state_dict(&source, &import_config(args), args.convention, device)?;
+    let (model, config, convention) = import_state_dict(&source, &config, args.convention, device)?;
     let record = ImportRecord {
         source: args
             .source
@@ -234,7 +242,14 @@ pub fn run_export(args: &ExportArgs, device: &Device) -> Result<Exported, crate:
     }
     let out = crate::checks::output_target("--out", &args.out, Some(args.force), &[&args.model])?;
     let loaded = crate::load::load_model(&args.model, device)?;
-    let tensors = write_export(&loaded.net, &loaded.config, args.convention, &out, true)?;
+    // `force` again at the end: a file that appeared at --out meanwhile is not replaced.
+    let tensors = write_export(
+        &loaded.net,
+        &loaded.config,
+        args.convention,
+        &out,
+        args.force,
+    )?;
     Ok(Exported::File {
         path: args.out.clone(),
         tensors,
@@ -270,7 +285,8 @@ fn parse_export_as(s: &str) -> Result<ExportAs, String> {
 }
 
 /// Writes `model` (of `config`) to `out` as `.safetensors` (atomically; an existing file only
-/// with `force`). Returns the number of tensors written.
+/// with `force`, checked before the work and again by the final no-replace rename, so that a
+/// file that appeared meanwhile is not replaced either). Returns the number of tensors written.
 pub fn write_export(
     model: &Network,
     config: &ModelConfig,
@@ -285,7 +301,7 @@ pub fn write_export(
         )));
     }
     let (bytes, tensors) = export_bytes(model, config, as_)?;
-    bnn_train::write_atomic(out, &bytes).map_err(|e| write_error(out, e))?;
+    bnn_io::write_atomic(out, &bytes, bnn_io::Replace::from_force(force))?;
     Ok(tensors)
 }
 

@@ -1,13 +1,11 @@
 //! Reading and atomically writing model files.
 //!
-//! A file is written to `<name>.tmp-<pid>` in the target's directory, flushed to disk
-//! (`fsync`) and then renamed over the target, so readers see either the old file or the
+//! Files are written through [`bnn_io`]: to a temporary file beside the target, flushed to
+//! disk (`fsync`) and then renamed over it, so readers see either the old file or the
 //! complete new one, never a partial write. On failure the temporary file is removed and the
 //! old file is left untouched.
 
-use std::fs::{self, File};
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::codec;
 use super::error::{FormatError, SwbError};
@@ -129,99 +127,32 @@ pub(crate) fn read_magic_file(
     file.read_rest(head).map_err(io_err(path, "read"))
 }
 
-/// The temporary name used while writing `path`: `<name>.tmp-<pid>` in the same directory.
-pub fn temp_path(path: &Path) -> PathBuf {
-    let mut name = path.file_name().unwrap_or_default().to_os_string();
-    name.push(format!(".tmp-{}", std::process::id()));
-    path.with_file_name(name)
-}
-
-/// Writes `bytes` to `path` atomically (temporary file, fsync, rename). A file it replaces
-/// keeps its permissions and, where this process may set it, its owner; a symbolic link at
-/// `path` is replaced, not followed (resolve it first to write through it).
+/// Writes `bytes` to `path` atomically, replacing what is there ([`bnn_io::write_atomic`]
+/// with [`bnn_io::Replace::Always`]: temporary file beside it, fsync, rename). A file it
+/// replaces keeps its permissions and, where this process may set it, its owner; a symbolic
+/// link at `path` is replaced, not followed (resolve it first to write through it).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), SwbError> {
-    if path.file_name().is_none() {
-        return Err(SwbError::Io {
-            path: path.to_path_buf(),
+    bnn_io::write_atomic(path, bytes, bnn_io::Replace::Always).map_err(file_error)
+}
+
+/// A [`bnn_io::Error`] as this crate's error, naming the same path.
+pub fn file_error(e: bnn_io::Error) -> SwbError {
+    let path = e.path().to_path_buf();
+    match e {
+        bnn_io::Error::Io { action, source, .. } => SwbError::Io {
+            path,
+            action,
+            source,
+        },
+        bnn_io::Error::Exists { .. } => SwbError::Io {
+            path,
+            action: "write it (it already exists; pass --force to replace it)",
+            source: std::io::ErrorKind::AlreadyExists.into(),
+        },
+        other => SwbError::Io {
+            path,
             action: "write (path has no file name)",
-            source: std::io::ErrorKind::InvalidInput.into(),
-        });
-    }
-    remove_stale_temps(path);
-    let tmp = temp_path(path);
-    let mut file = File::create(&tmp).map_err(io_err(&tmp, "create temporary file"))?;
-    let written = file
-        .write_all(bytes)
-        .map_err(io_err(&tmp, "write temporary file"))
-        .and_then(|()| file.sync_all().map_err(io_err(&tmp, "sync temporary file")));
-    let written = written.and_then(|()| {
-        keep_metadata(&file, path).map_err(io_err(&tmp, "set permissions of temporary file"))
-    });
-    drop(file);
-    let result = written
-        .and_then(|()| fs::rename(&tmp, path).map_err(io_err(path, "rename temporary file onto")));
-    if result.is_err() {
-        // Best effort: the original error is the one worth reporting.
-        let _ = fs::remove_file(&tmp);
-        return result;
-    }
-    sync_dir(path);
-    Ok(())
-}
-
-/// Gives the temporary `file` the permissions and, where this process may (root, or the same
-/// owner), the owner of the file `replaced` it will replace, if there is one.
-fn keep_metadata(file: &File, replaced: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::MetadataExt;
-    let Ok(old) = fs::metadata(replaced) else {
-        return Ok(());
-    };
-    file.set_permissions(old.permissions())?;
-    // Best effort: only root can give a file away; callers check that the target is writable.
-    let _ = std::os::unix::fs::fchown(file, Some(old.uid()), Some(old.gid()));
-    Ok(())
-}
-
-/// Removes the temporary files (`<name>.tmp-<pid>`) of `path` that writers killed before
-/// their rename left behind: those whose process is gone (on Linux, where `/proc` tells;
-/// elsewhere none is removed). Best effort.
-pub fn remove_stale_temps(path: &Path) {
-    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
-        return;
-    };
-    let dir = if dir.as_os_str().is_empty() {
-        Path::new(".")
-    } else {
-        dir
-    };
-    let prefix = format!("{}.tmp-", name.to_string_lossy());
-    let Ok(entries) = fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let file = entry.file_name().to_string_lossy().into_owned();
-        let Some(pid) = file.strip_prefix(&prefix) else {
-            continue;
-        };
-        let gone = pid.parse::<u32>().is_ok_and(|pid| {
-            pid != std::process::id()
-                && Path::new("/proc/self").exists()
-                && !Path::new("/proc").join(pid.to_string()).exists()
-        });
-        if gone {
-            let _ = fs::remove_file(entry.path());
-        }
-    }
-}
-
-/// Flushes the directory entry of the rename (best effort: not every platform can open a
-/// directory, and the data itself is already on disk).
-fn sync_dir(path: &Path) {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    if let Ok(d) = File::open(dir) {
-        let _ = d.sync_all();
+            source: std::io::Error::new(std::io::ErrorKind::InvalidInput, other.to_string()),
+        },
     }
 }
