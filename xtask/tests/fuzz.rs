@@ -44,6 +44,8 @@ fn every_reader_survives_a_short_fixed_seed_fuzz_run() {
             "cifar",
             "svhn-mat",
             "npy",
+            "npz",
+            "image",
             "checkpoint"
         ]
     );

@@ -14,9 +14,10 @@ use std::path::{Path, PathBuf};
 
 use image::imageops::FilterType;
 
-use crate::dataset::{InMemoryDataset, Split};
+use crate::dataset::{InMemoryDataset, MAX_CLASSES, Split};
 use crate::error::{DataError, Result};
-use crate::folder::{decode_image, is_image, open_image, sorted_entries};
+use crate::folder::{decode_error, decode_image, is_image, open_image, sorted_entries};
+use crate::memory::memory_budget;
 
 /// How the images of a class-folder data set are brought to one shape.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -76,10 +77,22 @@ pub fn folder_has_test(root: &Path) -> bool {
     root.join("train").is_dir() && root.join("test").is_dir()
 }
 
+/// Refuses `n` class sub-folders of `dir` above [`MAX_CLASSES`].
+pub(crate) fn check_class_count(dir: &Path, n: usize) -> Result<()> {
+    if n > MAX_CLASSES {
+        return Err(DataError::format(
+            dir,
+            format!("{n} class sub-folders, more than the {MAX_CLASSES} a data set may have"),
+        ));
+    }
+    Ok(())
+}
+
 /// The class names (sorted sub-folder names) of the training split of `root`.
 pub fn folder_classes(root: &Path) -> Result<Vec<String>> {
     let dir = split_dir(root, Split::Train)?;
     let names = sub_folders(&dir)?;
+    check_class_count(&dir, names.len())?;
     if names.len() < 2 {
         return Err(DataError::format(
             &dir,
@@ -98,11 +111,16 @@ pub fn folder_classes(root: &Path) -> Result<Vec<String>> {
 fn header(path: &Path) -> Result<(u32, u32, bool)> {
     let decoder = open_image(path)?
         .into_decoder()
-        .map_err(|e| DataError::Decode {
-            path: path.to_path_buf(),
-            reason: e.to_string(),
-        })?;
+        .map_err(|e| decode_error(path, e))?;
     let (w, h) = image::ImageDecoder::dimensions(&decoder);
+    if image::ImageDecoder::total_bytes(&decoder) > crate::MAX_DECODE_BYTES {
+        return Err(decode_error(
+            path,
+            image::ImageError::Limits(image::error::LimitError::from_kind(
+                image::error::LimitErrorKind::InsufficientMemory,
+            )),
+        ));
+    }
     let grey = !image::ImageDecoder::color_type(&decoder).has_color();
     if w == 0 || h == 0 {
         return Err(DataError::Decode {
@@ -116,11 +134,23 @@ fn header(path: &Path) -> Result<(u32, u32, bool)> {
 /// Loads `split` of the class-folder data set at `root` (module docs), labelled by the
 /// training split's classes. Errors name the file or folder: an empty class folder, a class
 /// of the test split the training split lacks, mixed sizes without a target size, an
-/// unreadable image.
+/// unreadable or truncated image, one over the decoding limits ([`crate::MAX_DECODE_SIDE`],
+/// [`crate::MAX_DECODE_BYTES`]), more classes than [`MAX_CLASSES`], or images that together
+/// take more than the memory budget ([`crate::memory_budget`]), checked before any is decoded.
 pub fn load_class_folders(
     root: &Path,
     split: Split,
     images: FolderImages,
+) -> Result<InMemoryDataset> {
+    load_class_folders_within(root, split, images, memory_budget(u64::MAX))
+}
+
+/// [`load_class_folders`] with the images' bytes bounded by `budget`.
+fn load_class_folders_within(
+    root: &Path,
+    split: Split,
+    images: FolderImages,
+    budget: u64,
 ) -> Result<InMemoryDataset> {
     if let Some(c) = images.channels
         && c != 1
@@ -205,7 +235,19 @@ pub fn load_class_folders(
         }
     };
     let plane = side * side;
-    let mut pixels = Vec::with_capacity(files.len() * channels * plane);
+    let total = (files.len() as u64).saturating_mul((channels * plane) as u64);
+    if total > budget {
+        return Err(DataError::format(
+            &dir,
+            format!(
+                "{} images of {channels}x{side}x{side} take {total} bytes, more than the \
+                 {budget} bytes a data set may take on this machine (a quarter of its available \
+                 memory): give a smaller size (--image-size)",
+                files.len()
+            ),
+        ));
+    }
+    let mut pixels = Vec::with_capacity(total as usize);
     for (path, _) in &files {
         let decoded = decode_image(path)?;
         let decoded = match (decoded.width() as usize, decoded.height() as usize) {
@@ -366,5 +408,135 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(e.contains("image size 0"), "{e}");
+    }
+
+    /// A CRC-32 of `bytes` (PNG chunks).
+    fn crc(bytes: &[u8]) -> u32 {
+        let mut c = flate2::Crc::new();
+        c.update(bytes);
+        c.sum()
+    }
+
+    /// A small PNG whose header declares `w x h` (its data is for 4x4 pixels).
+    fn png_declaring(path: &Path, w: u32, h: u32) {
+        png(path, 4, 4, 0, false);
+        let mut bytes = std::fs::read(path).unwrap();
+        // IHDR: 8 signature bytes, 4 length, "IHDR", width, height, 5 more, then its CRC.
+        bytes[16..20].copy_from_slice(&w.to_be_bytes());
+        bytes[20..24].copy_from_slice(&h.to_be_bytes());
+        let sum = crc(&bytes[12..29]);
+        bytes[29..33].copy_from_slice(&sum.to_be_bytes());
+        std::fs::write(path, bytes).unwrap();
+    }
+
+    /// A PNG declaring 20000x20000 pixels was decoded whole (400 MB and more); refused from
+    /// its header, naming the file.
+    #[test]
+    fn an_image_declaring_a_huge_size_is_refused_from_its_header() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = dir.path();
+        png(&r.join("a/1.png"), 4, 4, 0, false);
+        png_declaring(&r.join("b/bomb.png"), 20_000, 20_000);
+        for size in [None, Some(4)] {
+            let e = load_class_folders(
+                r,
+                Split::Train,
+                FolderImages {
+                    size,
+                    channels: None,
+                },
+            )
+            .map(|_| ())
+            .expect_err("refused")
+            .to_string();
+            assert!(
+                e.contains("bomb.png") && e.contains("20000x20000") && e.contains("limit"),
+                "{e}"
+            );
+        }
+        // The lazy ImageNet-style folder refuses it too.
+        let lazy = crate::ImageFolder::open(r, crate::FolderConfig::eval()).unwrap();
+        let e = lazy.get(1).map(|_| ()).expect_err("refused").to_string();
+        assert!(e.contains("bomb.png") && e.contains("limit"), "{e}");
+    }
+
+    /// A JPEG cut to half its length decoded without an error (the decoder fills in the
+    /// rest); a truncated JPEG or PNG is refused naming the file.
+    #[test]
+    fn truncated_images_are_refused_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = dir.path();
+        png(&r.join("a/1.png"), 96, 96, 0, false);
+        std::fs::create_dir_all(r.join("b")).unwrap();
+        let noise = image::RgbImage::from_fn(96, 96, |x, y| {
+            image::Rgb([(x * 17 + y * 5) as u8, (x * y) as u8, (y * 29) as u8])
+        });
+        let jpeg = r.join("b/cut.jpg");
+        noise.save(&jpeg).unwrap();
+        let whole = std::fs::read(&jpeg).unwrap();
+        let images = FolderImages::default();
+        assert!(load_class_folders(r, Split::Train, images).is_ok());
+        std::fs::write(&jpeg, &whole[..whole.len() / 2]).unwrap();
+        let e = load_class_folders(r, Split::Train, images)
+            .map(|_| ())
+            .expect_err("refused")
+            .to_string();
+        assert!(e.contains("cut.jpg") && e.contains("truncated"), "{e}");
+        // Trailing bytes after the end marker are tolerated (some cameras append data).
+        let mut trailing = whole.clone();
+        trailing.extend_from_slice(b"trailer");
+        std::fs::write(&jpeg, &trailing).unwrap();
+        assert!(load_class_folders(r, Split::Train, images).is_ok());
+        std::fs::remove_file(&jpeg).unwrap();
+
+        let cut_png = r.join("b/cut.png");
+        noise.save(&cut_png).unwrap();
+        let whole = std::fs::read(&cut_png).unwrap();
+        // Without its IEND chunk (the last 12 bytes).
+        std::fs::write(&cut_png, &whole[..whole.len() - 12]).unwrap();
+        let e = load_class_folders(r, Split::Train, images)
+            .map(|_| ())
+            .expect_err("refused")
+            .to_string();
+        assert!(e.contains("cut.png") && e.contains("truncated"), "{e}");
+    }
+
+    /// Images that together take more than the memory budget are refused before any is
+    /// decoded, naming the folder and the sizes.
+    #[test]
+    fn images_over_the_memory_budget_are_refused_before_decoding() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = dir.path();
+        png(&r.join("a/1.png"), 4, 4, 0, false);
+        png(&r.join("b/2.png"), 4, 4, 0, false);
+        let images = FolderImages {
+            size: Some(64),
+            channels: Some(3),
+        };
+        let e = load_class_folders_within(r, Split::Train, images, 1000)
+            .map(|_| ())
+            .expect_err("refused")
+            .to_string();
+        assert!(e.contains("2 images") && e.contains("24576 bytes"), "{e}");
+        assert!(load_class_folders_within(r, Split::Train, images, 1 << 20).is_ok());
+    }
+
+    /// More class folders than [`MAX_CLASSES`] are refused before they are read.
+    #[test]
+    fn more_class_folders_than_the_limit_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        for i in 0..=crate::MAX_CLASSES {
+            std::fs::create_dir(dir.path().join(format!("c{i}"))).unwrap();
+        }
+        let e = folder_classes(dir.path())
+            .map(|_| ())
+            .expect_err("refused")
+            .to_string();
+        assert!(e.contains("32769 class") && e.contains("32768"), "{e}");
+        let e = crate::ImageFolder::open(dir.path(), crate::FolderConfig::eval())
+            .map(|_| ())
+            .expect_err("refused")
+            .to_string();
+        assert!(e.contains("32769 class"), "{e}");
     }
 }

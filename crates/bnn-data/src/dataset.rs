@@ -2,6 +2,13 @@
 
 use crate::error::{DataError, Result};
 
+/// The most classes a data set may have: ImageNet-21k's 21,841 classes rounded up to a power
+/// of two (and below the model's own bound). Loaders that count classes from the data (the
+/// largest label of a `.npz`, the sub-folders of a folder) refuse more before anything is
+/// sized by the count: per-class tables (stratified subsets, class counts) take memory in
+/// proportion to it, and one wrong label of 2^31 used to ask for 51 GB.
+pub const MAX_CLASSES: usize = 32_768;
+
 /// Which part of a data set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Split {
@@ -109,7 +116,8 @@ pub struct InMemoryDataset {
 impl InMemoryDataset {
     /// Builds a data set from `labels.len()` images of `shape`, stored one after another in CHW order.
     ///
-    /// Fails when the buffer length does not match or a label is `>= classes`.
+    /// Fails when the buffer length does not match, a label is `>= classes`, or `classes` is
+    /// above [`MAX_CLASSES`].
     pub fn new(
         pixels: Vec<u8>,
         labels: Vec<u32>,
@@ -120,6 +128,11 @@ impl InMemoryDataset {
         if per == 0 {
             return Err(DataError::Config(format!(
                 "image shape {shape:?} has a zero dimension"
+            )));
+        }
+        if classes > MAX_CLASSES {
+            return Err(DataError::Config(format!(
+                "{classes} classes: more than the {MAX_CLASSES} a data set may have"
             )));
         }
         if pixels.len() != per * labels.len() {

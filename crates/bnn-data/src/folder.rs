@@ -46,22 +46,126 @@ pub struct ImageFolder {
     config: FolderConfig,
 }
 
-/// An image reader for `path`, its format guessed from the file's first bytes.
+/// The widest or tallest image decoded, in pixels: above any photograph in an image data set
+/// (ImageNet's largest are under 10,000 pixels a side), below the 20,000 x 20,000 of a small
+/// PNG that declares half a gigabyte of pixels.
+pub const MAX_DECODE_SIDE: u32 = 16_384;
+
+/// The most bytes one image may take decoded (and the decoder allocate for it), and the
+/// largest image file read: 256 MiB, an 8-bit RGB image of 9,400 x 9,400 pixels; ImageNet's
+/// largest images take under 100 MB decoded. The `image` crate's own default is 512 MiB.
+pub const MAX_DECODE_BYTES: u64 = 256 << 20;
+
+/// The decoding limits of every image read ([`MAX_DECODE_SIDE`], [`MAX_DECODE_BYTES`]).
+fn limits() -> image::Limits {
+    let mut limits = image::Limits::default();
+    limits.max_image_width = Some(MAX_DECODE_SIDE);
+    limits.max_image_height = Some(MAX_DECODE_SIDE);
+    limits.max_alloc = Some(MAX_DECODE_BYTES);
+    limits
+}
+
+/// The error for an image at `path` that does not decode: a size over the limits names the
+/// size the file declares (read again without limits: only its header).
+pub(crate) fn decode_error(path: &Path, e: image::ImageError) -> DataError {
+    let reason = match e {
+        image::ImageError::Limits(_) => {
+            let declared = image::ImageReader::open(path)
+                .and_then(|r| r.with_guessed_format())
+                .ok()
+                .and_then(|mut r| {
+                    r.no_limits();
+                    r.into_dimensions().ok()
+                });
+            let size = declared.map_or("its size".to_string(), |(w, h)| format!("{w}x{h} pixels"));
+            format!(
+                "{size}: over the decoding limits (at most {MAX_DECODE_SIDE} pixels a side and \
+                 {MAX_DECODE_BYTES} bytes decoded)"
+            )
+        }
+        other => other.to_string(),
+    };
+    DataError::Decode {
+        path: path.to_path_buf(),
+        reason,
+    }
+}
+
+/// An image reader for `path`, its format guessed from the file's first bytes, with the
+/// decoding limits set.
 pub(crate) fn open_image(
     path: &Path,
 ) -> Result<image::ImageReader<std::io::BufReader<std::fs::File>>> {
-    image::ImageReader::open(path)
+    let mut reader = image::ImageReader::open(path)
         .map_err(|e| DataError::io(path, e))?
         .with_guessed_format()
-        .map_err(|e| DataError::io(path, e))
+        .map_err(|e| DataError::io(path, e))?;
+    reader.limits(limits());
+    Ok(reader)
 }
 
-/// The image at `path`, decoded; a file that does not decode is an error naming it.
+/// Whether the image file `bytes` ends where its format says it ends: a JPEG has its
+/// end-of-image marker (`FF D9`) after its last scan, a PNG its `IEND` chunk. The JPEG
+/// decoder fills a cut file's missing part with grey instead of failing.
+fn is_complete(bytes: &[u8]) -> bool {
+    if bytes.starts_with(&[0xFF, 0xD8]) {
+        // From the end: an end marker must come before (after, in the file) any
+        // start-of-scan; neither pair occurs inside entropy-coded data (0xFF is stuffed).
+        for i in (0..bytes.len().saturating_sub(1)).rev() {
+            match (bytes[i], bytes[i + 1]) {
+                (0xFF, 0xD9) => return true,
+                (0xFF, 0xDA) => return false,
+                _ => {}
+            }
+        }
+        return false;
+    }
+    if bytes.starts_with(b"\x89PNG\r\n\x1a\n") {
+        let mut at = 8usize;
+        while let Some(head) = bytes.get(at..at + 8) {
+            let len = u32::from_be_bytes([head[0], head[1], head[2], head[3]]) as usize;
+            let Some(end) = at.checked_add(12).and_then(|e| e.checked_add(len)) else {
+                return false;
+            };
+            if end > bytes.len() {
+                return false;
+            }
+            if &head[4..8] == b"IEND" {
+                return true;
+            }
+            at = end;
+        }
+        return false;
+    }
+    true
+}
+
+/// The image at `path`, decoded within the limits ([`MAX_DECODE_SIDE`], [`MAX_DECODE_BYTES`]);
+/// a file that does not decode, is over the limits, or is truncated is an error naming it.
 pub(crate) fn decode_image(path: &Path) -> Result<image::DynamicImage> {
-    open_image(path)?.decode().map_err(|e| DataError::Decode {
-        path: path.to_path_buf(),
-        reason: e.to_string(),
-    })
+    let size = std::fs::metadata(path)
+        .map_err(|e| DataError::io(path, e))?
+        .len();
+    if size > MAX_DECODE_BYTES {
+        return Err(DataError::Decode {
+            path: path.to_path_buf(),
+            reason: format!("a file of {size} bytes, over the {MAX_DECODE_BYTES} read"),
+        });
+    }
+    let bytes = std::fs::read(path).map_err(|e| DataError::io(path, e))?;
+    let mut reader = image::ImageReader::new(std::io::Cursor::new(&bytes[..]))
+        .with_guessed_format()
+        .map_err(|e| DataError::io(path, e))?;
+    reader.limits(limits());
+    if !is_complete(&bytes) {
+        return Err(DataError::Decode {
+            path: path.to_path_buf(),
+            reason: "the file is truncated: it ends before its format's end marker (a JPEG's \
+                     FF D9, a PNG's IEND chunk)"
+                .into(),
+        });
+    }
+    reader.decode().map_err(|e| decode_error(path, e))
 }
 
 /// Whether `path` names a PNG or JPEG file (case-insensitive extension).
@@ -92,9 +196,14 @@ impl ImageFolder {
                 config.crop, config.resize_shorter
             )));
         }
+        let class_dirs: Vec<PathBuf> = sorted_entries(root)?
+            .into_iter()
+            .filter(|p| p.is_dir())
+            .collect();
+        crate::class_folders::check_class_count(root, class_dirs.len())?;
         let mut class_names = Vec::new();
         let mut files = Vec::new();
-        for class_dir in sorted_entries(root)?.into_iter().filter(|p| p.is_dir()) {
+        for class_dir in class_dirs {
             let label = class_names.len() as u32;
             class_names.push(
                 class_dir

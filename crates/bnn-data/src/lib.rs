@@ -64,6 +64,7 @@ mod idx;
 mod loader;
 mod locate;
 mod mat;
+mod memory;
 mod npz;
 mod rng;
 mod source;
@@ -83,12 +84,12 @@ pub use corrupt::{
     BLUR_SIGMA, CONTRAST_FACTOR, Corrupted, Corruption, CorruptionKind, MAX_SEVERITY, NOISE_SIGMA,
     ROTATION_DEGREES, TRANSLATION_PIXELS,
 };
-pub use dataset::{Dataset, InMemoryDataset, Sample, Split};
+pub use dataset::{Dataset, InMemoryDataset, MAX_CLASSES, Sample, Split};
 pub use download::{
     Checksum, RemoteFile, download_verified, extract_tar_gz, fetch_files, file_digest,
 };
 pub use error::{DataError, Result};
-pub use folder::{FolderConfig, ImageFolder};
+pub use folder::{FolderConfig, ImageFolder, MAX_DECODE_BYTES, MAX_DECODE_SIDE};
 pub use id::DatasetId;
 pub use identity::{
     FileDigest, Published, by_name, compare_published, digest_split, file_digests, split_files,
@@ -101,7 +102,11 @@ pub use idx::{
 pub use loader::{Batch, DataLoader, EpochIter, LoaderConfig};
 pub use locate::{DATA_ENV, Locator, default_cache_dir, open, open_dir};
 pub use mat::{MatArray, MatData, parse_mat, read_mat};
-pub use npz::{MAX_NPY_BYTES, load_npz, npz_has_test};
+pub use memory::{MEMORY_SHARE_DIVISOR, available_memory, memory_budget, memory_left};
+pub use npz::{
+    MAX_COMPRESSION_RATIO, MAX_NPY_BYTES, MAX_NPY_HEADER_BYTES, SPARSE_LABEL_SLACK, load_npz,
+    npz_has_test,
+};
 pub use rng::{SampleRng, derive_seed};
 pub use source::DataSource;
 pub use subset::{ClassSubset, Subset};

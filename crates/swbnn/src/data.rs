@@ -76,7 +76,50 @@ pub fn open_verified(
 /// Opens `split` of `source` for a command: a preset as [`open_verified`]; a user's `.npz`
 /// (with its SHA-256) or class folders, their images brought to `images` (a model's input:
 /// [`model_images`]; for training, the size asked for).
+///
+/// The training split of a user's data set comes with its test split checked
+/// ([`check_test_split`]), so that a broken test split is refused before the work starts.
 pub fn open_source(
+    source: &DataSource,
+    split: Split,
+    data_dir: Option<&Path>,
+    images: FolderImages,
+) -> Result<OpenedSplit, Error> {
+    let opened = open_one_split(source, split, data_dir, images)?;
+    if split == Split::Train {
+        check_test_split(source, &opened)?;
+    }
+    Ok(opened)
+}
+
+/// Loads the test split of a user's data set whose training split is `train`, when it has
+/// one, brought to the training images' shape, and drops it: a test split that is empty,
+/// holds NaN, a label beyond the training classes or images of another size is refused when
+/// the data are opened, not by a later `eval` after the training. Presets: nothing to do (their
+/// files are checked against the published ones).
+pub fn check_test_split(source: &DataSource, train: &OpenedSplit) -> Result<(), Error> {
+    if source.preset().is_some() || !source.has_test()? {
+        return Ok(());
+    }
+    let (c, h, _) = train.data.shape();
+    let images = FolderImages {
+        size: Some(h),
+        channels: Some(c),
+    };
+    let test = source.load(Split::Test, images)?;
+    let (tc, th, tw) = test.shape();
+    if test.shape() != train.data.shape() {
+        let (ec, eh, ew) = train.data.shape();
+        return Err(Error::Usage(format!(
+            "the test split of {source} holds {tc}x{th}x{tw} images, and its training split \
+             {ec}x{eh}x{ew}"
+        )));
+    }
+    Ok(())
+}
+
+/// [`open_source`] without the check of the test split.
+fn open_one_split(
     source: &DataSource,
     split: Split,
     data_dir: Option<&Path>,
@@ -250,6 +293,37 @@ pub fn check_ood_not_test(test: &OpenedSplit, ood: &OpenedSplit) -> Result<(), E
     Ok(())
 }
 
+/// Refuses an out-of-distribution set whose images are, for the most part, images of the
+/// test set byte for byte (the same folder given twice, a copy of the test split under
+/// another name), whatever kind of source either is: its AUROC would score the test set
+/// against itself. A few shared images (blank ones) are allowed.
+pub fn check_ood_images_not_test(test: &dyn Dataset, ood: &dyn Dataset) -> Result<(), Error> {
+    use std::hash::{Hash, Hasher};
+    if test.shape() != ood.shape() || ood.is_empty() {
+        return Ok(());
+    }
+    let digest = |d: &dyn Dataset, i: usize| -> Result<u64, Error> {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        d.get(i)?.pixels.hash(&mut h);
+        Ok(h.finish())
+    };
+    let test_images = (0..test.len())
+        .map(|i| digest(test, i))
+        .collect::<Result<HashSet<u64>, Error>>()?;
+    let mut shared = 0;
+    for i in 0..ood.len() {
+        shared += usize::from(test_images.contains(&digest(ood, i)?));
+    }
+    if 2 * shared > ood.len() {
+        return Err(Error::Usage(format!(
+            "{shared} of the {} out-of-distribution images are images of the test set, byte \
+             for byte: an OOD set must be other data than the test set",
+            ood.len()
+        )));
+    }
+    Ok(())
+}
+
 /// Checks that `data` fits a model of `config`: the image shape and, when `same_classes`, the
 /// number of classes (an out-of-distribution set may have others). A mismatch is an error
 /// naming both, where it used to panic inside the backend.
@@ -356,6 +430,7 @@ pub fn open_eval_data(
             expected: format!("{}", config.classes),
         });
     }
+    let ood_is_user = ood.is_some_and(|o| o.preset().is_none());
     let ood = match (ood, ood_dir) {
         (Some(DataSource::Preset(id)), Some(dir)) => Some(open_ood_verified(*id, dir)?),
         (Some(DataSource::Preset(id)), None) => Some(open_preset_ood(*id, data_dir)?),
@@ -366,6 +441,11 @@ pub fn open_eval_data(
     let ood = match ood {
         Some(o) => {
             check_ood_not_test(&opened, &o)?;
+            // Files tell presets apart; a folder has no file digests, and an `.npz` may hold
+            // the test images under another name: compared image by image.
+            if dataset.preset().is_none() || ood_is_user {
+                check_ood_images_not_test(opened.data.as_ref(), o.data.as_ref())?;
+            }
             let d = subset_at_most(o.data, n, 3)?;
             check_input(config, d.as_ref(), "out-of-distribution data", false)?;
             Some(d)
@@ -541,7 +621,8 @@ impl ExperimentData {
     pub fn open(setup: &crate::setup::Setup) -> Result<Self, Error> {
         let source = &setup.dataset;
         let data_dir = setup.data_dir.as_deref();
-        let opened = open_source(source, Split::Train, data_dir, FolderImages::default())?;
+        // The test split is opened below: not checked twice.
+        let opened = open_one_split(source, Split::Train, data_dir, FolderImages::default())?;
         let (c, h, _) = opened.data.shape();
         if source.preset().is_none() && !source.has_test()? {
             return Err(Error::Usage(format!(

@@ -1,7 +1,8 @@
 //! `cargo xtask fuzz <target> --iterations N`: mutation fuzzing, on stable Rust, of every reader
 //! of untrusted bytes: the `.swb` reader plus the model built from it, the `.swb` decoder's
-//! work, the IDX, CIFAR and SVHN-MAT readers, the `.npy` reader, and a model directory's
-//! `config.json` and checkpoint.
+//! work, the IDX, CIFAR and SVHN-MAT readers, the `.npy` reader, the `.npz` reader (zip layer
+//! and arrays), the PNG/JPEG readers of image folders, and a model directory's `config.json`
+//! and checkpoint.
 //!
 //! Each iteration takes one of the target's valid seed inputs, applies one to four mutations
 //! (bit flips, interesting bytes, truncation, splices from other seeds, inserted and deleted
@@ -33,7 +34,8 @@ pub use alloc::CountingAlloc;
 use alloc::{LIVE, PEAK};
 use mutate::{Rng, mutate};
 use targets::{
-    CheckpointTarget, CifarTarget, IdxTarget, MatTarget, NpyTarget, SwbCostTarget, SwbTarget,
+    CheckpointTarget, CifarTarget, IdxTarget, ImageTarget, MatTarget, NpyTarget, NpzTarget,
+    SwbCostTarget, SwbTarget,
 };
 
 /// What to fuzz.
@@ -51,6 +53,11 @@ pub enum Target {
     SvhnMat,
     /// `.npy` arrays (the GMM tool's input).
     Npy,
+    /// `.npz` files (`--dataset npz:FILE`): the zip layer and the `.npy` arrays in it.
+    Npz,
+    /// PNG and JPEG images of class folders (`--dataset folder:DIR`) and ImageNet-style
+    /// folders.
+    Image,
     /// A model directory: `config.json`, the checkpoint's `state.json`, `model.bpk`,
     /// `optimizer.bpk`, loaded as `--resume` and `swbnn eval` load them.
     Checkpoint,
@@ -59,13 +66,15 @@ pub enum Target {
 }
 
 impl Target {
-    const EACH: [Target; 7] = [
+    const EACH: [Target; 9] = [
         Target::Swb,
         Target::SwbCost,
         Target::Idx,
         Target::Cifar,
         Target::SvhnMat,
         Target::Npy,
+        Target::Npz,
+        Target::Image,
         Target::Checkpoint,
     ];
 
@@ -77,6 +86,8 @@ impl Target {
             Target::Cifar => "cifar",
             Target::SvhnMat => "svhn-mat",
             Target::Npy => "npy",
+            Target::Npz => "npz",
+            Target::Image => "image",
             Target::Checkpoint => "checkpoint",
             Target::All => "all",
         }
@@ -184,6 +195,8 @@ fn fuzz_one(target: Target, iterations: u64, seed: u64, save_dir: &Path) -> Resu
         Target::Cifar => Box::new(CifarTarget::new(work.path())),
         Target::SvhnMat => Box::new(MatTarget::new(work.path())),
         Target::Npy => Box::new(NpyTarget::new()?),
+        Target::Npz => Box::new(NpzTarget::new(work.path())),
+        Target::Image => Box::new(ImageTarget::new(work.path())?),
         Target::Checkpoint => Box::new(CheckpointTarget::new(work.path())?),
         Target::All => unreachable!("expanded by run"),
     };

@@ -580,3 +580,203 @@ impl Fuzzee for CheckpointTarget {
         Ok(evaluated && resumed)
     }
 }
+
+// ---- .npz -------------------------------------------------------------------------------
+
+/// A zip archive of `members`, each stored or deflated (as `np.savez` and
+/// `np.savez_compressed` write them), written by hand: xtask has no zip writer.
+fn zip_archive(members: &[(&str, Vec<u8>)], deflate: bool) -> Vec<u8> {
+    let (mut out, mut central) = (Vec::new(), Vec::new());
+    let u16le = |v: &mut Vec<u8>, x: u16| v.extend(x.to_le_bytes());
+    let u32le = |v: &mut Vec<u8>, x: u32| v.extend(x.to_le_bytes());
+    for (name, data) in members {
+        let stored = if deflate {
+            let mut enc =
+                flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::default());
+            enc.write_all(data).expect("writing to memory");
+            enc.finish().expect("writing to memory")
+        } else {
+            data.clone()
+        };
+        let crc = crc32fast::hash(data);
+        let offset = out.len() as u32;
+        let method = if deflate { 8 } else { 0 };
+        // Local header: signature, version 2.0, flags, method, time, date, CRC, sizes, name.
+        u32le(&mut out, 0x0403_4b50);
+        for x in [20, 0, method, 0, 0x21] {
+            u16le(&mut out, x);
+        }
+        for x in [crc, stored.len() as u32, data.len() as u32] {
+            u32le(&mut out, x);
+        }
+        u16le(&mut out, name.len() as u16);
+        u16le(&mut out, 0);
+        out.extend(name.as_bytes());
+        out.extend(&stored);
+        // Central directory record of the same member.
+        u32le(&mut central, 0x0201_4b50);
+        for x in [20, 20, 0, method, 0, 0x21] {
+            u16le(&mut central, x);
+        }
+        for x in [crc, stored.len() as u32, data.len() as u32] {
+            u32le(&mut central, x);
+        }
+        for x in [name.len() as u16, 0, 0, 0, 0] {
+            u16le(&mut central, x);
+        }
+        u32le(&mut central, 0);
+        u32le(&mut central, offset);
+        central.extend(name.as_bytes());
+    }
+    let (cd_offset, cd_len) = (out.len() as u32, central.len() as u32);
+    out.extend(central);
+    u32le(&mut out, 0x0605_4b50);
+    for x in [0, 0, members.len() as u16, members.len() as u16] {
+        u16le(&mut out, x);
+    }
+    u32le(&mut out, cd_len);
+    u32le(&mut out, cd_offset);
+    u16le(&mut out, 0);
+    out
+}
+
+/// The `.npy` bytes of an array of `descr` and `shape` holding `data`.
+fn npy_array(descr: &str, shape: &[usize], data: &[u8]) -> Vec<u8> {
+    let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
+    let shape = match dims.len() {
+        1 => format!("({},)", dims[0]),
+        _ => format!("({})", dims.join(", ")),
+    };
+    let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    let mut out = b"\x93NUMPY\x01\x00".to_vec();
+    out.extend((header.len() as u16).to_le_bytes());
+    out.extend(header.as_bytes());
+    out.extend(data);
+    out
+}
+
+/// Roles 0 and 1 are whole `.npz` files (deflated, stored); roles 2 to 5 are one member's
+/// `.npy` bytes (`x_train`, `y_train`, `x_test`, `y_test`), put into an otherwise valid
+/// deflated file so that mutations reach the `.npy` reader and not only the zip layer.
+pub(crate) struct NpzTarget {
+    seeds: Vec<Vec<u8>>,
+    members: Vec<(&'static str, Vec<u8>)>,
+    path: PathBuf,
+}
+
+impl NpzTarget {
+    pub(crate) fn new(dir: &Path) -> Self {
+        let x: Vec<u8> = (0..6 * 16).map(|i| (i * 37 % 256) as u8).collect();
+        let y_train: Vec<u8> = [0i64, 1, 2, 0, 1, 2]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        let x_test: Vec<u8> = (0..2 * 16)
+            .flat_map(|i| (i as f32 / 32.0).to_le_bytes())
+            .collect();
+        let members = vec![
+            ("x_train.npy", npy_array("|u1", &[6, 4, 4], &x)),
+            ("y_train.npy", npy_array("<i8", &[6], &y_train)),
+            ("x_test.npy", npy_array("<f4", &[2, 4, 4, 1], &x_test)),
+            ("y_test.npy", npy_array("|u1", &[2], &[2, 0])),
+        ];
+        let mut seeds = vec![zip_archive(&members, true), zip_archive(&members, false)];
+        seeds.extend(members.iter().map(|(_, bytes)| bytes.clone()));
+        Self {
+            seeds,
+            members,
+            path: dir.join("data.npz"),
+        }
+    }
+}
+
+impl Fuzzee for NpzTarget {
+    fn seeds(&self) -> &[Vec<u8>] {
+        &self.seeds
+    }
+
+    fn run(&mut self, role: usize, input: &[u8]) -> Result<bool> {
+        let file = match role {
+            0 | 1 => input.to_vec(),
+            r => {
+                let mut members = self.members.clone();
+                members[r - 2].1 = input.to_vec();
+                zip_archive(&members, true)
+            }
+        };
+        harness(std::fs::write(&self.path, file))?;
+        // As `swbnn train` reads a `.npz`: whether it has a test split, then both splits.
+        let has_test = bnn_data::npz_has_test(&self.path).unwrap_or(false);
+        let train = bnn_data::load_npz(&self.path, bnn_data::Split::Train).is_ok();
+        let test = bnn_data::load_npz(&self.path, bnn_data::Split::Test).is_ok();
+        Ok(has_test && train && test)
+    }
+}
+
+// ---- images (PNG, JPEG) of class folders ------------------------------------------------
+
+/// Roles: a grey PNG, an RGB PNG and a JPEG, each the one image of class `b` of a class-folder
+/// data set whose class `a` holds a valid grey PNG; read as `swbnn train --dataset folder:DIR`
+/// reads it (headers, then decoding; with and without a target size) and as an ImageNet-style
+/// folder decodes one sample.
+pub(crate) struct ImageTarget {
+    seeds: Vec<Vec<u8>>,
+    root: PathBuf,
+}
+
+/// File names of the roles (the reader guesses the format from the bytes, not the name).
+const IMAGE_FILES: [&str; 3] = ["grey.png", "rgb.png", "photo.jpg"];
+
+impl ImageTarget {
+    pub(crate) fn new(dir: &Path) -> Result<Self> {
+        let seeds = vec![
+            include_bytes!("seed-grey.png").to_vec(),
+            include_bytes!("seed-rgb.png").to_vec(),
+            include_bytes!("seed.jpg").to_vec(),
+        ];
+        let root = dir.join("images");
+        std::fs::create_dir_all(root.join("a"))?;
+        std::fs::create_dir_all(root.join("b"))?;
+        std::fs::write(root.join("a/valid.png"), &seeds[0])?;
+        Ok(Self { seeds, root })
+    }
+}
+
+impl Fuzzee for ImageTarget {
+    fn seeds(&self) -> &[Vec<u8>] {
+        &self.seeds
+    }
+
+    fn run(&mut self, role: usize, input: &[u8]) -> Result<bool> {
+        let b = self.root.join("b");
+        harness(std::fs::remove_dir_all(&b))?;
+        harness(std::fs::create_dir_all(&b))?;
+        harness(std::fs::write(b.join(IMAGE_FILES[role]), input))?;
+        let sized = bnn_data::FolderImages {
+            size: Some(8),
+            channels: None,
+        };
+        let resized =
+            bnn_data::load_class_folders(&self.root, bnn_data::Split::Train, sized).is_ok();
+        let as_is = bnn_data::load_class_folders(
+            &self.root,
+            bnn_data::Split::Train,
+            bnn_data::FolderImages::default(),
+        )
+        .is_ok();
+        let config = bnn_data::FolderConfig {
+            resize_shorter: 8,
+            crop: 8,
+        };
+        let lazy = bnn_data::ImageFolder::open(&self.root, config)
+            .and_then(|f| bnn_data::Dataset::get(&f, 1))
+            .is_ok();
+        // The seeds differ in size from class `a`'s image only for the JPEG: `as_is` refuses
+        // mixed sizes, so it counts for the grey and RGB PNGs alone.
+        Ok(resized && lazy && (as_is || role == 2))
+    }
+}
