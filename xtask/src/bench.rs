@@ -124,7 +124,7 @@ pub enum Which {
         /// Shareable layers.
         #[arg(long, default_value_t = 54, value_parser = swbnn::args::positive)]
         layers: usize,
-        /// GMM components (at most 65534, what a .swb file stores).
+        /// GMM components (at most `gmm_minibatch::MAX_K`, 32768).
         #[arg(long, default_value_t = 6000, value_parser = swbnn::args::positive)]
         k: usize,
     },

@@ -88,7 +88,7 @@ fn reproduce_checks_limits_and_output_first() {
         r#"{"compress": {"sharing": {"gmm": {"k": 65535}}}}"#,
     )
     .unwrap();
-    refused(&["--setup", s(&patch), "--out", s(&out)], "65534");
+    refused(&["--setup", s(&patch), "--out", s(&out)], "32768");
     assert!(!out.exists());
 }
 
@@ -105,7 +105,7 @@ fn bench_checks_its_counts_first() {
         (&["train-step", "--batch", "0"][..], "out of range"),
         (
             &["stages", "--weights", "1000", "--k", "65535"][..],
-            "65534",
+            "32768",
         ),
     ] {
         let o = Command::new(env!("CARGO_BIN_EXE_xtask"))

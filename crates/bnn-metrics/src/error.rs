@@ -52,7 +52,7 @@ pub enum MetricsError {
         value: f64,
     },
     /// A probability is negative.
-    #[error("probabilities: negative value {value} at row {row}, column {col}")]
+    #[error("probabilities: negative value {} at row {row}, column {col}", crate::Short(*.value))]
     NegativeProbability {
         /// Row (example) index.
         row: usize,
@@ -92,7 +92,7 @@ pub enum MetricsError {
         out_count: usize,
     },
     /// A parameter (bin count, TPR level, tolerance, ...) is outside its valid range.
-    #[error("invalid parameter {name} = {value}: {reason}")]
+    #[error("invalid parameter {name} = {}: {reason}", crate::Short(*.value))]
     InvalidParameter {
         /// Name of the parameter.
         name: &'static str,

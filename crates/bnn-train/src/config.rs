@@ -173,6 +173,11 @@ impl LrSchedule {
     }
 }
 
+/// Most epochs a training configuration may have. The paper's longest schedule is 200
+/// epochs; a million of even the smallest data set's epochs would run for weeks, so a larger
+/// number is a typo (`1e11`), and it would overflow the step counts of the schedules.
+pub const MAX_EPOCHS: usize = 1_000_000;
+
 /// How to train a model. Defaults are for Bayes-by-Backprop on small images; see the
 /// constructors for the settings of each stage.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -214,7 +219,8 @@ impl Default for TrainConfig {
 }
 
 impl TrainConfig {
-    /// Checks every field's range: a positive batch size and learning rate, non-negative
+    /// Checks every field's range: at most [`MAX_EPOCHS`] epochs (0, a stage that trains
+    /// nothing, is allowed here; a command that must train refuses it), a positive batch size and learning rate, non-negative
     /// finite `lr_rho`, weight decay and KL weight, momentum in `[0, 1)`, a positive Adam
     /// epsilon, a one-cycle warm-up fraction in `(0, 1)`, a momentum cycle (SGD only) with
     /// `0 <= base <= max < 1`, and a positive prior sigma.
@@ -230,6 +236,12 @@ impl TrainConfig {
                 })
             }
         };
+        check(
+            "epochs",
+            self.epochs as f64,
+            self.epochs <= MAX_EPOCHS,
+            "at most bnn_train::MAX_EPOCHS (1,000,000)",
+        )?;
         check(
             "batch_size",
             self.batch_size as f64,
@@ -386,5 +398,26 @@ impl TrainConfig {
             schedule: LrSchedule::Constant,
             ..Self::bayes_by_backprop(epochs)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A number of epochs no run can finish (a typo such as 10^11) is refused by the
+    /// configuration itself, so a config file meets the same bound as a flag; 0 (a skipped
+    /// stage) and the bound itself pass.
+    #[test]
+    fn epochs_beyond_the_bound_are_refused() {
+        for ok in [0, 200, MAX_EPOCHS] {
+            TrainConfig::retrain(ok).validate().unwrap();
+        }
+        let e = TrainConfig::retrain(100_000_000_000)
+            .validate()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("epochs") && e.contains("1,000,000"), "{e}");
+        assert!(e.contains("100000000000 "), "{e}");
     }
 }

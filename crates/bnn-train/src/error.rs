@@ -54,7 +54,7 @@ pub enum TrainError {
     #[error("invalid training configuration: {0}")]
     Config(String),
     /// A training setting is out of range.
-    #[error("training setting {field} = {value} is out of range: {expected}")]
+    #[error("training setting {field} = {} is out of range: {expected}", bnn_metrics::Short(*.value))]
     InvalidSetting {
         /// The field, e.g. `lr_rho`.
         field: &'static str,

@@ -49,10 +49,9 @@ mod train;
 
 pub use batch::{cross_entropy, to_tensors, to_vec};
 pub use checkpoint::{
-    CheckpointState, Checkpointer, MAX_JSON_BYTES, MAX_RECORD_BYTES, load_model,
-    remove_stale_temps, write_atomic,
+    CheckpointState, Checkpointer, MAX_JSON_BYTES, MAX_RECORD_BYTES, load_model, write_atomic,
 };
-pub use config::{ADAM_EPSILON, LrSchedule, MomentumCycle, OptimizerKind, TrainConfig};
+pub use config::{ADAM_EPSILON, LrSchedule, MAX_EPOCHS, MomentumCycle, OptimizerKind, TrainConfig};
 pub use error::TrainError;
 pub use evaluate::{
     EvaluatedPredictions, Evaluation, LogitSamples, MAX_STACKED_INPUT, MAX_STACKED_ROWS,

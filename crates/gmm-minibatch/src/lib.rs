@@ -96,7 +96,7 @@ mod seed;
 mod simd;
 mod synth;
 
-pub use config::{GmmConfig, Init};
+pub use config::{GmmConfig, Init, MAX_K};
 pub use data::Standardizer;
 pub use error::GmmError;
 pub use fit::{GmmFit, KReason, fit, initialise};

@@ -1,19 +1,57 @@
 //! The command line's validated numbers (clap value parsers that refuse what cannot run) and
 //! its error output.
 
-/// Most epochs a command accepts (the paper's longest schedule is 200).
-pub const MAX_EPOCHS: usize = 1_000_000;
-/// Most CPU threads a command accepts.
-pub const MAX_THREADS: usize = 4096;
-/// Most Monte Carlo samples a command accepts.
+use std::ffi::OsStr;
+use std::path::PathBuf;
+
+use bnn_data::DataSource;
+
+/// Most epochs a command accepts: [`bnn_train::MAX_EPOCHS`], which every training
+/// configuration's own validation applies (a `--config` file too).
+pub use bnn_train::MAX_EPOCHS;
+
+/// Most CPU threads a command accepts per core of the machine
+/// ([`std::thread::available_parallelism`]): the CPU backends split every operation between
+/// the threads, so threads beyond the cores only take turns, and thousands of them spent
+/// their time switching (4,096 threads on 2 cores did not train 50 images in 90 s, one
+/// thread took 0.2 s). A few per core still allow for cores a container hides.
+pub const MAX_THREADS_PER_CORE: usize = 4;
+/// Most Monte Carlo samples a command accepts (per image; the paper uses 30).
 ///
 /// Memory does not bound the samples: the predictive is kept as running sums (`n x classes`
 /// values whatever the number of samples), so the bound is the time and what it buys. Each
-/// sample is one pass over the evaluation set, and the Monte Carlo standard error of a mean
-/// predicted probability is at most `0.5 / sqrt(S)`: 0.005 at S = 10,000, below the spread
-/// between training seeds of every reported metric (the paper uses 30). More samples would
-/// only multiply the running time.
-pub const MAX_SAMPLES: usize = 10_000;
+/// sample draws every weight and makes one pass over the evaluation set: on a Bayesian MLP of
+/// 478,000 weights on 2 cores a sample of 20 images took 7 ms, so 10,000 samples of them ran
+/// for more than a minute. At 1,000 samples the Monte Carlo standard error of a mean predicted
+/// probability is at most `0.5 / sqrt(1000) = 0.016` per image, and that of a metric averaged
+/// over a test set far below the spread between training seeds; more samples would only
+/// multiply the running time.
+pub const MAX_SAMPLES: usize = 1_000;
+
+/// Most Monte Carlo image passes an evaluation may make: samples x images evaluated (the test
+/// set, each corrupted copy and the OOD set; a calibration's validation split). The largest
+/// evaluation of the paper's protocol, ImageNet's 50,000 validation images with their 15
+/// corrupted copies and an OOD set of as many at 30 samples, is 25.5 million; twice that
+/// allows it, and refuses a request that would run for days on a CPU.
+pub const MAX_SAMPLE_IMAGES: usize = 50_000_000;
+
+/// Checks `samples` Monte Carlo samples of `images` images against [`MAX_SAMPLES`] and
+/// [`MAX_SAMPLE_IMAGES`] (`what` names the images, e.g. "the test and OOD images").
+pub fn check_samples(samples: usize, images: usize, what: &str) -> Result<(), String> {
+    if !(1..=MAX_SAMPLES).contains(&samples) {
+        return Err(format!(
+            "samples = {samples} is out of range: 1 to {MAX_SAMPLES}"
+        ));
+    }
+    if samples.saturating_mul(images) > MAX_SAMPLE_IMAGES {
+        return Err(format!(
+            "{samples} samples of {images} images ({what}) are {} image passes, more than \
+             {MAX_SAMPLE_IMAGES}: use fewer samples or a subset (--subset)",
+            samples.saturating_mul(images)
+        ));
+    }
+    Ok(())
+}
 
 fn number(s: &str) -> Result<usize, String> {
     s.trim()
@@ -30,9 +68,76 @@ fn in_range(s: &str, min: usize, max: usize) -> Result<usize, String> {
     }
 }
 
-/// A count of at least 1 (`--subset`, `--k`).
+/// A count of at least 1 (`--subset`).
 pub fn positive(s: &str) -> Result<usize, String> {
     in_range(s, 1, usize::MAX)
+}
+
+/// A number of GMM components (`--k`): 1 to [`gmm_minibatch::MAX_K`], the bound the
+/// compression settings' own validation applies.
+pub fn k(s: &str) -> Result<usize, String> {
+    in_range(s, 1, gmm_minibatch::MAX_K)
+}
+
+/// A side to resize a folder's images to (`--image-size`): 1 to
+/// [`crate::checks::MAX_IMAGE_SIZE`], the bound the train request's own check applies.
+pub fn image_size(s: &str) -> Result<usize, String> {
+    in_range(s, 1, crate::checks::MAX_IMAGE_SIZE)
+}
+
+/// The most threads this machine takes: [`MAX_THREADS_PER_CORE`] per core.
+pub fn max_threads() -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    MAX_THREADS_PER_CORE * cores
+}
+
+/// A data set (`--dataset`, `--ood`): a preset's name, `folder:DIR` or `npz:FILE`. Parsed
+/// from the argument's bytes, so that a path need not be UTF-8 (only the kind prefix is text).
+pub fn data_source(s: &OsStr) -> Result<DataSource, String> {
+    if let Some(text) = s.to_str() {
+        return text.parse().map_err(|e: bnn_data::DataError| e.to_string());
+    }
+    let bytes = s.as_encoded_bytes();
+    for (prefix, folder) in [(&b"folder:"[..], true), (&b"npz:"[..], false)] {
+        if let Some(rest) = bytes.strip_prefix(prefix) {
+            // SAFETY: `rest` is `s`'s bytes after an ASCII prefix, so it starts at a UTF-8
+            // character boundary of the encoding and holds the rest of `s` intact.
+            let path = PathBuf::from(unsafe { OsStr::from_encoded_bytes_unchecked(rest) });
+            return Ok(match folder {
+                true => DataSource::Folder(path),
+                false => DataSource::Npz(path),
+            });
+        }
+    }
+    Err(format!(
+        "unknown data set `{}` (known: mnist, fashion-mnist, cifar-10, cifar-100, svhn, \
+         imagenet; or folder:DIR for class folders of images, npz:FILE for a NumPy file)",
+        s.to_string_lossy()
+    ))
+}
+
+/// The clap value parser of [`data_source`] (it reads the argument as an `OsStr`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DataSourceParser;
+
+impl clap::builder::TypedValueParser for DataSourceParser {
+    type Value = DataSource;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &OsStr,
+    ) -> Result<DataSource, clap::Error> {
+        data_source(value).map_err(|e| {
+            let name = arg.map_or_else(|| "the data set".to_string(), |a| format!("{a}"));
+            clap::Error::raw(
+                clap::error::ErrorKind::ValueValidation,
+                format!("invalid value for {name}: {e}\n"),
+            )
+            .with_cmd(cmd)
+        })
+    }
 }
 
 /// `heldout:CLASSES` (`--ood heldout:6,9`): classes, comma-separated, none twice, to hold out
@@ -83,9 +188,9 @@ pub fn epochs(s: &str) -> Result<usize, String> {
     in_range(s, 1, MAX_EPOCHS)
 }
 
-/// Threads: 1 to [`MAX_THREADS`].
+/// Threads: 1 to [`max_threads`].
 pub fn threads(s: &str) -> Result<usize, String> {
-    in_range(s, 1, MAX_THREADS)
+    in_range(s, 1, max_threads())
 }
 
 /// A calibration temperature (`--temperature`): finite and within
@@ -130,7 +235,8 @@ mod tests {
         assert!(epochs("18446744073709551615").is_err());
         assert_eq!(epochs("200"), Ok(200));
         assert!(threads("0").is_err());
-        assert_eq!(samples("10000"), Ok(10_000));
+        assert_eq!(samples("1000"), Ok(1_000));
+        assert!(samples("1001").unwrap_err().contains("out of range"));
         assert!(samples("100000000").unwrap_err().contains("out of range"));
         assert_eq!(epochs_or_none("0"), Ok(0));
         assert!(side("0").is_err() && side("16385").is_err());

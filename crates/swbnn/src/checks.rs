@@ -378,3 +378,116 @@ mod tests {
         resumable_run(t).unwrap();
     }
 }
+
+/// Largest side `--image-size` resizes a folder's images to (the train request checks it).
+/// The architectures are made for 28 to 224 pixels (ImageNet's 224 is the largest preset); at
+/// 1,024 pixels LeNet-5's first dense layer alone has 123 million weights and one batch of a
+/// ResNet's first activations is 34 GB, so a larger side is a typo rather than a plan
+/// (4,096 on 600 images asked for 10 GB at once and aborted).
+pub const MAX_IMAGE_SIZE: usize = 1024;
+
+/// Most memory a run is planned to take on any machine, 1 TiB: the bound where the memory
+/// free cannot be read (no `/proc/meminfo`), and beyond what any machine this runs on has.
+pub const MAX_RUN_BYTES: u64 = 1 << 40;
+
+/// A size in bytes for a message: `629.1 MB`, `2.5 GB`.
+pub fn human_bytes(n: u64) -> String {
+    let n = n as f64;
+    match n {
+        n if n >= 1e9 => format!("{:.1} GB", n / 1e9),
+        n if n >= 1e6 => format!("{:.1} MB", n / 1e6),
+        n => format!("{:.0} kB", n / 1e3),
+    }
+}
+
+/// The memory this process may still take, and what bounds it: the least of the machine's
+/// available memory (`MemAvailable`), the address space left under this process's limit
+/// (`prlimit --as`, `ulimit -v`), and [`MAX_RUN_BYTES`].
+pub fn memory_available() -> (u64, String) {
+    match bnn_data::memory_left() {
+        Some((bytes, bound)) if bytes < MAX_RUN_BYTES => (bytes, bound),
+        _ => (
+            MAX_RUN_BYTES,
+            format!("the cap of {}", human_bytes(MAX_RUN_BYTES)),
+        ),
+    }
+}
+
+/// What a run needs in memory, part by part (`(what, bytes)`), checked against
+/// [`memory_available`] before it is allocated.
+#[derive(Debug, Clone, Default)]
+pub struct MemoryEstimate {
+    /// The parts: e.g. `("the 600 training images", 629_145_600)`.
+    pub parts: Vec<(String, u64)>,
+}
+
+impl MemoryEstimate {
+    /// Adds a part.
+    pub fn add(&mut self, what: impl Into<String>, bytes: u64) -> &mut Self {
+        self.parts.push((what.into(), bytes));
+        self
+    }
+
+    /// The sum of the parts.
+    pub fn total(&self) -> u64 {
+        self.parts
+            .iter()
+            .fold(0u64, |sum, (_, b)| sum.saturating_add(*b))
+    }
+
+    /// `Err` naming the estimate, its parts and the memory there is, when the total exceeds
+    /// `available` bytes (`bound` says what bounds them); `doing` is what needs it, e.g.
+    /// "training".
+    pub fn check_against(&self, doing: &str, available: u64, bound: &str) -> Result<(), Error> {
+        if self.total() <= available {
+            return Ok(());
+        }
+        let parts: Vec<String> = self
+            .parts
+            .iter()
+            .map(|(what, b)| format!("{what} {}", human_bytes(*b)))
+            .collect();
+        Err(Error::Usage(format!(
+            "{doing} would need about {} of memory ({}), and {} is {bound}: use a smaller \
+             --image-size, a smaller architecture or fewer images (--subset)",
+            human_bytes(self.total()),
+            parts.join(", "),
+            human_bytes(available)
+        )))
+    }
+
+    /// [`MemoryEstimate::check_against`] this process's [`memory_available`].
+    pub fn check(&self, doing: &str) -> Result<(), Error> {
+        let (available, bound) = memory_available();
+        self.check_against(doing, available, &bound)
+    }
+}
+
+#[cfg(test)]
+mod memory_tests {
+    use super::*;
+
+    #[test]
+    fn the_memory_left_is_bounded_by_the_cap() {
+        let (free, _) = memory_available();
+        assert!(free > 0 && free <= MAX_RUN_BYTES);
+    }
+
+    #[test]
+    fn an_estimate_beyond_the_memory_is_refused_with_its_parts() {
+        let mut e = MemoryEstimate::default();
+        e.add("the images", 600 << 20)
+            .add("the model", 2_000_000_000);
+        e.check_against("training", 3_000_000_000, "free").unwrap();
+        let err = e
+            .check_against("training", 1 << 30, "free")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("2.6 GB")
+                && err.contains("the images 629.1 MB")
+                && err.contains("1.1 GB is free"),
+            "{err}"
+        );
+    }
+}

@@ -95,7 +95,7 @@ pub struct PlotArgs {
     /// more than the test set has is an error.
     #[arg(long, value_parser = crate::args::positive)]
     pub subset: Option<usize>,
-    /// Monte Carlo samples (default: the run's, else 30; at most 10,000).
+    /// Monte Carlo samples (default: the run's, else 30; at most 1,000).
     #[arg(long, value_parser = crate::args::samples)]
     pub samples: Option<usize>,
     /// Weights: one layer, by path (e.g. body.conv2.weight for LeNet-5; an unknown path is an

@@ -45,6 +45,13 @@ pub enum SharingSpace {
     MuOnly,
 }
 
+/// Why `gmm.k` is at most [`gmm_minibatch::MAX_K`] (the error's text).
+const MAX_K_WHY: &str =
+    "must be at most gmm_minibatch::MAX_K = 32768 (the fit's time grows with K)";
+
+// Every K the fit accepts is a codebook a `.swb` index can store (K <= 65534).
+const _: () = assert!(gmm_minibatch::MAX_K <= 65_534);
+
 /// Default number of GMM components, `K = 2000` (paper appendix text).
 pub const DEFAULT_K: usize = 2000;
 
@@ -69,16 +76,11 @@ impl SwshareConfig {
         if self.gmm.k == 0 {
             return Err(SwshareError::config("gmm.k", 0, "must be >= 1"));
         }
-        // Checked here, before any stage runs, rather than when the `.swb` file is written.
-        // (`for_codebook` adds its two marker symbols to `k`: a huge `k` must not reach it.)
-        let stored = self.gmm.k < usize::MAX / 2
-            && crate::format::IndexWidth::for_codebook(self.gmm.k).is_ok();
-        if !stored {
-            return Err(SwshareError::config(
-                "gmm.k",
-                self.gmm.k,
-                "must be at most 65534, the most Gaussians a .swb index stores",
-            ));
+        // Checked here, before any stage runs, rather than when the GMM is fitted or the
+        // `.swb` file is written: the one bound, `gmm_minibatch::MAX_K`, which a `.swb` index
+        // can always store (asserted below).
+        if self.gmm.k > gmm_minibatch::MAX_K {
+            return Err(SwshareError::config("gmm.k", self.gmm.k, MAX_K_WHY));
         }
         self.refine.validate()
     }
@@ -366,14 +368,15 @@ mod tests {
     }
 
     #[test]
-    fn a_codebook_the_format_cannot_store_is_refused() {
+    fn a_k_beyond_the_bound_is_refused() {
         let mut c = SwshareConfig::default();
-        c.gmm.k = 65534;
+        c.gmm.k = gmm_minibatch::MAX_K;
         c.validate().unwrap();
-        for k in [65535, usize::MAX] {
+        for k in [gmm_minibatch::MAX_K + 1, 65535, usize::MAX] {
             c.gmm.k = k;
             let e = c.validate().unwrap_err().to_string();
-            assert!(e.contains("gmm.k") && e.contains("65534"), "{e}");
+            let bound = gmm_minibatch::MAX_K.to_string();
+            assert!(e.contains("gmm.k") && e.contains(&bound), "{e}");
         }
     }
 

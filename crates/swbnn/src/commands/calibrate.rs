@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use bnn_data::{DataSource, Split};
 use burn::prelude::*;
 
-use super::{require, within};
+use super::within;
 use crate::Error;
 use crate::calibration::{
     Calibration, ModelFile, check_split_held_out, fit, recorded_split, split_for, validation_split,
@@ -74,13 +74,7 @@ pub struct CalibrateOutcome {
 /// `.swb` or `.qbnn` file, or as `calibration.json` in a model directory).
 pub fn calibrate(request: &CalibrateRequest, device: &Device) -> Result<CalibrateOutcome, Error> {
     let r = request;
-    require((1..=crate::args::MAX_SAMPLES).contains(&r.samples), || {
-        format!(
-            "samples must be 1 to {}, not {}",
-            crate::args::MAX_SAMPLES,
-            r.samples
-        )
-    })?;
+    crate::args::check_samples(r.samples, 0, "").map_err(Error::Usage)?;
     // The model is rewritten in place: through a link to the file it names, only when this
     // user may write it.
     let model = match ModelFile::at(&r.model) {
@@ -111,6 +105,8 @@ pub fn calibrate(request: &CalibrateRequest, device: &Device) -> Result<Calibrat
         split.size
     )))?;
     check_input(config, held_out.as_ref(), "validation data", true)?;
+    crate::args::check_samples(r.samples, held_out.len(), "the validation images")
+        .map_err(Error::Usage)?;
     let loader = eval_loader(model_norm(config, &r.dataset)?, held_out, 256, r.workers)?;
     let _rng = bnn_layers::lock_device_rng();
     device.seed(r.seed);

@@ -38,7 +38,7 @@ pub struct EvalRequest {
     pub ood: Option<DataSource>,
     /// The preset OOD set's folder.
     pub ood_dir: Option<PathBuf>,
-    /// Monte-Carlo samples (1 to 10,000).
+    /// Monte-Carlo samples (1 to [`crate::args::MAX_SAMPLES`]).
     pub samples: usize,
     /// The folder of a preset data set (used alone).
     pub data_dir: Option<PathBuf>,
@@ -74,16 +74,7 @@ impl EvalRequest {
 
     /// Checks the settings that need no file.
     pub fn check(&self) -> Result<(), Error> {
-        require(
-            (1..=crate::args::MAX_SAMPLES).contains(&self.samples),
-            || {
-                format!(
-                    "samples must be 1 to {}, not {}",
-                    crate::args::MAX_SAMPLES,
-                    self.samples
-                )
-            },
-        )?;
+        crate::args::check_samples(self.samples, 0, "").map_err(Error::Usage)?;
         require(self.subset != Some(0), || {
             "subset must be at least 1".into()
         })?;
@@ -147,6 +138,15 @@ pub fn eval(request: &EvalRequest, device: &Device) -> Result<EvalOutcome, Error
         r.ood_dir.as_deref(),
         r.subset,
     )?;
+    // Each corrupted copy is the test set again.
+    let copies = if r.corruptions {
+        1 + bnn_data::Corruption::all().len()
+    } else {
+        1
+    };
+    let images = copies * test.len() + ood.as_ref().map_or(0, |d| d.len());
+    crate::args::check_samples(r.samples, images, "the test, corrupted and OOD images")
+        .map_err(Error::Usage)?;
     let stats = model_norm(&loaded.config, &r.dataset)?;
     let test_loader = eval_loader(stats.clone(), test.clone(), 256, r.workers)?;
     let ood_loader = match ood {

@@ -96,7 +96,21 @@ impl TrainRequest {
     /// Checks every setting that needs no data: ranges, flags that go together, the output
     /// directory, the start model's kind and architecture.
     pub fn check(&self) -> Result<(), Error> {
-        require(self.epochs >= 1, || "epochs must be at least 1".into())?;
+        require((1..=bnn_train::MAX_EPOCHS).contains(&self.epochs), || {
+            format!(
+                "epochs = {} is out of range: 1 to {}",
+                self.epochs,
+                bnn_train::MAX_EPOCHS
+            )
+        })?;
+        if let Some(size) = self.image_size {
+            require((1..=checks::MAX_IMAGE_SIZE).contains(&size), || {
+                format!(
+                    "--image-size {size} is out of range: 1 to {} pixels",
+                    checks::MAX_IMAGE_SIZE
+                )
+            })?;
+        }
         require(self.subset != Some(0), || {
             "subset must be at least 1".into()
         })?;
@@ -142,6 +156,128 @@ impl TrainRequest {
         }
         Ok(())
     }
+}
+
+/// Bytes per trainable parameter in training: the value, its gradient and the optimiser's
+/// two moments (Adam's; SGD with momentum keeps one), `f32` each, and one more for the weight
+/// noise a Bayesian layer draws per step.
+const TRAIN_BYTES_PER_PARAMETER: u64 = 5 * 4;
+
+/// What a folder data set read at `size` pixels takes in memory, counted before any image is
+/// decoded: one byte per pixel of every image of its training split (grey; colour images take
+/// three times that).
+fn folder_estimate(root: &std::path::Path, size: usize) -> Result<checks::MemoryEstimate, Error> {
+    let dir = bnn_data::split_dir(root, Split::Train)?;
+    let mut images = 0u64;
+    for class in bnn_data::folder_classes(root)? {
+        let Ok(entries) = std::fs::read_dir(dir.join(&class)) else {
+            continue;
+        };
+        images += entries
+            .flatten()
+            .filter(|e| {
+                let p = e.path();
+                p.is_file()
+                    && p.extension().and_then(|x| x.to_str()).is_some_and(|x| {
+                        ["png", "jpg", "jpeg"].contains(&x.to_ascii_lowercase().as_str())
+                    })
+            })
+            .count() as u64;
+    }
+    let mut estimate = checks::MemoryEstimate::default();
+    estimate.add(
+        format!("{images} images of {size}x{size} pixels"),
+        images.saturating_mul((size * size) as u64),
+    );
+    Ok(estimate)
+}
+
+/// What training a model of `config` on `data` takes in memory, roughly, before the model is
+/// built: the images, the parameters with their gradients and optimiser state
+/// ([`TRAIN_BYTES_PER_PARAMETER`]), and a batch of the first layer's outputs with their
+/// gradients (`f32`).
+fn run_estimate(
+    config: &ModelConfig,
+    data: &dyn bnn_data::Dataset,
+    batch_size: usize,
+    device: &Device,
+) -> Result<checks::MemoryEstimate, Error> {
+    let (c, h, w) = data.shape();
+    // A batch is at most the data set.
+    let batch_size = batch_size.min(data.len());
+    let mut estimate = checks::MemoryEstimate::default();
+    estimate.add(
+        format!("{} images", data.len()),
+        (data.len() as u64).saturating_mul((c * h * w) as u64),
+    );
+    let counts = config.counts(device)?;
+    estimate.add(
+        format!("{} parameters in training", counts.trainable),
+        (counts.trainable as u64).saturating_mul(TRAIN_BYTES_PER_PARAMETER),
+    );
+    // The first layer with a weight: a convolution `[out, in, k, k]` (a ViT's patch embedding
+    // strides by its kernel, an ImageNet stem of 7 x 7 by 2) or a dense layer `[out, in]`.
+    let shapes = config.param_shapes(device)?;
+    let first = shapes
+        .iter()
+        .find(|(_, s)| s.len() >= 2)
+        .map(|(_, s)| s.clone());
+    let outputs = match first.as_deref() {
+        Some(&[out, _, k, _]) => {
+            let vit = matches!(config.arch, Arch::VitB16 | Arch::VitTiny);
+            let stride = if vit {
+                k.max(1)
+            } else if k >= 7 {
+                2
+            } else {
+                1
+            };
+            let side = (h / stride).max(1);
+            out * side * side
+        }
+        Some(&[out, _]) => out,
+        _ => 0,
+    };
+    estimate.add(
+        format!("a batch of {batch_size} of the first layer's outputs"),
+        (outputs as u64)
+            .saturating_mul(batch_size as u64)
+            .saturating_mul(2 * 4),
+    );
+    Ok(estimate)
+}
+
+/// Says on standard error what resuming the checkpoint `state` in `out` for `epochs` does:
+/// nothing left to train, or the epochs it extends the run by. Fewer epochs than it has
+/// trained is an error: a run is never shortened.
+fn resume_note(
+    out: &std::path::Path,
+    state: &bnn_train::CheckpointState,
+    epochs: usize,
+) -> Result<(), Error> {
+    let done = state.complete_epochs();
+    require(done <= epochs, || {
+        format!(
+            "--resume --epochs {epochs}: the checkpoint in {} has trained {done} epochs \
+             already; give --epochs {done} (to keep it) or more (to extend it)",
+            out.display()
+        )
+    })?;
+    let planned = state.planned_epochs().unwrap_or(epochs);
+    if done == epochs {
+        eprintln!(
+            "resumed {} at epoch {done} of {epochs}: nothing to train",
+            out.display()
+        );
+    } else if epochs > planned {
+        eprintln!(
+            "resuming {} after epoch {done}: extending the run from {planned} to {epochs} epochs",
+            out.display()
+        );
+    } else {
+        eprintln!("resuming {} after epoch {done} of {epochs}", out.display());
+    }
+    Ok(())
 }
 
 /// Whether a model of `config` can start a Bayesian run of `arch`: a deterministic or
@@ -194,6 +330,9 @@ pub fn train(
         size: r.image_size,
         channels: None,
     };
+    if let (DataSource::Folder(root), Some(size)) = (&r.dataset, r.image_size) {
+        folder_estimate(root, size)?.check("reading the training images")?;
+    }
     let opened = open_source(&r.dataset, Split::Train, r.data_dir.as_deref(), images)?;
     let record = trained_on(&r.dataset, &opened, None, r.validation)?;
     let (train_data, _) = training_split(opened.data.clone(), r.validation, r.subset)?;
@@ -220,6 +359,7 @@ pub fn train(
             "--devices {}",
             r.devices.as_deref().unwrap_or("")
         )))?;
+    run_estimate(&config, opened.data.as_ref(), tc.batch_size, device)?.check("training")?;
     ad.seed(r.seed);
     let mut model = config.init(&ad)?;
     if let Some(dir) = &r.from {
@@ -269,6 +409,9 @@ pub fn train(
             )
         },
     )?;
+    if let Some(s) = &state {
+        resume_note(&r.out, s, r.epochs)?;
+    }
     let model_dir = ModelDir::new(&r.out);
     if r.resume {
         model_dir.check_resume(&config)?;
