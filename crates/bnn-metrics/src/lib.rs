@@ -50,6 +50,7 @@ mod classification;
 mod error;
 pub mod file;
 mod mc;
+mod number;
 mod ood;
 mod probabilities;
 mod summary;
@@ -63,14 +64,15 @@ pub use calibration::{
 };
 pub use classification::{NLL_EPSILON, accuracy, brier, mean_confidence, nll};
 pub use error::{MetricsError, Result};
-pub use mc::{DEFAULT_MC_SAMPLES, McPredictive, Predictive};
+pub use mc::{DEFAULT_MC_SAMPLES, McPredictive, Predictive, mutual_information};
+pub use number::Short;
 pub use ood::{OodScore, OodSummary, RocCurve, auroc, average_precision, fpr_at_tpr, roc_curve};
 pub use probabilities::{Label, Probabilities, ROW_SUM_TOLERANCE};
 pub use summary::EvalSummary;
 pub use temperature::{
     McLogits, TEMPERATURE_RANGE, TemperatureFit, fit_temperature, validate_temperature,
 };
-pub use uncertainty::{entropy, mutual_information, predictive_entropy};
+pub use uncertainty::{entropy, predictive_entropy};
 pub use weights::{SIGMA_MOVEMENT_EDGES, SigmaMovement, WeightStats};
 
 /// Compiles and runs the README example as a doctest.

@@ -378,9 +378,54 @@ impl Predictive {
     }
 }
 
+/// Mutual information between the prediction and the weights, per example, from `S` Monte Carlo
+/// samples of class probabilities (all `[n, classes]`):
+///
+/// `MI_i = H(mean_s p_s,i) - mean_s H(p_s,i)` (entropy of the mean minus expected entropy),
+///
+/// the BALD / epistemic term of the predictive entropy. Non-negative by Jensen's inequality;
+/// computed in `f64` and not clamped, so tiny negative values of order `1e-16` are rounding.
+///
+/// # Errors
+/// [`MetricsError::Empty`] without samples, [`MetricsError::LengthMismatch`] if shapes differ.
+pub fn mutual_information(samples: &[Probabilities]) -> Result<Vec<f64>> {
+    let first = samples.first().ok_or(MetricsError::Empty {
+        what: "Monte Carlo samples",
+    })?;
+    let mut acc = McPredictive::new(first.n(), first.classes())?;
+    for s in samples {
+        acc.push_probabilities(s)?;
+    }
+    Ok(acc
+        .finish()?
+        .mutual_information()
+        .unwrap_or_default()
+        .to_vec())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mi_zero_for_identical_samples_and_ln2_for_disagreeing_certain_ones() {
+        let a = Probabilities::new(vec![0.3, 0.7], 1, 2).unwrap();
+        let mi = mutual_information(&[a.clone(), a.clone()]).unwrap();
+        assert!(mi[0].abs() < 1e-12);
+        let b = Probabilities::new(vec![1.0, 0.0], 1, 2).unwrap();
+        let c = Probabilities::new(vec![0.0, 1.0], 1, 2).unwrap();
+        let mi = mutual_information(&[b, c]).unwrap();
+        assert!((mi[0] - 2f64.ln()).abs() < 1e-12);
+        assert!(matches!(
+            mutual_information(&[]),
+            Err(MetricsError::Empty { .. })
+        ));
+        let d = Probabilities::new(vec![1.0, 0.0, 1.0, 0.0], 2, 2).unwrap();
+        assert!(matches!(
+            mutual_information(&[a, d]),
+            Err(MetricsError::LengthMismatch { .. })
+        ));
+    }
 
     #[test]
     fn from_parts_round_trips_and_refuses_bad_parts() {

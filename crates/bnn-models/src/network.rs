@@ -135,6 +135,9 @@ impl ModelConfig {
         if let Some(w) = self.width {
             bound("width", w, 1, MAX_WIDTH)?;
         }
+        if let Some(norm) = &self.normalization {
+            norm.check(self.in_channels)?;
+        }
         if self.arch == Arch::Mlp {
             bound(
                 "mlp_hidden layers",
@@ -147,6 +150,45 @@ impl ModelConfig {
             }
         }
         Ok(())
+    }
+
+    /// Refuses an option the architecture ignores, naming the option and the architecture:
+    /// `width` and `shortcut` shape the ResNets only, `cifar_stem` ResNet-18/50/101 only (a
+    /// ResNet-20 always has the CIFAR stem), `mlp_hidden` the MLP only (another architecture
+    /// may carry the default). Called where a user's request sets them (`swbnn import`), not
+    /// by [`ModelConfig::validate`]: tests set them on every architecture to keep fixtures
+    /// small, and files hold the defaults.
+    pub fn check_arch_options(&self) -> Result<(), ModelError> {
+        let resnet = matches!(
+            self.arch,
+            Arch::Resnet18 | Arch::Resnet20 | Arch::Resnet50 | Arch::Resnet101
+        );
+        let stem = matches!(self.arch, Arch::Resnet18 | Arch::Resnet50 | Arch::Resnet101);
+        let ignored = [
+            ("width", self.width.is_some() && !resnet, "the ResNets"),
+            (
+                "shortcut",
+                self.shortcut.is_some() && !resnet,
+                "the ResNets",
+            ),
+            (
+                "cifar_stem",
+                self.cifar_stem.is_some() && !stem,
+                "ResNet-18, ResNet-50 and ResNet-101",
+            ),
+            (
+                "mlp_hidden",
+                self.arch != Arch::Mlp && self.mlp_hidden != [400, 400],
+                "the MLP",
+            ),
+        ];
+        match ignored.iter().find(|(_, set, _)| *set) {
+            Some((option, _, takes)) => Err(ModelError::InvalidConfig(format!(
+                "{option} is an option of {takes}; {} does not take it",
+                self.arch
+            ))),
+            None => Ok(()),
+        }
     }
 
     /// Path and shape of every float parameter (and running statistic) of this configuration,
@@ -317,6 +359,44 @@ mod tests {
             assert!(err.contains(needle), "{err}");
             assert!(config.param_shapes(&device).is_err());
         }
+    }
+
+    /// An option the architecture ignores is an error naming both; the ones it takes pass.
+    #[test]
+    fn options_an_architecture_ignores_are_refused() {
+        let lenet = ModelConfig::for_input(Arch::Lenet5, Kind::Bayesian, 10, 1, 28);
+        lenet.check_arch_options().unwrap();
+        for (config, option) in [
+            (lenet.clone().with_width(Some(64)), "width"),
+            (
+                lenet
+                    .clone()
+                    .with_shortcut(Some(crate::resnet::Shortcut::ZeroPad)),
+                "shortcut",
+            ),
+            (lenet.clone().with_cifar_stem(Some(true)), "cifar_stem"),
+            (lenet.clone().with_mlp_hidden(vec![16]), "mlp_hidden"),
+            (
+                ModelConfig::for_input(Arch::Resnet20, Kind::Bayesian, 10, 3, 32)
+                    .with_cifar_stem(Some(false)),
+                "cifar_stem",
+            ),
+        ] {
+            let e = config.check_arch_options().unwrap_err().to_string();
+            assert!(
+                e.contains(option) && e.contains(&config.arch.to_string()),
+                "{e}"
+            );
+        }
+        let resnet = ModelConfig::for_input(Arch::Resnet18, Kind::Bayesian, 10, 3, 32)
+            .with_width(Some(8))
+            .with_cifar_stem(Some(true))
+            .with_shortcut(Some(crate::resnet::Shortcut::ZeroPad));
+        resnet.check_arch_options().unwrap();
+        ModelConfig::for_input(Arch::Mlp, Kind::Bayesian, 10, 1, 28)
+            .with_mlp_hidden(vec![16])
+            .check_arch_options()
+            .unwrap();
     }
 
     /// The shapes come without allocating: an MLP of 2 x 10^11 weights is listed in no time.

@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::ModelError;
+
 /// The data a model was trained on: written by training, kept by compression (the shared
 /// model trains on the same data), compared by every command that reads data for the model.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -47,9 +49,58 @@ pub struct InputNorm {
     pub std: Vec<f32>,
 }
 
+impl InputNorm {
+    /// Checks the record against a model of `channels` input channels: one finite mean and one
+    /// finite, positive std per channel. A model configuration checks it when it is read
+    /// ([`crate::ModelConfig::validate`]), so every command that loads a model refuses a bad
+    /// record, not only the ones that normalise images.
+    pub fn check(&self, channels: usize) -> Result<(), ModelError> {
+        let bad = |reason: String| {
+            Err(ModelError::InvalidConfig(format!(
+                "normalization: {reason}"
+            )))
+        };
+        if self.mean.len() != channels || self.std.len() != channels {
+            return bad(format!(
+                "{} means and {} stds for a model of {channels} input channel(s)",
+                self.mean.len(),
+                self.std.len()
+            ));
+        }
+        if let Some((c, m)) = self.mean.iter().enumerate().find(|(_, m)| !m.is_finite()) {
+            return bad(format!("mean {m} of channel {c} is not finite"));
+        }
+        if let Some((c, s)) = self
+            .std
+            .iter()
+            .enumerate()
+            .find(|(_, s)| !(s.is_finite() && **s > 0.0))
+        {
+            return bad(format!("std {s} of channel {c} is not a positive number"));
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_normalisation_record_that_cannot_apply_is_refused() {
+        let norm = |mean: Vec<f32>, std: Vec<f32>| InputNorm { mean, std };
+        assert!(norm(vec![0.5], vec![0.25]).check(1).is_ok());
+        for (n, channels, want) in [
+            (norm(vec![0.5], vec![0.0]), 1, "std 0 of channel 0"),
+            (norm(vec![0.5], vec![-1.0]), 1, "std -1 of channel 0"),
+            (norm(vec![0.5], vec![f32::NAN]), 1, "std NaN"),
+            (norm(vec![f32::INFINITY], vec![1.0]), 1, "mean inf"),
+            (norm(vec![0.5; 3], vec![0.25; 3]), 1, "3 means and 3 stds"),
+        ] {
+            let e = n.check(channels).unwrap_err().to_string();
+            assert!(e.contains(want), "`{want}` missing from: {e}");
+        }
+    }
 
     #[test]
     fn only_files_of_the_same_name_with_other_bytes_differ() {

@@ -706,7 +706,7 @@ fn limits_are_checked_before_any_work() {
     let owned = |a: &[&str]| -> Vec<String> { a.iter().map(|x| x.to_string()).collect() };
     let train_dir = tmp.path().join("run");
     for (args, needle) in [
-        (compress(&["--k", "65535", "--out", s(&out)]), "65534"),
+        (compress(&["--k", "32769", "--out", s(&out)]), "32768"),
         (compress(&["--out", "/proc/x.swb"]), "/proc"),
         (
             compress(&["--out", "/nonexistent-dir/x.swb"]),
@@ -1123,6 +1123,58 @@ fn inspect_refuses_what_eval_refuses() {
         std::fs::write(&file, bytes).unwrap();
         refused(&["inspect", s(&file)], reason);
         refused(&["eval", s(&file), "--dataset", "fashion-mnist"], reason);
+    }
+    // Files the format's own checks pass but loading refuses: `inspect` passed these, `eval`
+    // and `export` refused them. Written by the format's own encoder, so the checksum holds.
+    let encoded = |edit: &dyn Fn(&mut swshare::format::SharedModelData)| {
+        let mut d = data.clone();
+        edit(&mut d);
+        swshare::format::to_bytes(&d, &Default::default()).unwrap()
+    };
+    assert!(
+        !data.unshared.is_empty(),
+        "the fixture has no unshared tensor"
+    );
+    let norm = "\"normalization\":{\"mean\":[0.286],\"std\":[0.353]}";
+    let loading_refuses = [
+        (
+            encoded(&|d| d.codebook_rho[0] = 3e38),
+            "magnitude 3e38".to_string(),
+        ),
+        (
+            encoded(&|d| d.unshared[0].data[0] = f32::NAN),
+            format!("parameter {}", data.unshared[0].path),
+        ),
+        (
+            replace(norm, &norm.replace("0.353", "0.000")),
+            "std 0 of channel 0".into(),
+        ),
+        (
+            replace(norm, &norm.replace("0.353", "-0.35")),
+            "std -0.35 of channel 0".into(),
+        ),
+        (
+            replace("\"in_channels\":1", "\"in_channels\":3"),
+            "1 means and 1 stds for a model of 3 input channel(s)".into(),
+        ),
+    ];
+    for (bytes, reason) in loading_refuses {
+        let file = tmp.path().join("bad.swb");
+        std::fs::write(&file, with_crc(bytes)).unwrap();
+        refused(&["inspect", s(&file)], &reason);
+        refused(&["eval", s(&file), "--dataset", "fashion-mnist"], &reason);
+        let out = tmp.path().join("bad.safetensors");
+        refused(
+            &[
+                "export",
+                s(&file),
+                "--convention",
+                "shared",
+                "--out",
+                s(&out),
+            ],
+            &reason,
+        );
     }
 }
 

@@ -494,6 +494,21 @@ fn non_finite_and_absurd_values_are_refused_naming_the_key() {
         let e = import_error(&s, &lenet_config());
         assert!(e.contains(key) && e.contains(needle), "{e}");
     }
+    // A rho within the magnitude bound but above the one loading takes (`MAX_RHO`, 10): it
+    // used to import, and `eval` then refused the model directory the import wrote.
+    let mut s = source.clone();
+    if let Some(HostTensor {
+        values: Values::F32(v),
+        ..
+    }) = s.get_mut("fc3.rho_weight")
+    {
+        v[1] = 50.0;
+    }
+    let e = import_error(&s, &lenet_config());
+    assert!(
+        e.contains("fc3") && e.contains("rho 5e1") && e.contains("loading the model would refuse"),
+        "{e}"
+    );
     // ln sigma of torchbnn: finite in the file, infinite once it is sigma.
     let mut s = read_state_dict(&data("lenet5-torchbnn.safetensors"), None).unwrap();
     let key = s.keys().find(|k| k.contains("log_sigma")).cloned().unwrap();

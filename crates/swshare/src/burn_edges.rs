@@ -13,7 +13,6 @@ use bnn_layers::{
 use bnn_models::{Architecture, Classifier, Kind, ModelError};
 use burn::prelude::*;
 
-use crate::compress::shared_config;
 use crate::format::{
     EllipseEntry, FullBnnData, LayerShape, ModelMeta, NamedTensor, SharedModelData, SwbError,
 };
@@ -113,6 +112,12 @@ pub enum EdgeError {
         /// The first path that matched nothing.
         first: String,
     },
+}
+
+/// The architecture of the weight-shared model of `bayes_config` with `k` codebook entries.
+/// The one place this is derived: the edges, the file and the report all use it.
+pub fn shared_config<A: Architecture>(bayes_config: &A, k: usize) -> A {
+    bayes_config.to_kind(Kind::Shared, k)
 }
 
 /// The weight table of a Bayesian model's exported tensors (see `bnn_layers::export_bayes`):
@@ -261,7 +266,7 @@ fn to_format(t: LayerTensor) -> NamedTensor {
 }
 
 /// The `.swb` content of a trained shared model of architecture `config` (kind
-/// [`Kind::Shared`], see [`crate::compress::shared_config`]): current codebook and outlier
+/// [`Kind::Shared`], see [`shared_config`]): current codebook and outlier
 /// values, the plan's fates and blends, every other parameter as an unshared tensor.
 pub fn to_swb<A: Architecture>(
     model: &Classifier<A::Body>,

@@ -150,11 +150,8 @@ impl<A: Architecture> Compressed<A> {
     }
 }
 
-/// The architecture of the weight-shared model of `bayes_config` with `k` codebook entries.
-/// The one place this is derived: the edges, the file and the report all use it.
-pub fn shared_config<A: Architecture>(bayes_config: &A, k: usize) -> A {
-    bayes_config.to_kind(Kind::Shared, k)
-}
+/// Re-exported from [`crate::burn_edges`], where the model and the file meet.
+pub use crate::burn_edges::shared_config;
 
 /// Runs the whole method on a trained Bayesian model (on an autodiff device):
 /// 1. the mean `d loss / d mu` over `cfg.sharing.outliers.grad_batches` mini-batches of `data`

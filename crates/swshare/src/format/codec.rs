@@ -8,9 +8,10 @@
 use super::adaptive::{AdaptiveParams, AdaptiveStream, ContextKind};
 use super::checksum::{self, CHECKSUM_LEN};
 use super::error::FormatError;
-use super::header::{self, CALIBRATION_VERSION, FORMAT_VERSION, FileKind, HEADER_LEN};
+use super::header::{self, CALIBRATION_VERSION, FORMAT_VERSION, HEADER_LEN};
 use super::huffman::HuffmanStream;
 use super::index::{self, IndexContext, IndexSection, IndexWidth};
+use super::kind::FileKind;
 use super::model::{self, EllipseEntry, FullBnnData, LayerShape, NamedTensor, SharedModelData};
 use super::quant::QuantizedU8;
 use super::wire::{self, Reader};

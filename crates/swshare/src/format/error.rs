@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use super::header::FileKind;
+use super::kind::FileKind;
 
 /// What is wrong with a model or with the bytes of a model file (no path attached).
 #[derive(Debug, thiserror::Error)]

@@ -3,11 +3,8 @@
 //! It is written by hand (not by bincode) so a reader can tell "not our file", "newer
 //! version" and "truncated" apart before it trusts any other byte.
 
-use std::fmt;
-
-use serde::{Deserialize, Serialize};
-
 use super::error::FormatError;
+use super::kind::FileKind;
 
 /// Magic bytes at the start of every file written by this module.
 pub const MAGIC: [u8; 7] = *b"SWBNN\0\x01";
@@ -24,41 +21,6 @@ pub const CALIBRATION_VERSION: u16 = 3;
 pub const OLDEST_READABLE_VERSION: u16 = 1;
 /// Length of the fixed header in bytes.
 pub const HEADER_LEN: usize = MAGIC.len() + 2 + 1 + 8;
-
-/// Which model a file holds; both kinds share the header and checksum scheme.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum FileKind {
-    /// A weight-shared model ([`SharedModelData`](super::SharedModelData)).
-    Shared,
-    /// A plain BNN baseline ([`FullBnnData`](super::FullBnnData)).
-    FullBnn,
-}
-
-impl FileKind {
-    fn to_byte(self) -> u8 {
-        match self {
-            FileKind::Shared => 0,
-            FileKind::FullBnn => 1,
-        }
-    }
-
-    fn from_byte(b: u8) -> Result<Self, FormatError> {
-        match b {
-            0 => Ok(FileKind::Shared),
-            1 => Ok(FileKind::FullBnn),
-            other => Err(FormatError::UnknownKind(other)),
-        }
-    }
-}
-
-impl fmt::Display for FileKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            FileKind::Shared => "weight-shared (.swb)",
-            FileKind::FullBnn => "full BNN",
-        })
-    }
-}
 
 /// Appends the header of a format `version` file with a payload of `payload_len` bytes.
 pub(crate) fn write(out: &mut Vec<u8>, kind: FileKind, version: u16, payload_len: u64) {
@@ -92,7 +54,8 @@ pub(crate) fn read(bytes: &[u8], expected: FileKind) -> Result<(u16, u64), Forma
             newest: FORMAT_VERSION,
         });
     }
-    let found = FileKind::from_byte(*bytes.get(9).ok_or_else(truncated)?)?;
+    let byte = *bytes.get(9).ok_or_else(truncated)?;
+    let found = FileKind::from_byte(byte).ok_or(FormatError::UnknownKind(byte))?;
     if found != expected {
         return Err(FormatError::WrongKind { found, expected });
     }

@@ -83,6 +83,7 @@ mod header;
 pub mod huffman;
 pub mod index;
 mod io;
+mod kind;
 mod model;
 pub mod qbnn;
 pub mod quant;
@@ -95,12 +96,13 @@ pub use checksum::CHECKSUM_LEN;
 #[cfg(test)]
 pub(crate) use codec::encode_shared_unchecked;
 pub use error::{FormatError, SwbError};
-pub use header::{FORMAT_VERSION, FileKind, HEADER_LEN, MAGIC, OLDEST_READABLE_VERSION};
+pub use header::{FORMAT_VERSION, HEADER_LEN, MAGIC, OLDEST_READABLE_VERSION};
 pub use index::IndexWidth;
 pub use io::{
-    MAX_FILE_LEN, load, load_checked, load_full_bnn, remove_stale_temps, save, save_full_bnn,
-    set_temperature, temp_path, write_atomic,
+    MAX_FILE_LEN, file_error, load, load_checked, load_full_bnn, save, save_full_bnn,
+    set_temperature, write_atomic,
 };
+pub use kind::FileKind;
 pub use model::{EllipseEntry, FullBnnData, LayerShape, NamedTensor, SharedModelData};
 
 /// Optional encodings beyond the paper's plain layout (both off by default).
