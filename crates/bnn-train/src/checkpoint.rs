@@ -47,7 +47,7 @@ use serde::{Deserialize, Serialize};
 use crate::{EpochStats, TrainConfig, TrainError};
 
 const STATE: &str = "state.json";
-const MODEL: &str = "model.bpk";
+const MODEL: &str = crate::WEIGHTS_FILE;
 const OPTIMIZER: &str = "optimizer.bpk";
 const CHECKPOINTS: &str = "checkpoints";
 const LOCK: &str = ".lock";

@@ -69,4 +69,34 @@ pub enum TrainError {
     /// The devices of a data-parallel run are unusable.
     #[error("data-parallel devices: {0}")]
     Devices(#[from] crate::DevicesError),
+    /// A file of a model directory (or another file the library reads) could not be read or
+    /// written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file or directory.
+        path: String,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// A JSON file that cannot be parsed or written.
+    #[error("{path}: {reason}")]
+    Json {
+        /// The file.
+        path: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A model directory that a resumed run cannot continue; nothing was changed.
+    #[error("{0}")]
+    Resume(String),
+}
+
+impl TrainError {
+    /// An I/O error with its path.
+    pub fn io(path: &std::path::Path, source: std::io::Error) -> Self {
+        TrainError::Io {
+            path: path.display().to_string(),
+            source,
+        }
+    }
 }

@@ -43,6 +43,7 @@ mod config;
 mod error;
 mod evaluate;
 mod grads;
+mod model_dir;
 mod momentum;
 mod parallel;
 mod train;
@@ -62,6 +63,9 @@ pub use evaluate::{
     stacked_probability_sums,
 };
 pub use grads::mean_mu_gradients;
+pub use model_dir::{
+    CALIBRATION_FILE, CONFIG_FILE, ModelDir, SWB_FILE, WEIGHTS_FILE, read_json, write_json,
+};
 pub use parallel::{DataParallel, DevicesError};
 pub use train::{
     EpochStats, MAX_PARAM_MAGNITUDE, MAX_RHO, Observer, OutOfRange, Progress, Silent, StepInfo,

@@ -31,8 +31,7 @@ use crate::data::training_split;
 use crate::setup::{Setup, ValidationSplit};
 use crate::store::{ModelDir, QBNN_FILE, SETUP_FILE, read_json, read_setup, write_json};
 
-/// A model directory's fitted temperature and how it was fitted.
-pub const CALIBRATION_FILE: &str = "calibration.json";
+pub use bnn_train::CALIBRATION_FILE;
 
 /// A temperature fitted on held-out data, with what the fit saw.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -343,15 +342,20 @@ fn starts_with(path: &Path, magic: &[u8]) -> bool {
         .is_ok_and(|()| head == magic)
 }
 
-impl ModelDir {
-    /// The directory's [`CALIBRATION_FILE`].
-    pub fn calibration_path(&self) -> PathBuf {
-        self.path().join(CALIBRATION_FILE)
-    }
-
+/// A model directory's fitted calibration ([`CALIBRATION_FILE`]), read and written with its
+/// checks.
+pub trait StoredCalibration {
     /// The directory's fitted calibration, `None` when it has none; a temperature that is not
     /// finite or outside [`bnn_metrics::TEMPERATURE_RANGE`] is an error naming the file.
-    pub fn read_calibration(&self) -> Result<Option<Calibration>, Error> {
+    fn read_calibration(&self) -> Result<Option<Calibration>, Error>;
+    /// Writes `calibration` as the directory's [`CALIBRATION_FILE`], atomically.
+    fn write_calibration(&self, calibration: &Calibration) -> Result<(), Error>;
+}
+
+impl StoredCalibration for ModelDir {
+    /// The directory's fitted calibration, `None` when it has none; a temperature that is not
+    /// finite or outside [`bnn_metrics::TEMPERATURE_RANGE`] is an error naming the file.
+    fn read_calibration(&self) -> Result<Option<Calibration>, Error> {
         let path = self.calibration_path();
         if !path.exists() {
             return Ok(None);
@@ -363,7 +367,7 @@ impl ModelDir {
     }
 
     /// Writes `calibration` as the directory's [`CALIBRATION_FILE`], atomically.
-    pub fn write_calibration(&self, calibration: &Calibration) -> Result<(), Error> {
+    fn write_calibration(&self, calibration: &Calibration) -> Result<(), Error> {
         validate_temperature(calibration.temperature)?;
         std::fs::create_dir_all(self.path()).map_err(|e| Error::io(self.path(), e))?;
         write_json(&self.calibration_path(), calibration)

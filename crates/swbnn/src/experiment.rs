@@ -31,6 +31,7 @@ use swshare::retrain_stop::RetrainStop;
 use swshare::snr_prune::{PruneTarget, prune_to, pruned_file, pruned_parameters, retrain_pruned};
 
 use crate::Error;
+use crate::calibration::StoredCalibration;
 use crate::calibration::{self, Calibration};
 use crate::data::{ExperimentData, eval_loader, train_loader};
 use crate::method::Method;

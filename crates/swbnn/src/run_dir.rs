@@ -124,7 +124,7 @@ impl RunDir {
     pub fn load(&self, method: Method, device: &Device) -> Result<Network, Error> {
         let dir = ModelDir::new(store::stage_path(&self.models, method.name()));
         match method {
-            Method::Gbnn2d => Ok(dir.load_swb(device)?.0),
+            Method::Gbnn2d => Ok(store::load_swb(&dir, device)?.0),
             Method::Deterministic | Method::Bbb => Ok(dir.load(device)?.0),
             other => Err(Error::Usage(format!(
                 "{other} is not a method of a run's main table (deterministic, bbb or 2dgbnn)"

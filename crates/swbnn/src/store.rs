@@ -35,13 +35,14 @@ use std::path::{Path, PathBuf};
 use bnn_data::Corruption;
 use bnn_metrics::{MetricsError, Predictive, Probabilities};
 use bnn_models::{ModelConfig, Network};
-use bnn_train::{Checkpointer, EpochStats, Predictions, load_model, write_atomic};
-use burn::module::Module;
+use bnn_train::{Checkpointer, EpochStats, Predictions, write_atomic};
 use burn::prelude::*;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use swshare::SharingPlan;
 use swshare::burn_edges::from_swb;
+
+pub use bnn_train::{CONFIG_FILE, ModelDir, SWB_FILE, WEIGHTS_FILE};
 
 use crate::Error;
 use crate::results::{CorruptionRow, Outcome, Row, SeedSummary, markdown, markdown_corruptions};
@@ -55,12 +56,6 @@ pub const SETUP_FILE: &str = "setup.json";
 pub const TABLES_SETUP_FILE: &str = "tables-setup.json";
 /// The directory of the stages in a run directory.
 pub const STAGES_DIR: &str = "stages";
-/// A model directory's architecture.
-pub const CONFIG_FILE: &str = "config.json";
-/// A model directory's weights (a burn record, published by the checkpointer).
-pub const WEIGHTS_FILE: &str = "model.bpk";
-/// The 2DGBNN model of a stage directory.
-pub const SWB_FILE: &str = "model.swb";
 /// A stage's evaluated row.
 pub const ROW_FILE: &str = "row.json";
 /// A stage's rows on the corrupted test sets (and, in a run directory, every method's).
@@ -129,15 +124,12 @@ impl Setup {
 /// Reads a JSON file, naming it in the error: a regular file (a directory, FIFO or device is
 /// an error saying which) of at most [`bnn_train::MAX_JSON_BYTES`].
 pub(crate) fn read_json<T: DeserializeOwned>(path: &Path) -> Result<T, Error> {
-    let bytes = bnn_metrics::file::read_bounded(path, bnn_train::MAX_JSON_BYTES, "JSON")
-        .map_err(|e| Error::io(path, e))?;
-    serde_json::from_slice(&bytes).map_err(|e| Error::parse(path, e))
+    Ok(bnn_train::read_json(path)?)
 }
 
 /// Writes `value` as pretty JSON, atomically.
 pub(crate) fn write_json<T: Serialize + ?Sized>(path: &Path, value: &T) -> Result<(), Error> {
-    let json = serde_json::to_vec_pretty(value).map_err(Error::json)?;
-    Ok(write_atomic(path, &json)?)
+    Ok(bnn_train::write_json(path, value)?)
 }
 
 /// Writes a text file atomically.
@@ -340,119 +332,6 @@ pub fn read_corruptions(dir: &Path) -> Result<Option<Vec<CorruptionRow>>, Error>
     }))
 }
 
-/// A directory holding one model: its architecture ([`CONFIG_FILE`]) and weights
-/// ([`WEIGHTS_FILE`]), or a 2DGBNN model ([`SWB_FILE`]). `swbnn train` and `swbnn import`
-/// write one; every stage directory of a run is one.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ModelDir {
-    dir: PathBuf,
-}
-
-impl ModelDir {
-    /// The model directory `dir` (nothing is read or created).
-    pub fn new(dir: impl Into<PathBuf>) -> Self {
-        Self { dir: dir.into() }
-    }
-
-    /// The directory.
-    pub fn path(&self) -> &Path {
-        &self.dir
-    }
-
-    /// The architecture's file.
-    pub fn config_path(&self) -> PathBuf {
-        self.dir.join(CONFIG_FILE)
-    }
-
-    /// The weights' file.
-    pub fn weights_path(&self) -> PathBuf {
-        self.dir.join(WEIGHTS_FILE)
-    }
-
-    /// The 2DGBNN model's file.
-    pub fn swb_path(&self) -> PathBuf {
-        self.dir.join(SWB_FILE)
-    }
-
-    /// Whether the directory holds an architecture and weights.
-    pub fn has_weights(&self) -> bool {
-        self.config_path().is_file() && self.weights_path().is_file()
-    }
-
-    /// The architecture.
-    pub fn read_config(&self) -> Result<ModelConfig, Error> {
-        read_json(&self.config_path())
-    }
-
-    /// Writes the architecture, creating the directory.
-    pub fn write_config(&self, config: &ModelConfig) -> Result<(), Error> {
-        std::fs::create_dir_all(&self.dir).map_err(|e| Error::io(&self.dir, e))?;
-        write_json(&self.config_path(), config)
-    }
-
-    /// The resume check of a model directory: the architecture a run resuming it trains must be
-    /// the one its [`CONFIG_FILE`] holds (none there: nothing to check). The error names the
-    /// directory and both models; nothing is written.
-    pub fn check_resume(&self, config: &ModelConfig) -> Result<(), Error> {
-        if !self.config_path().exists() {
-            return Ok(());
-        }
-        let mut old = self.read_config()?;
-        // A config written before the record existed resumes on any data, as it did.
-        if old.trained_on.is_none() {
-            old.trained_on.clone_from(&config.trained_on);
-        }
-        if let (Some(was), Some(is)) = (&old.trained_on, &config.trained_on)
-            && was != is
-        {
-            return Err(Error::Usage(format!(
-                "cannot resume {}: it trained on {} ({} validation images, files {:?}), this run \
-                 reads {} ({} validation images, files {:?}); nothing was changed",
-                self.dir.display(),
-                was.dataset,
-                was.validation,
-                was.files.keys().collect::<Vec<_>>(),
-                is.dataset,
-                is.validation,
-                is.files.keys().collect::<Vec<_>>()
-            )));
-        }
-        if old != *config {
-            return Err(Error::Usage(format!(
-                "cannot resume {}: its config.json is for another model ({} {:?}, estimator \
-                 {:?}), this run asks for {} {:?}, estimator {:?}; nothing was changed",
-                self.dir.display(),
-                old.arch,
-                old.kind,
-                old.bayes.estimator,
-                config.arch,
-                config.kind,
-                config.bayes.estimator
-            )));
-        }
-        Ok(())
-    }
-
-    /// Writes `model` and its architecture `config`, each atomically, creating the directory.
-    pub fn save(&self, model: &Network, config: &ModelConfig) -> Result<(), Error> {
-        let bytes = model.clone().into_record().into_bytes()?;
-        self.write_config(config)?;
-        Ok(write_atomic(&self.weights_path(), &bytes)?)
-    }
-
-    /// The model of the architecture and weights, on `device`.
-    pub fn load(&self, device: &Device) -> Result<(Network, ModelConfig), Error> {
-        let config = self.read_config()?;
-        let model = load_model(&self.weights_path(), config.init(device)?)?;
-        Ok((model, config))
-    }
-
-    /// The 2DGBNN model of [`SWB_FILE`], on `device`.
-    pub fn load_swb(&self, device: &Device) -> Result<(Network, ModelConfig), Error> {
-        Ok(from_swb(&swshare::format::load(self.swb_path())?, device)?)
-    }
-}
-
 /// A stage's directory in a run directory: the stage's model ([`ModelDir`]) and training
 /// checkpoint, and the results cached there ([`ROW_FILE`], [`CORRUPTIONS_FILE`],
 /// [`PREDICTIONS_FILE`], [`PLAN_FILE`]). A long run that stops (power, a crash, Ctrl-C)
@@ -578,7 +457,7 @@ impl StageDir {
                     .map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
             });
         }
-        self.model.load(device)
+        Ok(self.model.load(device)?)
     }
 
     /// The row evaluated by an earlier run, when resuming (and it describes the model this run
@@ -1077,4 +956,9 @@ mod tests {
             .to_string();
         assert!(err.contains("model.bpk: is a directory"), "{err}");
     }
+}
+
+/// The 2DGBNN model of `dir`'s [`SWB_FILE`], on `device`.
+pub fn load_swb(dir: &ModelDir, device: &Device) -> Result<(Network, ModelConfig), Error> {
+    Ok(from_swb(&swshare::format::load(dir.swb_path())?, device)?)
 }

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use bnn_data::DatasetId;
 use bnn_models::Arch;
+use swbnn::calibration::StoredCalibration;
 use swbnn::experiment::Progress;
 use swbnn::setup::Setup;
 use swbnn::tables::{self, ReportContext, TableId, TablesConfig, TimingConfig};

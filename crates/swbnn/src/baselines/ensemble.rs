@@ -16,6 +16,7 @@ use burn::prelude::*;
 
 use crate::Error;
 use crate::calibration;
+use crate::calibration::StoredCalibration;
 use crate::data::{ExperimentData, train_loader};
 use crate::experiment::{Progress, calibration_split, record_bytes, train_stage};
 use crate::method::Method;

@@ -298,15 +298,12 @@ pub fn write_model_dir(
         // Errors name the file where it was to be, not in the temporary directory.
         write_atomic(&tmp.join(IMPORT_FILE), record.as_bytes())
             .map_err(|e| write_error(&dir.join(IMPORT_FILE), e))?;
-        ModelDir::new(tmp).save(model, config).map_err(|e| match e {
-            crate::Error::Train(e) => {
-                let file = match &e {
-                    TrainError::Checkpoint { path, .. } => Path::new(path).file_name(),
-                    _ => None,
-                };
-                write_error(&file.map_or_else(|| dir.to_path_buf(), |f| dir.join(f)), e)
-            }
-            other => InteropError::Write(other.to_string()),
+        ModelDir::new(tmp).save(model, config).map_err(|e| {
+            let file = match &e {
+                TrainError::Checkpoint { path, .. } => Path::new(path).file_name(),
+                _ => None,
+            };
+            write_error(&file.map_or_else(|| dir.to_path_buf(), |f| dir.join(f)), e)
         })
     })
 }

@@ -129,9 +129,11 @@ pub(crate) fn measure(
     let loader = eval_loader(data.stats.clone(), images, t.batch_size, setup.workers)?;
     let det = load_stage_model(setup, Method::Deterministic.name(), device)?.0;
     let bbb = load_stage_model(setup, Method::Bbb.name(), device)?.0;
-    let gbnn = store::ModelDir::new(store::stage_path(&setup.out_dir, Method::Gbnn2d.name()))
-        .load_swb(device)?
-        .0;
+    let gbnn = store::load_swb(
+        &store::ModelDir::new(store::stage_path(&setup.out_dir, Method::Gbnn2d.name())),
+        device,
+    )?
+    .0;
     let samples = setup.samples;
     let mut rows = Vec::new();
     let mut single = |method: Method,
