@@ -38,7 +38,8 @@ pub mod commands;
 pub mod data;
 pub mod experiment;
 pub mod figures;
-pub mod interop;
+/// PyTorch interop, now its own crate: use [`bnn_interop`] (this path is kept for one release).
+pub use bnn_interop as interop;
 pub mod load;
 pub mod method;
 pub mod paper_presets;

@@ -18,6 +18,8 @@ fn keep_freed_memory() {
     unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1) };
 }
 
+mod cli_interop;
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -259,9 +261,9 @@ enum Command {
     Plot(swbnn::plot::PlotArgs),
     /// Read a PyTorch state dict (.pt, .pth, .safetensors; bayesian-torch, blitz, torchbnn or a
     /// deterministic net) into a model directory that eval, compress and train --from take.
-    Import(swbnn::interop::ImportArgs),
+    Import(cli_interop::ImportArgs),
     /// Write a model (.swb or model directory) as .safetensors for PyTorch's load_state_dict.
-    Export(swbnn::interop::ExportArgs),
+    Export(cli_interop::ExportArgs),
     /// Run a model once at the given shapes on a GPU backend (--backend wgpu or cuda), so that
     /// the GPU kernel caches hold its compiled kernels and autotune results for later runs;
     /// prints where the caches are and how many kernels were compiled.
@@ -572,7 +574,7 @@ fn run() -> Result<()> {
             eprintln!("wrote {}", plotted.out.display());
         }
         Command::Import(args) => {
-            let record = swbnn::interop::run_import(&args, &device)?;
+            let record = bnn_interop::import(&args.request(), &device)?;
             eprintln!(
                 "imported {} ({} tensors, {} names) into {}",
                 record.source,
@@ -581,13 +583,13 @@ fn run() -> Result<()> {
                 args.out.display()
             );
         }
-        Command::Export(args) => match swbnn::interop::run_export(&args, &device)? {
-            swbnn::interop::Exported::Stream { bytes, tensors } => {
+        Command::Export(args) => match commands::export(&args.request(), &device)? {
+            commands::Exported::Stream { bytes, tensors } => {
                 std::io::Write::write_all(&mut std::io::stdout().lock(), &bytes)
                     .context("writing to standard output")?;
                 eprintln!("wrote {tensors} tensors to standard output");
             }
-            swbnn::interop::Exported::File { path, tensors } => {
+            commands::Exported::File { path, tensors } => {
                 eprintln!("wrote {} ({tensors} tensors)", path.display());
             }
         },

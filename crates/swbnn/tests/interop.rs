@@ -683,7 +683,7 @@ fn state_dict_readers_name_what_is_not_a_regular_file() {
 #[test]
 fn errors_are_labelled_with_what_was_done() {
     let dir = tempfile::tempdir().unwrap();
-    let args = swbnn::interop::ImportArgs {
+    let args = swbnn::interop::ImportRequest {
         source: data("lenet5-bayesian-torch.safetensors"),
         arch: Arch::Lenet5,
         dataset: bnn_data::DatasetId::FashionMnist,
@@ -697,7 +697,7 @@ fn errors_are_labelled_with_what_was_done() {
         out: dir.path().join("out"),
         force: false,
     };
-    let e = swbnn::interop::run_import(&args, &test_device())
+    let e = swbnn::interop::import(&args, &test_device())
         .unwrap_err()
         .to_string();
     assert!(

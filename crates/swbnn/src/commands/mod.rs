@@ -19,11 +19,13 @@
 mod calibrate;
 mod compress;
 mod eval;
+mod export;
 mod train;
 
 pub use calibrate::{CalibrateOutcome, CalibrateRequest, calibrate};
 pub use compress::{CompressRequest, CompressSettings, compress};
 pub use eval::{EvalOutcome, EvalRequest, Scaling, eval};
+pub use export::{ExportRequest, Exported, export};
 pub use train::{TrainKind, TrainRequest, train};
 
 use crate::Error;

@@ -15,10 +15,10 @@ use crate::data::{
     check_input, check_trained_on, norm_record, open_source, train_loader, trained_on,
     training_norm, training_split,
 };
-use crate::interop::ExportAs;
 use crate::presets::BbbRecipe;
 use crate::setup::ValidationSplit;
 use crate::store::ModelDir;
+use bnn_interop::ExportAs;
 
 /// A deterministic network, or a Bayesian one trained by Bayes by Backprop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -420,7 +420,7 @@ pub fn train(
         model_dir.write_config(&config)?;
     }
     if let Some(file) = &r.save_init {
-        crate::interop::write_export(
+        bnn_interop::write_export(
             &model,
             &config,
             ExportAs::Convention(bnn_models::torch_names::Convention::BayesianTorch),

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use super::state_dict::{HostTensor, StateDict, Values};
 use super::{InteropError, write_error};
-use crate::store::{CONFIG_FILE, ModelDir, WEIGHTS_FILE};
+use bnn_train::{CONFIG_FILE, ModelDir, WEIGHTS_FILE};
 
 /// What `swbnn import` records beside the model.
 const IMPORT_FILE: &str = "import.json";
@@ -394,7 +394,7 @@ mod tests {
         let out = parent.path().join("imported");
         let half = |dir: &Path| {
             std::fs::write(dir.join("import.json"), b"{}").unwrap();
-            std::fs::write(dir.join(crate::store::CONFIG_FILE), b"{}").unwrap();
+            std::fs::write(dir.join(bnn_train::CONFIG_FILE), b"{}").unwrap();
             Err(InteropError::Write("No space left on device".into()))
         };
         let e = write_dir_with(&out, false, half).unwrap_err().to_string();

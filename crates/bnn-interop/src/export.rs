@@ -27,6 +27,21 @@ pub enum ExportAs {
     Shared,
 }
 
+impl std::str::FromStr for ExportAs {
+    type Err = String;
+
+    /// A convention's name (`bayesian-torch`, `blitz`, `torchbnn`, `plain`, `torchvision`) or
+    /// `shared`.
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s == "shared" {
+            return Ok(ExportAs::Shared);
+        }
+        s.parse::<Convention>()
+            .map(ExportAs::Convention)
+            .map_err(|e| format!("{e}, or shared"))
+    }
+}
+
 /// The `format` metadata of a shared model's export, read by `interop/torch/swbnn_shared.py`.
 ///
 /// Names, with `L` a layer's plain PyTorch name (`conv1`, `layer1.0.conv2`, `fc`):

@@ -1,6 +1,24 @@
-//! PyTorch interop: `swbnn import` reads a PyTorch state dict (`.pt`, `.pth`, `.safetensors`)
-//! into a model directory; `swbnn export` writes a model as `.safetensors` that PyTorch's
-//! `load_state_dict` takes. Names follow [`bnn_models::torch_names`].
+//! PyTorch interop: a PyTorch state dict (`.pt`, `.pth`, `.safetensors`) into a network of
+//! [`bnn_models`] ([`read_state_dict`], [`import_state_dict`]; [`import`] does the whole of
+//! `swbnn import` and writes a model directory), and a network back as `.safetensors` that
+//! PyTorch's `load_state_dict` takes ([`export_state_dict`], [`write_export`]). Names follow
+//! [`bnn_models::torch_names`].
+//!
+//! ```no_run
+//! use bnn_interop::{ExportAs, import_state_dict, read_state_dict, write_export};
+//! use bnn_models::torch_names::Convention;
+//! use bnn_models::{Arch, Kind, ModelConfig};
+//!
+//! let device = bnn_layers::device_by_name("flex")?;
+//! let dict = read_state_dict("model.pt".as_ref(), None)?;
+//! let config = ModelConfig::for_input(Arch::Lenet5, Kind::Bayesian, 10, 1, 28);
+//! let (net, config, convention) = import_state_dict(&dict, &config, None, &device)?;
+//! println!("read {} tensors under {convention} names", dict.len());
+//! let mean = ExportAs::Convention(Convention::Plain);
+//! write_export(&net, &config, mean, "mean.safetensors".as_ref(), false)?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+#![warn(missing_docs)]
 
 mod export;
 mod import;
@@ -114,51 +132,42 @@ fn unmatched_message(
     s
 }
 
-/// `swbnn import`'s arguments.
-#[derive(Debug, clap::Args)]
-pub struct ImportArgs {
+/// An import: what [`import`] reads, how it maps it and where it writes. The `swbnn import`
+/// flags and any other caller build this.
+#[derive(Debug, Clone)]
+pub struct ImportRequest {
     /// The PyTorch state dict: .pt / .pth (`torch.save(model.state_dict())`) or .safetensors.
     pub source: PathBuf,
     /// The architecture the state dict is of.
-    #[arg(long)]
     pub arch: Arch,
     /// The data set the model is for: sets the classes, input channels and image size.
-    #[arg(long)]
     pub dataset: DatasetId,
     /// The names of the state dict; default: told from its keys.
-    #[arg(long)]
     pub convention: Option<Convention>,
     /// ResNet shortcuts where the shape changes: projection (option B, 1x1 conv + batch norm)
     /// or zero-pad (option A, parameter-free: bayesian-torch's resnet20).
-    #[arg(long, default_value = "projection", value_parser = parse_shortcut)]
     pub shortcut: Shortcut,
     /// Width of the ResNets' first stage (default: the architecture's own, 16 or 64).
-    #[arg(long)]
     pub width: Option<usize>,
     /// Image side the model takes (default: the data set's).
-    #[arg(long)]
     pub image_size: Option<usize>,
     /// For a .pt checkpoint holding more than the state dict: the key of the state dict
     /// (e.g. `state_dict`).
-    #[arg(long)]
     pub top_level_key: Option<String>,
     /// Prior mean the model was trained with, recorded in import.json (bayesian-torch's
     /// default: 0; the file does not hold it).
-    #[arg(long, default_value_t = BAYESIAN_TORCH_PRIOR.0)]
     pub prior_mu: f64,
     /// Prior standard deviation the model was trained with, recorded in import.json
     /// (bayesian-torch's default: 1).
-    #[arg(long, default_value_t = BAYESIAN_TORCH_PRIOR.1)]
     pub prior_sigma: f64,
     /// Output model directory (config.json, model.bpk, import.json).
-    #[arg(long)]
     pub out: PathBuf,
     /// Replace a model already in --out.
-    #[arg(long)]
     pub force: bool,
 }
 
-fn parse_shortcut(s: &str) -> Result<Shortcut, String> {
+/// A ResNet shortcut by its name: `projection` (or `b`) or `zero-pad` (or `a`).
+pub fn parse_shortcut(s: &str) -> Result<Shortcut, String> {
     match s {
         "projection" | "b" | "B" => Ok(Shortcut::Projection),
         "zero-pad" | "a" | "A" => Ok(Shortcut::ZeroPad),
@@ -167,7 +176,7 @@ fn parse_shortcut(s: &str) -> Result<Shortcut, String> {
 }
 
 /// The configuration `args` describe, before the convention sets its kind.
-pub fn import_config(args: &ImportArgs) -> ModelConfig {
+pub fn import_config(args: &ImportRequest) -> ModelConfig {
     let (c, h, _) = args.dataset.shape();
     let mut config = ModelConfig::for_input(
         args.arch,
@@ -181,8 +190,9 @@ pub fn import_config(args: &ImportArgs) -> ModelConfig {
     config
 }
 
-/// Runs `swbnn import`: reads, maps and writes the model directory. Returns what it recorded.
-pub fn run_import(args: &ImportArgs, device: &Device) -> Result<ImportRecord, InteropError> {
+/// Runs an import (`swbnn import`): reads, maps and writes the model directory. Returns what
+/// it recorded.
+pub fn import(args: &ImportRequest, device: &Device) -> Result<ImportRecord, InteropError> {
     if !(args.prior_sigma.is_finite() && args.prior_sigma > 0.0 && args.prior_mu.is_finite()) {
         return Err(InteropError::Import(format!(
             "--prior-mu {} --prior-sigma {}: the mean must be finite and the sigma finite and > 0",
@@ -209,79 +219,6 @@ pub fn run_import(args: &ImportArgs, device: &Device) -> Result<ImportRecord, In
     };
     write_model_dir(&args.out, &model, &config, &record, args.force)?;
     Ok(record)
-}
-
-/// What [`run_export`] made.
-#[derive(Debug)]
-pub enum Exported {
-    /// The `.safetensors` bytes, for standard output (`--out -`).
-    Stream {
-        /// The file's bytes.
-        bytes: Vec<u8>,
-        /// Tensors in it.
-        tensors: usize,
-    },
-    /// The file written.
-    File {
-        /// Where.
-        path: PathBuf,
-        /// Tensors in it.
-        tensors: usize,
-    },
-}
-
-/// `swbnn export`: reads `args.model` (any kind [`crate::load::load_model`] opens) and writes
-/// it under `args.convention`'s names, atomically, to `args.out`: an existing file only with
-/// `args.force`, never one of the inputs. With `args.out` `-` it returns the bytes instead,
-/// for the caller to stream.
-pub fn run_export(args: &ExportArgs, device: &Device) -> Result<Exported, crate::Error> {
-    if args.out == Path::new("-") {
-        let loaded = crate::load::load_model(&args.model, device)?;
-        let (bytes, tensors) = export_bytes(&loaded.net, &loaded.config, args.convention)?;
-        return Ok(Exported::Stream { bytes, tensors });
-    }
-    let out = crate::checks::output_target("--out", &args.out, Some(args.force), &[&args.model])?;
-    let loaded = crate::load::load_model(&args.model, device)?;
-    // `force` again at the end: a file that appeared at --out meanwhile is not replaced.
-    let tensors = write_export(
-        &loaded.net,
-        &loaded.config,
-        args.convention,
-        &out,
-        args.force,
-    )?;
-    Ok(Exported::File {
-        path: args.out.clone(),
-        tensors,
-    })
-}
-
-/// `swbnn export`'s arguments.
-#[derive(Debug, clap::Args)]
-pub struct ExportArgs {
-    /// A .swb file or a model directory (model.bpk and config.json).
-    pub model: PathBuf,
-    /// The names to write: bayesian-torch, blitz or torchbnn (the full BNN), plain or
-    /// torchvision (the mean network), or shared (a .swb model's codebook, indices, outliers
-    /// and ellipses, for interop/torch/swbnn_shared.py).
-    #[arg(long, value_parser = parse_export_as)]
-    pub convention: ExportAs,
-    /// Output .safetensors file, or `-` for standard output (a stream, written as it is;
-    /// any other non-regular file is refused).
-    #[arg(long)]
-    pub out: PathBuf,
-    /// Replace an existing --out.
-    #[arg(long)]
-    pub force: bool,
-}
-
-fn parse_export_as(s: &str) -> Result<ExportAs, String> {
-    if s == "shared" {
-        return Ok(ExportAs::Shared);
-    }
-    s.parse::<Convention>()
-        .map(ExportAs::Convention)
-        .map_err(|e| format!("{e}, or shared"))
 }
 
 /// Writes `model` (of `config`) to `out` as `.safetensors` (atomically; an existing file only

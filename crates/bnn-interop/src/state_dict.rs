@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use bnn_metrics::file::{check_regular_within, read_bounded};
+use bnn_io::{check_regular_within, read_bounded};
 use burn::tensor::DType;
 use burn_store::pytorch_reader::{PickleValue, PytorchReader};
 use burn_store::{ModuleStore, PytorchStore, SafetensorsStore};
