@@ -37,8 +37,8 @@ pub fn input_error(e: impl std::error::Error + 'static) -> PyErr {
 /// An error of the model or pipeline layers: a missing file is `FileNotFoundError`, a
 /// request the inputs cannot satisfy (shapes, configs, corrupt files) `ValueError`, the
 /// rest `RuntimeError`.
-pub fn pipeline_error(e: swbnn::Error) -> PyErr {
-    use swbnn::Error as E;
+pub fn pipeline_error(e: swbnn_ops::Error) -> PyErr {
+    use swbnn_ops::Error as E;
     let msg = chain(&e);
     if let Some(io) = io_source(&e)
         && io.kind() == std::io::ErrorKind::NotFound

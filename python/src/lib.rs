@@ -5,7 +5,7 @@
 //!
 //! Every long call releases the GIL. Bad input raises `ValueError` with the Rust message.
 #![warn(missing_docs)]
-// `swbnn::Error` (the command line's error type, > 128 bytes) is returned once per Python
+// `swbnn_ops::Error` (the command line's error type, > 128 bytes) is returned once per Python
 // call and turned into an exception; boxing it would only add conversions.
 #![allow(clippy::result_large_err)]
 

@@ -28,7 +28,7 @@ pub fn cpu() -> PyResult<Device> {
 }
 
 /// What a model was loaded from: the library's loader's answer.
-pub use swbnn::load::LoadedFrom as Source;
+pub use swbnn_ops::load::LoadedFrom as Source;
 
 /// A loaded model.
 #[pyclass(module = "swbnn._native", frozen)]
@@ -48,19 +48,19 @@ pub struct Model {
 pub fn load_any(
     path: &Path,
     device: &Device,
-) -> Result<(Network, ModelConfig, Source), swbnn::Error> {
-    let m = swbnn::load::load_model(path, device)?;
+) -> Result<(Network, ModelConfig, Source), swbnn_ops::Error> {
+    let m = swbnn_ops::load::load_model(path, device)?;
     Ok((m.net, m.config, m.from))
 }
 
 /// The fitted temperature stored with a model loaded from `path` as `source`: in the file, or
 /// in a model directory's `calibration.json`.
-pub fn stored_temperature(path: &Path, source: &Source) -> Result<Option<f64>, swbnn::Error> {
+pub fn stored_temperature(path: &Path, source: &Source) -> Result<Option<f64>, swbnn_ops::Error> {
     Ok(match source {
         Source::Shared { data, .. } => data.temperature,
         Source::FullBnn { temperature, .. } => *temperature,
         Source::Qbnn | Source::Directory => {
-            swbnn::calibration::ModelFile::at(path).temperature()?
+            swbnn_ops::calibration::ModelFile::at(path).temperature()?
         }
     })
 }
@@ -363,7 +363,7 @@ impl Model {
     /// `(images, labels)` (validation data, never the test set), as `swbnn calibrate` does;
     /// with `store`, writes it into the model's file (`.swb`, full-BNN file, or
     /// `calibration.json` in a model directory, atomically) and makes it the model's
-    /// [`temperature`](Model::temperature). The fit (`swbnn::calibration::Calibration`) as
+    /// [`temperature`](Model::temperature). The fit (`swbnn_ops::calibration::Calibration`) as
     /// JSON text.
     #[pyo3(signature = (images, labels, samples = 30, seed = 0, store = false))]
     fn fit_temperature_json(
@@ -393,10 +393,10 @@ impl Model {
             };
             let mc = bnn_metrics::McLogits::new(&l.logits, l.samples, l.n, l.classes)?;
             let fit = bnn_metrics::fit_temperature(&mc, &l.labels)?;
-            Ok(swbnn::calibration::Calibration::of(&fit, &l))
+            Ok(swbnn_ops::calibration::Calibration::of(&fit, &l))
         })?;
         if store {
-            py.detach(|| swbnn::calibration::ModelFile::at(&self.path).store(&calibration))
+            py.detach(|| swbnn_ops::calibration::ModelFile::at(&self.path).store(&calibration))
                 .map_err(pipeline_error)?;
             *self
                 .temperature
@@ -429,7 +429,7 @@ impl Model {
             Source::Shared { data, bytes } => {
                 v["source"] = "swb".into();
                 v["file_bytes"] = (*bytes).into();
-                v["sharing"] = swbnn::load::sharing_stats(data);
+                v["sharing"] = swbnn_ops::load::sharing_stats(data);
             }
             Source::FullBnn { bytes, .. } => {
                 v["source"] = "full-bnn".into();
@@ -476,7 +476,7 @@ pub fn load(py: Python<'_>, path: PathBuf) -> PyResult<Model> {
         .detach(|| {
             let (net, config, source) = load_any(&path, &device)?;
             let temperature = stored_temperature(&path, &source)?;
-            Ok::<_, swbnn::Error>((net, config, source, temperature))
+            Ok::<_, swbnn_ops::Error>((net, config, source, temperature))
         })
         .map_err(pipeline_error)?;
     Ok(Model {

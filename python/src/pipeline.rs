@@ -1,5 +1,5 @@
 //! `swbnn.train`, `swbnn.compress` and `swbnn.evaluate`: the command line's commands, called
-//! through the same library functions (`swbnn::commands`). Results come back as JSON text that
+//! through the same library functions (`swbnn_ops::commands`). Results come back as JSON text that
 //! the Python wrappers parse.
 
 use std::path::PathBuf;
@@ -9,12 +9,12 @@ use bnn_layers::Estimator;
 use bnn_models::Arch;
 use bnn_train::{EpochStats, Observer, StepInfo};
 use pyo3::prelude::*;
-use swbnn::Error;
-use swbnn::commands::{
+use swbnn_ops::Error;
+use swbnn_ops::ValidationSplit;
+use swbnn_ops::commands::{
     self, CalibrateRequest, CompressRequest, CompressSettings, EvalRequest, Scaling, TrainKind,
     TrainRequest,
 };
-use swbnn::setup::ValidationSplit;
 
 use crate::errors::pipeline_error;
 use crate::model::cpu;
@@ -40,7 +40,7 @@ impl Observer for Progress {
 
     fn on_epoch(&mut self, s: &EpochStats) {
         if self.on {
-            eprintln!("{}", swbnn::commands::epoch_line(s));
+            eprintln!("{}", swbnn_ops::commands::epoch_line(s));
         }
     }
 }

@@ -21,6 +21,8 @@ pub const WEIGHTS_FILE: &str = "model.bpk";
 /// A model directory's 2DGBNN model, as a user loads it (a `.swb` file; see the `swshare`
 /// crate).
 pub const SWB_FILE: &str = "model.swb";
+/// A model directory's quantised Bayesian network (a `.qbnn` file; see the `swshare` crate).
+pub const QBNN_FILE: &str = "model.qbnn";
 /// A model directory's fitted temperature and how it was fitted (for the models whose file
 /// has no calibration section of its own).
 pub const CALIBRATION_FILE: &str = "calibration.json";

@@ -8,14 +8,12 @@
 //! stage is one function, `gbnn_stage`, which the tables' variants run too, so a row is
 //! computed the same way wherever it is made.
 
-use std::path::Path;
-use std::sync::Arc;
 use std::time::Instant;
 
 use bnn_data::DataLoader;
-use bnn_data::{Corrupted, Corruption, Dataset, NormStats};
-use bnn_layers::{bayes_from_deterministic, count_params, export_posterior};
-use bnn_metrics::{SigmaMovement, WeightStats};
+use bnn_data::Dataset;
+use bnn_layers::{bayes_from_deterministic, count_params};
+use bnn_metrics::SigmaMovement;
 use bnn_models::{Kind, ModelConfig, Network};
 use bnn_train::{
     Evaluation, Observer, TrainConfig, evaluate_tempered, evaluation_of, predict, train,
@@ -30,14 +28,18 @@ use swshare::format::full_bnn_to_bytes;
 use swshare::retrain_stop::RetrainStop;
 use swshare::snr_prune::{PruneTarget, prune_to, pruned_file, pruned_parameters, retrain_pruned};
 
+pub use swbnn_ops::corruptions::{
+    CORRUPTION_SEED, evaluate_corruptions, evaluate_corruptions_into, weight_stats,
+};
+use swbnn_ops::corruptions::{no_evaluation, temperatures};
+
 use crate::Error;
 use crate::calibration::StoredCalibration;
 use crate::calibration::{self, Calibration};
-use crate::data::{ExperimentData, eval_loader, train_loader};
+use crate::data::{ExperimentData, train_loader};
 use crate::method::Method;
 use crate::results::{
-    CalibratedShift, CorruptionRow, Outcome, Row, SeedSummary, markdown_seeds, mean_corruptions,
-    summarise,
+    CorruptionRow, Outcome, Row, SeedSummary, markdown_seeds, mean_corruptions, summarise,
 };
 use crate::setup::Setup;
 use crate::store::{self, StageDir};
@@ -49,108 +51,6 @@ pub trait Progress: Observer {
     fn stage(&mut self, _name: &str) {}
     /// A row is ready.
     fn row(&mut self, _row: &Row) {}
-}
-
-/// Seed of the corruptions' random choices (noise fields, rotation senses): fixed, so every
-/// method and every run sees the same corrupted images.
-pub const CORRUPTION_SEED: u64 = 0x00c0_7707;
-
-/// Evaluates `model` on each corruption of `test` (normalised with `stats`) with `samples` MC
-/// samples; with a `temperature`, each row also holds the metrics at it (from the same
-/// forward passes).
-#[allow(clippy::too_many_arguments)]
-pub fn evaluate_corruptions(
-    model: &Network,
-    method: &str,
-    test: &Arc<dyn Dataset>,
-    stats: NormStats,
-    corruptions: &[Corruption],
-    samples: usize,
-    workers: usize,
-    temperature: Option<f64>,
-) -> Result<Vec<CorruptionRow>, Error> {
-    evaluate_corruptions_into(
-        model,
-        method,
-        test,
-        stats,
-        corruptions,
-        samples,
-        workers,
-        temperature,
-        None,
-    )
-}
-
-/// The temperatures of an evaluation: 1 (the raw predictive), then the fitted one if any.
-fn temperatures(temperature: Option<f64>) -> Vec<f64> {
-    std::iter::once(1.0).chain(temperature).collect()
-}
-
-/// [`evaluate_corruptions`], with `keep` also writing each corrupted set's (raw) predictions
-/// as NumPy arrays into the folder `keep` (prefix `<kind>-<severity>`, see
-/// [`store::save_predictions_npy`]).
-#[allow(clippy::too_many_arguments)]
-pub fn evaluate_corruptions_into(
-    model: &Network,
-    method: &str,
-    test: &Arc<dyn Dataset>,
-    stats: NormStats,
-    corruptions: &[Corruption],
-    samples: usize,
-    workers: usize,
-    temperature: Option<f64>,
-    keep: Option<&Path>,
-) -> Result<Vec<CorruptionRow>, Error> {
-    if let Some(d) = keep {
-        std::fs::create_dir_all(d).map_err(|e| Error::io(d, e))?;
-    }
-    corruptions
-        .iter()
-        .map(|&c| {
-            let data: Arc<dyn Dataset> = Arc::new(Corrupted::new(test.clone(), c, CORRUPTION_SEED));
-            let loader = eval_loader(stats.clone(), data, 256, workers)?;
-            let mut evs =
-                evaluate_tempered(model, &loader, None, samples, &temperatures(temperature))?
-                    .into_iter();
-            let (ev, pred, _) = evs.next().ok_or_else(no_evaluation)?;
-            if let Some(d) = keep {
-                let prefix = c.to_string().replace(':', "-");
-                store::save_predictions_npy(d, &prefix, &pred)?;
-            }
-            let calibrated = temperature
-                .zip(evs.next())
-                .map(|(t, (cal, _, _))| CalibratedShift {
-                    temperature: t,
-                    nll: cal.summary.nll,
-                    ece: cal.summary.ece,
-                    mean_confidence: cal.summary.mean_confidence,
-                });
-            Ok(CorruptionRow {
-                method: method.to_string(),
-                corruption: c,
-                accuracy: ev.summary.accuracy,
-                nll: ev.summary.nll,
-                ece: ev.summary.ece,
-                mean_confidence: ev.summary.mean_confidence,
-                calibrated,
-            })
-        })
-        .collect()
-}
-
-/// Per-tensor posterior statistics of a Bayesian or shared model (empty for a deterministic
-/// one).
-pub fn weight_stats(model: &Network) -> Result<Vec<WeightStats>, Error> {
-    export_posterior(model)
-        .into_iter()
-        .filter(|t| t.role == bnn_layers::ParamRole::Weight)
-        .map(|t| Ok(WeightStats::compute(t.path, &t.mu, &t.sigma)?))
-        .collect()
-}
-
-fn no_evaluation() -> Error {
-    Error::Usage("an evaluation at temperature 1 was asked for but not made".into())
 }
 
 /// Evaluates `model` with `samples` Monte Carlo samples, keeping the (raw) predictions in the

@@ -69,7 +69,7 @@ pub fn reliability(models: &[ModelPredictions], size: Size, path: &Path) -> Resu
             diagram: d,
         })
         .collect();
-    Ok(bnn_plot::reliability(&panels, size, path)?)
+    bnn_plot::reliability(&panels, size, path).map_err(crate::plot_error)
 }
 
 /// Max-probability of every row.
@@ -113,7 +113,7 @@ pub fn ood(
             mutual_information: out.predictive.mutual_information(),
         },
     };
-    Ok(bnn_plot::ood(&plot, size, path)?)
+    bnn_plot::ood(&plot, size, path).map_err(crate::plot_error)
 }
 
 /// Box plots of the test-set confidence (max-probability) per true class.
@@ -133,7 +133,7 @@ pub fn per_class(
         confidence: &conf,
         class: &model.test.labels,
     };
-    Ok(bnn_plot::per_class(&plot, size, path)?)
+    bnn_plot::per_class(&plot, size, path).map_err(crate::plot_error)
 }
 
 /// A method's metrics on the clean test set (severity 0 of the corruptions figure).
@@ -206,7 +206,7 @@ pub fn corruption_series(
 
 /// Metrics against corruption severity, one line per method.
 pub fn corruptions(series: &[CorruptionSeries], size: Size, path: &Path) -> Result<(), Error> {
-    Ok(bnn_plot::corruptions(series, size, path)?)
+    bnn_plot::corruptions(series, size, path).map_err(crate::plot_error)
 }
 
 /// The points of the size-quality figure from the run directory `dir` of `cargo xtask
@@ -279,7 +279,7 @@ pub fn size_quality_points(dir: &Path, seed: Option<usize>) -> Result<Vec<SizePo
 /// NLL and OOD AUROC (predictive entropy) against the model file's bytes, one point per
 /// method and seed ([`size_quality_points`]).
 pub fn size_quality(points: &[SizePoint], size: Size, path: &Path) -> Result<(), Error> {
-    Ok(bnn_plot::size_quality(points, size, path)?)
+    bnn_plot::size_quality(points, size, path).map_err(crate::plot_error)
 }
 
 /// The paper's view of weight sharing: every shareable weight at its `(mu, sigma)` before
@@ -346,7 +346,7 @@ pub fn weights_from_plan(
         fates: &fates,
         gaussians: &gaussians,
     };
-    Ok(bnn_plot::weights(&data, options, size, path)?)
+    bnn_plot::weights(&data, options, size, path).map_err(crate::plot_error)
 }
 
 /// The weights of a `.swb` file after stage-3 retraining: a plain shared weight sits at its
@@ -442,7 +442,7 @@ pub fn weights_from_swb(
         fates: &fates,
         gaussians: &centres,
     };
-    Ok(bnn_plot::weights(&plot, options, size, path)?)
+    bnn_plot::weights(&plot, options, size, path).map_err(crate::plot_error)
 }
 
 fn point_fate(f: WeightFate) -> PointFate {

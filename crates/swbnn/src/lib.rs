@@ -7,11 +7,13 @@
 //! [`plot`], [`run_dir`]) and the reproduction's report ([`report`]), shared by the `swbnn` binary and
 //! `cargo xtask reproduce`, whose one entry point is [`reproduce`].
 //!
-//! Each command of the `swbnn` binary is one call of [`commands`], on a preset data set or
-//! your own (`folder:DIR`, `npz:FILE`):
+//! The one-model operations (train, compress, eval, calibrate, load) are the `swbnn-ops` crate
+//! and PyTorch interop the `bnn-interop` crate; their old paths here ([`commands`], [`data`],
+//! [`load`], [`calibration`], [`checks`], [`warmup`], [`interop`]) are re-exports kept for one
+//! release. Use the crates directly:
 //!
 //! ```no_run
-//! use swbnn::commands::{self, CompressRequest, EvalRequest, TrainKind, TrainRequest};
+//! use swbnn_ops::commands::{self, CompressRequest, EvalRequest, TrainKind, TrainRequest};
 //!
 //! let device = bnn_layers::device_by_name("flex")?;
 //! let data: bnn_data::DataSource = "npz:my-data.npz".parse()?;
@@ -32,15 +34,9 @@
 
 pub mod args;
 pub mod baselines;
-pub mod calibration;
-pub mod checks;
-pub mod commands;
-pub mod data;
 pub mod experiment;
+mod experiment_data;
 pub mod figures;
-/// PyTorch interop, now its own crate: use [`bnn_interop`] (this path is kept for one release).
-pub use bnn_interop as interop;
-pub mod load;
 pub mod method;
 pub mod paper_presets;
 pub mod plot;
@@ -54,165 +50,31 @@ pub mod stats;
 pub mod store;
 pub mod tables;
 pub mod validation;
-pub mod warmup;
 
-use std::path::Path;
+/// The one-model operations' data opening, now `swbnn_ops::data` (this path is kept for one
+/// release), with the harness's [`ExperimentData`](data::ExperimentData).
+pub mod data {
+    pub use crate::experiment_data::ExperimentData;
+    pub use swbnn_ops::data::*;
+}
+/// Deprecated path: PyTorch interop, now the `bnn-interop` crate.
+pub use bnn_interop as interop;
+/// Deprecated path: the one-model operations' calibration, now `swbnn_ops::calibration`.
+pub use swbnn_ops::calibration;
+/// Deprecated path: the one-model operations' checks, now `swbnn_ops::checks`.
+pub use swbnn_ops::checks;
+/// Deprecated path: the one-model operations, now `swbnn_ops::commands`.
+pub use swbnn_ops::commands;
+/// Deprecated path: the loader of every model file, now `swbnn_ops::load`.
+pub use swbnn_ops::load;
+/// Deprecated path: `swbnn warmup`, now `swbnn_ops::warmup`.
+pub use swbnn_ops::warmup;
 
 pub use reproduce::{Reproduction, reproduce};
+/// The error of the operations and of the harness (`swbnn_ops::Error`).
+pub use swbnn_ops::Error;
 
-/// Errors of the pipeline.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// Data loading.
-    #[error(transparent)]
-    Data(#[from] bnn_data::DataError),
-    /// Training or evaluation.
-    #[error(transparent)]
-    Train(#[from] bnn_train::TrainError),
-    /// Building a model.
-    #[error(transparent)]
-    Model(#[from] bnn_models::ModelError),
-    /// Converting layers.
-    #[error(transparent)]
-    Layer(#[from] bnn_layers::LayerError),
-    /// A PyTorch import or export.
-    #[error(transparent)]
-    Interop(#[from] interop::InteropError),
-    /// The weight-sharing stages.
-    #[error(transparent)]
-    Swshare(#[from] swshare::SwshareError),
-    /// The weight-sharing burn edges.
-    #[error(transparent)]
-    Edge(#[from] swshare::burn_edges::EdgeError),
-    /// The 2DGBNN pipeline.
-    #[error(transparent)]
-    Compress(#[from] swshare::compress::CompressError),
-    /// SNR pruning (the equal-size baseline) failed.
-    #[error(transparent)]
-    Prune(#[from] swshare::snr_prune::PruneError),
-    /// A model file.
-    #[error(transparent)]
-    File(#[from] swshare::SwbError),
-    /// Drawing a figure.
-    #[error(transparent)]
-    Plot(#[from] bnn_plot::PlotError),
-    /// A metric.
-    #[error(transparent)]
-    Metrics(#[from] bnn_metrics::MetricsError),
-    /// A JSON file that cannot be parsed.
-    #[error("{path}: {source}")]
-    Parse {
-        /// The file.
-        path: String,
-        /// The cause.
-        source: serde_json::Error,
-    },
-    /// Serialising results to JSON failed.
-    #[error("writing JSON: {0}")]
-    Json(serde_json::Error),
-    /// A file system error.
-    #[error("{path}: {source}")]
-    Io {
-        /// The path.
-        path: String,
-        /// The cause.
-        source: std::io::Error,
-    },
-    /// A model file's bytes that cannot be encoded or decoded.
-    #[error(transparent)]
-    Format(#[from] swshare::FormatError),
-    /// A data set that does not fit the model (image shape or number of classes).
-    #[error("the {what} has {found}, the model takes {expected}")]
-    DataMismatch {
-        /// Which data set (e.g. "test set").
-        what: String,
-        /// What the data has.
-        found: String,
-        /// What the model takes.
-        expected: String,
-    },
-    /// A request the given inputs cannot satisfy; the message names the file, flag or layer.
-    #[error("{0}")]
-    Usage(String),
-    /// A sharing-plan file that cannot be decoded or is inconsistent.
-    #[error("{path}: not a valid sharing plan: {source}")]
-    Plan {
-        /// The file.
-        path: String,
-        /// The cause.
-        source: Box<dyn std::error::Error + Send + Sync>,
-    },
-    /// A sharing plan that cannot be encoded.
-    #[error("encoding the sharing plan: {0}")]
-    PlanEncode(bincode::error::EncodeError),
-    /// A stage's kept predictions that cannot be decoded or are inconsistent.
-    #[error("{path}: not a valid predictions file: {source}")]
-    Predictions {
-        /// The file.
-        path: String,
-        /// The cause.
-        source: Box<dyn std::error::Error + Send + Sync>,
-    },
-    /// A NumPy (`.npy`) file of predictions that cannot be written.
-    #[error(transparent)]
-    Npy(#[from] gmm_minibatch::npy::NpyError),
-    /// Predictions that cannot be encoded.
-    #[error("encoding predictions: {0}")]
-    PredictionsEncode(bincode::error::EncodeError),
-    /// A burn record (model or optimiser state) that cannot be serialised.
-    #[error("serialising a model record: {0}")]
-    Record(#[from] burn::store::RecordError),
-    /// A run directory without the checkpoint of a stage that a table or baseline builds on.
-    #[error("{dir}: no checkpoint of stage `{stage}` to build on")]
-    MissingStage {
-        /// The stage's directory.
-        dir: String,
-        /// The stage (e.g. "bbb").
-        stage: String,
-    },
-    /// The main experiment's results without a method's row that a table builds on.
-    #[error("the main experiment gave no `{method}` row")]
-    MissingRow {
-        /// The method (e.g. "2dgbnn").
-        method: String,
-    },
-    /// A tensor of a quantised (`.qbnn`) model that does not fit the model's parameters.
-    #[error("qbnn: tensor `{tensor}`: {problem}")]
-    QbnnTensor {
-        /// The tensor's parameter path.
-        tensor: String,
-        /// What is wrong with it.
-        problem: String,
-    },
-}
-
-impl Error {
-    /// A sharing-plan error with its path.
-    pub fn plan(path: &Path, source: impl std::error::Error + Send + Sync + 'static) -> Self {
-        Error::Plan {
-            path: path.display().to_string(),
-            source: Box::new(source),
-        }
-    }
-
-    /// A JSON parse error with its path.
-    pub fn parse(path: &Path, source: serde_json::Error) -> Self {
-        Error::Parse {
-            path: path.display().to_string(),
-            source,
-        }
-    }
-
-    /// A JSON serialisation error.
-    pub fn json(source: serde_json::Error) -> Self {
-        Error::Json(source)
-    }
-
-    /// An I/O error with its path.
-    pub fn io(path: &Path, source: std::io::Error) -> Self {
-        Error::Io {
-            path: path.display().to_string(),
-            source,
-        }
-    }
+/// A figure's error as the harness's [`Error`].
+pub(crate) fn plot_error(e: bnn_plot::PlotError) -> Error {
+    Error::Plot(Box::new(e))
 }

@@ -19,6 +19,7 @@ fn keep_freed_memory() {
 }
 
 mod cli_interop;
+mod cli_warmup;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -80,7 +81,7 @@ enum Command {
         #[arg(long)]
         arch: Arch,
         /// A deterministic network, or a Bayesian one trained by Bayes by Backprop.
-        #[arg(long, value_enum)]
+        #[arg(long, value_parser = args::train_kind)]
         kind: TrainKind,
         /// Training epochs; a checkpoint is committed after each.
         #[arg(long, default_value_t = 5, value_parser = args::epochs)]
@@ -98,7 +99,7 @@ enum Command {
         /// default: Adam, the paper's sigma initialisation) or `reference` (the PyTorch
         /// reference recipe: SGD under a one-cycle cosine schedule, every rho -6), as
         /// `cargo xtask reproduce --recipe` trains its BBB stage.
-        #[arg(long, value_enum)]
+        #[arg(long, value_parser = args::recipe)]
         recipe: Option<BbbRecipe>,
         /// Also write the Bayesian model as it starts, before any training (after --from), to
         /// this .safetensors file in bayesian-torch's names: the start that
@@ -267,7 +268,7 @@ enum Command {
     /// Run a model once at the given shapes on a GPU backend (--backend wgpu or cuda), so that
     /// the GPU kernel caches hold its compiled kernels and autotune results for later runs;
     /// prints where the caches are and how many kernels were compiled.
-    Warmup(swbnn::warmup::WarmupArgs),
+    Warmup(cli_warmup::WarmupArgs),
     /// Print a .swb file's statistics.
     Inspect {
         /// The .swb file.
@@ -352,7 +353,7 @@ fn run() -> Result<()> {
     }
     if let Command::Warmup(args) = &cli.command {
         // Before any device is opened: the warm-up sets up the caches with its kernel log.
-        let report = swbnn::warmup::run(args, &cli.backend)?;
+        let report = swbnn_ops::warmup::run(&args.request(), &cli.backend)?;
         if cli.json {
             println!("{}", serde_json::to_string(&report)?);
         } else {

@@ -269,7 +269,7 @@ pub struct Plotted {
 /// Draws the figure `args.what` into `args.out`; says what it wrote and read.
 pub fn run(args: &PlotArgs, device: &Device) -> Result<Plotted, Error> {
     // Every argument is checked before a model is loaded or a sample drawn.
-    bnn_plot::Format::from_path(&args.out)?;
+    bnn_plot::Format::from_path(&args.out).map_err(crate::plot_error)?;
     let out = crate::checks::output_target("--out", &args.out, Some(args.force), &[&args.model])?;
     methods(args, true)?;
     if args.what == Figure::SizeQuality {

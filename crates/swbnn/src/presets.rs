@@ -3,13 +3,16 @@
 use std::path::{Path, PathBuf};
 
 use bnn_data::{DataSource, DatasetId, FolderImages, Split};
-use bnn_layers::{SigmaInit, softplus};
 use bnn_models::{Arch, BayesOptions};
-use bnn_train::{LrSchedule, MomentumCycle, OptimizerKind, TrainConfig};
-use serde::{Deserialize, Serialize};
+use bnn_train::TrainConfig;
+
 use swshare::SwshareConfig;
 use swshare::compress::CompressConfig;
 use swshare::retrain_stop::RetrainStop;
+
+pub use swbnn_ops::defaults::{
+    BbbRecipe, QUICK_RETRAIN_EPOCHS, REFERENCE_RHO, command_line_compress,
+};
 
 use crate::data::OodSearch;
 use crate::setup::{Setup, ValidationSplit};
@@ -23,21 +26,6 @@ pub fn default_arch(dataset: DatasetId, quick: bool) -> Arch {
         (DatasetId::Cifar100, false) => Arch::Resnet18,
         (DatasetId::ImageNet, false) => Arch::Resnet50,
     }
-}
-
-/// Stage-3 epochs of the quick preset, and of `swbnn compress` without a config file: a
-/// ceiling, as the confidence-recovered rule ends stage 3 earlier (the paper's 200 take days on
-/// a CPU; a config file or `--epochs` sets more).
-pub const QUICK_RETRAIN_EPOCHS: usize = 2;
-
-/// The compression settings of `swbnn compress` (and of the Python `compress`) without a
-/// config file: the method's defaults, with the quick preset's stage 3
-/// ([`QUICK_RETRAIN_EPOCHS`], ended once the model is as confident as the BNN it came from).
-pub fn command_line_compress() -> CompressConfig {
-    let mut cfg = CompressConfig::default();
-    cfg.retrain.epochs = QUICK_RETRAIN_EPOCHS;
-    cfg.retrain_stop = RetrainStop::confidence_recovered();
-    cfg
 }
 
 /// A preset for `dataset`; `quick` trains LeNet-5 on every training image but the validation
@@ -156,7 +144,7 @@ fn fashion_mnist_like(
         resume: false,
         data_sha256: Default::default(),
     };
-    default_recipe(quick).apply(&mut setup);
+    apply_recipe(default_recipe(quick), &mut setup);
     setup
 }
 
@@ -241,77 +229,6 @@ pub fn default_recipe(quick: bool) -> BbbRecipe {
     }
 }
 
-/// How Bayes by Backprop (stage 1 of 2DGBNN) is trained.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "kebab-case")]
-pub enum BbbRecipe {
-    /// The paper's "with pre-trained" setting: the Bayesian means start from the deterministic
-    /// net; Adam, one-cycle, means at 1e-3 and `rho` at 1e-2; sigmas initialised as in the
-    /// paper's appendix (Xavier-uniform with gain 0.01 for weights, `|N(0, 0.001^2)|` for biases).
-    Pretrained,
-    /// The PyTorch reference (`benches/peers/torch_reference_bbb.py`): from scratch; SGD under
-    /// PyTorch's `OneCycleLR` defaults to 0.1 (cosine phases, momentum cycled 0.95 -> 0.85 ->
-    /// 0.95), the same rate for means and `rho`; every `rho` initialised to -6
-    /// (sigma = softplus(-6) = 0.00247); prior N(0, 0.1^2). `docs/method.md` lists what still
-    /// differs from the script.
-    Reference,
-}
-
-impl BbbRecipe {
-    /// The BBB training settings of this recipe for `epochs` epochs (seed 0).
-    pub fn train_config(self, epochs: usize) -> TrainConfig {
-        match self {
-            BbbRecipe::Pretrained => TrainConfig::bayes_by_backprop(epochs),
-            BbbRecipe::Reference => TrainConfig {
-                lr: 0.1,
-                lr_rho: 0.1,
-                optimizer: OptimizerKind::Sgd {
-                    momentum: 0.9,
-                    nesterov: false,
-                },
-                // PyTorch's OneCycleLR with its defaults: cosine phases, a 0.3 warm-up share,
-                // and the momentum cycled 0.95 -> 0.85 -> 0.95 (which overrides the
-                // optimiser's 0.9 there too).
-                schedule: LrSchedule::OneCycleCos {
-                    pct_start: 0.3,
-                    momentum: Some(MomentumCycle::PYTORCH),
-                },
-                ..TrainConfig::bayes_by_backprop(epochs)
-            },
-        }
-    }
-
-    /// How this recipe initialises the sigmas of the weights and of the biases.
-    pub fn sigma_init(self) -> (SigmaInit, SigmaInit) {
-        match self {
-            BbbRecipe::Pretrained => (SigmaInit::paper_weight(), SigmaInit::paper_bias()),
-            BbbRecipe::Reference => {
-                let sigma = SigmaInit::Constant {
-                    sigma: softplus(REFERENCE_RHO),
-                };
-                (sigma, sigma)
-            }
-        }
-    }
-
-    /// Whether the Bayesian means start from the deterministic net.
-    pub fn from_deterministic(self) -> bool {
-        self == BbbRecipe::Pretrained
-    }
-
-    /// Sets the BBB stage of `setup` (its epochs and seed are kept).
-    pub fn apply(self, setup: &mut Setup) {
-        let seed = setup.bbb.seed;
-        setup.bbb = self.train_config(setup.bbb.epochs);
-        setup.bbb.seed = seed;
-        setup.bbb_from_deterministic = self.from_deterministic();
-        (setup.bayes.weight_sigma, setup.bayes.bias_sigma) = self.sigma_init();
-    }
-}
-
-/// The reference recipe's initial `rho` (sigma = softplus(-6) = 0.00247).
-pub const REFERENCE_RHO: f64 = -6.0;
-
 /// `setup` with the fields of the JSON file at `path` merged in (objects field by field; an
 /// object that shares no key with the preset's, another enum variant, replaces it), then parsed
 /// back: unknown fields and wrong types are errors naming
@@ -343,6 +260,8 @@ mod npz_fixture;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bnn_layers::{SigmaInit, softplus};
+    use bnn_train::{LrSchedule, MomentumCycle, OptimizerKind};
 
     fn preset(quick: bool) -> Setup {
         setup(
@@ -429,7 +348,7 @@ mod tests {
         let search = crate::data::cache_only(cache.path(), Vec::new());
         let none = setup(DatasetId::FashionMnist, None, true, &search, "out".into());
         assert_eq!(none.ood, None);
-        let dir = crate::data::tests::fake_mnist_test_split(cache.path());
+        let dir = swbnn_ops::testing::fake_mnist_test_split(cache.path());
         let s = setup(DatasetId::FashionMnist, None, true, &search, "out".into());
         assert_eq!(s.ood, Some((DatasetId::Mnist, dir)));
     }
@@ -568,4 +487,13 @@ mod tests {
         assert_eq!(s.compress.retrain.epochs, 5);
         assert_eq!(s.compress.retrain_stop, RetrainStop::confidence_recovered());
     }
+}
+
+/// Sets the BBB stage of `setup` to `recipe`'s (its epochs and seed are kept).
+pub fn apply_recipe(recipe: BbbRecipe, setup: &mut Setup) {
+    let seed = setup.bbb.seed;
+    setup.bbb = recipe.train_config(setup.bbb.epochs);
+    setup.bbb.seed = seed;
+    setup.bbb_from_deterministic = recipe.from_deterministic();
+    (setup.bayes.weight_sigma, setup.bayes.bias_sigma) = recipe.sigma_init();
 }

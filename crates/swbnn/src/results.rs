@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::stats::MeanSd;
 use crate::validation::ValidationRow;
+pub use swbnn_ops::corruptions::{CalibratedShift, CorruptionRow};
 use swshare::CompressionReport;
 
 use crate::method::Method;
@@ -95,19 +96,6 @@ impl CalibratedMetrics {
     }
 }
 
-/// A model's metrics on a corrupted test set at its fitted temperature.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct CalibratedShift {
-    /// The temperature, fitted on the (clean) validation split.
-    pub temperature: f64,
-    /// Mean negative log-likelihood.
-    pub nll: f64,
-    /// ECE, 15 bins.
-    pub ece: f64,
-    /// Mean confidence.
-    pub mean_confidence: f64,
-}
-
 /// The results of [`crate::experiment::run`].
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Outcome {
@@ -122,27 +110,6 @@ pub struct Outcome {
     /// own file ([`crate::store::VALIDATION_JSON`]), never beside the test rows.
     #[serde(default, skip_serializing)]
     pub validation: Vec<ValidationRow>,
-}
-
-/// One method on one corrupted test set.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CorruptionRow {
-    /// The method's name ([`Method::name`]), or what else was evaluated (`swbnn eval`: `model`;
-    /// `swbnn plot` of a model file: its label).
-    pub method: String,
-    /// The corruption (kind and severity).
-    pub corruption: Corruption,
-    /// Accuracy.
-    pub accuracy: f64,
-    /// Mean negative log-likelihood.
-    pub nll: f64,
-    /// ECE, 15 bins.
-    pub ece: f64,
-    /// Mean confidence.
-    pub mean_confidence: f64,
-    /// The metrics at the model's fitted temperature, if it has one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub calibrated: Option<CalibratedShift>,
 }
 
 /// The mean over seeds of each (method, corruption) pair's metrics; the calibrated metrics

@@ -42,16 +42,15 @@ use serde::{Deserialize, Serialize};
 use swshare::SharingPlan;
 use swshare::burn_edges::from_swb;
 
-pub use bnn_train::{CONFIG_FILE, ModelDir, SWB_FILE, WEIGHTS_FILE};
+pub use bnn_train::{CONFIG_FILE, ModelDir, QBNN_FILE, SWB_FILE, WEIGHTS_FILE};
+pub use swbnn_ops::predictions::save_predictions_npy;
+pub use swbnn_ops::run_record::SETUP_FILE;
 
 use crate::Error;
 use crate::results::{CorruptionRow, Outcome, Row, SeedSummary, markdown, markdown_corruptions};
 use crate::setup::{Setup, ValidationSplit};
 use crate::validation::{self, ValidationRow};
 
-/// The file that marks a directory as a reproduction run; `cargo xtask reproduce` writes it
-/// before any stage.
-pub const SETUP_FILE: &str = "setup.json";
 /// The file that pins the setup of a table run, so `--resume` cannot mix two setups' stages.
 pub const TABLES_SETUP_FILE: &str = "tables-setup.json";
 /// The directory of the stages in a run directory.
@@ -85,8 +84,6 @@ pub const TABLES_MD: &str = "tables.md";
 pub const TABLES_JSON: &str = "tables.json";
 /// A table variant's 2DGBNN configuration, in its stage directory.
 pub const COMPRESS_CONFIG_FILE: &str = "compress.json";
-/// The quantised BNN of a `qbnn-sigma<bits>` stage directory.
-pub const QBNN_FILE: &str = "model.qbnn";
 /// The directory of a stage's predictions on the corrupted test sets.
 pub const CORRUPTIONS_DIR: &str = "corruptions";
 
@@ -647,28 +644,9 @@ fn restore((labels, s): (Vec<u32>, StoredPredictive)) -> Result<Predictions, Met
     Ok(Predictions { predictive, labels })
 }
 
-/// Writes a prediction set as NumPy arrays `<dir>/<prefix>-<what>.npy`, each atomically, for
-/// tools outside Rust (NumPy, scikit-learn, Fortuna, MAPIE):
-/// `probabilities` (`float32`, `[n, classes]`, the Monte Carlo mean of the softmax), `labels`
-/// (`int64`, `[n]`), `entropy` (`float64`, `[n]`, of the mean, nats) and, when the set was
-/// sampled, `mutual-information` (`float64`, `[n]`, nats).
-pub fn save_predictions_npy(dir: &Path, prefix: &str, p: &Predictions) -> Result<(), Error> {
-    use gmm_minibatch::npy::write;
-    let q = &p.predictive;
-    let n = p.labels.len();
-    let file = |what: &str| dir.join(format!("{prefix}-{what}.npy"));
-    write(
-        file("probabilities"),
-        &[n, q.probabilities().classes()],
-        q.probabilities().as_slice(),
-    )?;
-    let labels: Vec<i64> = p.labels.iter().map(|&l| i64::from(l)).collect();
-    write(file("labels"), &[n], &labels)?;
-    write(file("entropy"), &[n], q.entropy())?;
-    if let Some(mi) = q.mutual_information() {
-        write(file("mutual-information"), &[n], mi)?;
-    }
-    Ok(())
+/// The 2DGBNN model of `dir`'s [`SWB_FILE`], on `device`.
+pub fn load_swb(dir: &ModelDir, device: &Device) -> Result<(Network, ModelConfig), Error> {
+    Ok(from_swb(&swshare::format::load(dir.swb_path())?, device)?)
 }
 
 #[cfg(test)]
@@ -956,9 +934,96 @@ mod tests {
             .to_string();
         assert!(err.contains("model.bpk: is a directory"), "{err}");
     }
-}
 
-/// The 2DGBNN model of `dir`'s [`SWB_FILE`], on `device`.
-pub fn load_swb(dir: &ModelDir, device: &Device) -> Result<(Network, ModelConfig), Error> {
-    Ok(from_swb(&swshare::format::load(dir.swb_path())?, device)?)
+    /// A model in a run directory is calibrated on the run's validation split, read from the
+    /// setup this module writes; flags that
+    /// disagree with it, another data set, and a run that held nothing out are errors.
+    #[test]
+    fn a_model_in_a_run_uses_the_runs_split() {
+        use crate::data::OodSearch;
+        use bnn_data::DatasetId;
+        let dir = tempfile::tempdir().unwrap();
+        let outside = dir.path().join("m.swb");
+        assert_eq!(
+            swbnn_ops::calibration::split_for(
+                &outside,
+                &DatasetId::FashionMnist.into(),
+                None,
+                None
+            )
+            .unwrap(),
+            (ValidationSplit::standard(), None)
+        );
+        assert_eq!(
+            swbnn_ops::calibration::split_for(
+                &outside,
+                &DatasetId::FashionMnist.into(),
+                Some(300),
+                Some(2)
+            )
+            .unwrap()
+            .0,
+            ValidationSplit { size: 300, seed: 2 }
+        );
+        let run = dir.path().join("run");
+        let mut setup = crate::presets::setup(
+            DatasetId::FashionMnist,
+            None,
+            true,
+            &OodSearch::from_env(dir.path()),
+            run.clone(),
+        );
+        setup.validation = ValidationSplit { size: 700, seed: 9 };
+        crate::store::write_setup(&run, &setup).unwrap();
+        let stage = run.join("stages").join("bbb");
+        std::fs::create_dir_all(&stage).unwrap();
+        let want = (setup.validation, Some(run.clone()));
+        for model in [stage.clone(), run.join("lenet5-2dgbnn.swb")] {
+            assert_eq!(
+                swbnn_ops::calibration::split_for(
+                    &model,
+                    &DatasetId::FashionMnist.into(),
+                    None,
+                    None
+                )
+                .unwrap(),
+                want
+            );
+        }
+        assert_eq!(
+            swbnn_ops::calibration::split_for(
+                &stage,
+                &DatasetId::FashionMnist.into(),
+                Some(700),
+                Some(9)
+            )
+            .unwrap(),
+            want
+        );
+        for (size, seed, needle) in [
+            (Some(5000), None, "--validation 5000"),
+            (None, Some(4), "--validation-seed 4"),
+        ] {
+            let e = swbnn_ops::calibration::split_for(
+                &stage,
+                &DatasetId::FashionMnist.into(),
+                size,
+                seed,
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(e.contains(needle) && e.contains(SETUP_FILE), "{e}");
+        }
+        let e = swbnn_ops::calibration::split_for(&stage, &DatasetId::Mnist.into(), None, None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("trained on"), "{e}");
+        setup.validation = ValidationSplit::none();
+        crate::store::write_setup(&run, &setup).unwrap();
+        let e =
+            swbnn_ops::calibration::split_for(&stage, &DatasetId::FashionMnist.into(), None, None)
+                .unwrap_err()
+                .to_string();
+        assert!(e.contains("held out no validation split"), "{e}");
+    }
 }

@@ -2,4 +2,5 @@
 //! ([`qbnn`]) and the deep ensemble ([`ensemble`]).
 
 pub mod ensemble;
-pub mod qbnn;
+/// The quantised BNN, now `swbnn_ops::qbnn` (this path is kept for one release).
+pub use swbnn_ops::qbnn;

@@ -16,13 +16,13 @@ use crate::data::{
     check_input, check_trained_on, eval_loader, model_images, model_norm, open_source,
     train_loader, training_split, warn_once,
 };
-use crate::setup::ValidationSplit;
-use crate::store::ModelDir;
+use crate::split::ValidationSplit;
+use bnn_train::ModelDir;
 
 /// Where the compression settings come from.
 #[derive(Debug, Clone, Default)]
 pub enum CompressSettings {
-    /// The command line's defaults ([`crate::presets::command_line_compress`]).
+    /// The command line's defaults ([`crate::defaults::command_line_compress`]).
     #[default]
     Defaults,
     /// A JSON file (`{"sharing": {...}, "retrain": {...}, ...}`; missing fields take the
@@ -80,7 +80,7 @@ impl CompressRequest {
     /// The settings: read, overridden by `k` and `epochs`, and validated.
     pub fn config(&self) -> Result<CompressConfig, Error> {
         let mut cfg = match &self.settings {
-            CompressSettings::Defaults => crate::presets::command_line_compress(),
+            CompressSettings::Defaults => crate::defaults::command_line_compress(),
             CompressSettings::File(p) => {
                 let bytes = bnn_metrics::file::read_bounded(p, bnn_train::MAX_JSON_BYTES, "JSON")
                     .map_err(within(format_args!("--config {}", p.display())))?;

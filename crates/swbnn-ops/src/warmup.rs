@@ -11,7 +11,6 @@ use bnn_models::{Arch, Kind, ModelConfig, Network};
 use burn::optim::{AdamConfig, GradientsParams};
 use burn::prelude::*;
 use burn::tensor::Distribution;
-use clap::Args;
 use serde::Serialize;
 
 use crate::Error;
@@ -21,49 +20,58 @@ use crate::load::load_model;
 /// The largest `--batch-size`: a batch of 1,024 ImageNet-sized images is 600 MB of input.
 pub const MAX_WARMUP_BATCH: usize = 1024;
 
-/// Arguments of `swbnn warmup`.
-#[derive(Debug, Clone, Args)]
-pub struct WarmupArgs {
+/// A warm-up: what [`run`] builds and runs (the `swbnn warmup` flags build this). Either
+/// `model` or `arch` is given.
+#[derive(Debug, Clone)]
+pub struct WarmupRequest {
     /// The model to warm up for: a .swb or .qbnn file, or a directory with model.bpk and
     /// config.json. Its weights do not matter, only its layers and input shape.
-    #[arg(long, conflicts_with = "arch", required_unless_present = "arch")]
     pub model: Option<PathBuf>,
     /// Or an architecture, built with fresh weights: mlp, lenet5, resnet18, resnet20,
     /// resnet50, resnet101, wrn28-10, vit-b16 or vit-tiny.
-    #[arg(long)]
     pub arch: Option<Arch>,
     /// With --arch: a deterministic or a Bayesian network.
-    #[arg(long, value_enum, default_value = "bayesian", requires = "arch")]
     pub kind: TrainKind,
     /// With --arch: the number of classes.
-    #[arg(long, default_value_t = 10, value_parser = crate::args::positive, requires = "arch")]
     pub classes: usize,
     /// With --arch: input channels (1 for MNIST-like data, 3 for colour images).
-    #[arg(long, default_value_t = 1, value_parser = crate::args::positive, requires = "arch")]
     pub channels: usize,
     /// With --arch: the input images' side in pixels.
-    #[arg(long, default_value_t = 28, value_parser = crate::args::positive, requires = "arch")]
     pub image_size: usize,
     /// Images per batch: the batch size of the runs to warm up for (kernels are compiled and
     /// tuned per shape). At most 1024.
-    #[arg(long, default_value_t = 128, value_parser = batch_size)]
     pub batch_size: usize,
     /// Monte-Carlo samples: stochastic forward passes of the batch (one pass for a
     /// deterministic network).
-    #[arg(long, default_value_t = 2, value_parser = crate::args::samples)]
     pub mc_samples: usize,
     /// Also run one training step (forward, backward, Adam update) at the batch size, for the
     /// kernels `swbnn train` needs.
-    #[arg(long)]
     pub train: bool,
 }
 
-fn batch_size(s: &str) -> Result<usize, String> {
-    let n = crate::args::positive(s)?;
-    if n > MAX_WARMUP_BATCH {
-        return Err(format!("at most {MAX_WARMUP_BATCH}"));
+impl WarmupRequest {
+    /// Checks every field: a batch of 1 to [`MAX_WARMUP_BATCH`] images, samples as
+    /// [`check_samples`](crate::limits::check_samples) allows, and at least one class, channel
+    /// and pixel.
+    pub fn check(&self) -> Result<(), Error> {
+        if !(1..=MAX_WARMUP_BATCH).contains(&self.batch_size) {
+            return Err(Error::Usage(format!(
+                "--batch-size {}: 1 to {MAX_WARMUP_BATCH}",
+                self.batch_size
+            )));
+        }
+        crate::limits::check_samples(self.mc_samples, 0, "").map_err(Error::Usage)?;
+        for (flag, v) in [
+            ("--classes", self.classes),
+            ("--channels", self.channels),
+            ("--image-size", self.image_size),
+        ] {
+            if v == 0 {
+                return Err(Error::Usage(format!("{flag} 0: at least 1")));
+            }
+        }
+        Ok(())
     }
-    Ok(n)
 }
 
 /// What `swbnn warmup` did.
@@ -129,7 +137,8 @@ impl WarmupReport {
 ///
 /// Must run before anything else opens a GPU device in the process: the caches and the kernel
 /// log are set up once per process.
-pub fn run(args: &WarmupArgs, backend: &str) -> Result<WarmupReport, Error> {
+pub fn run(args: &WarmupRequest, backend: &str) -> Result<WarmupReport, Error> {
+    args.check()?;
     if !is_gpu_name(backend) {
         // Still an error for a name that is no backend at all.
         device_by_name(backend)?;

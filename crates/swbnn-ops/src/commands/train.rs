@@ -15,18 +15,31 @@ use crate::data::{
     check_input, check_trained_on, norm_record, open_source, train_loader, trained_on,
     training_norm, training_split,
 };
-use crate::presets::BbbRecipe;
-use crate::setup::ValidationSplit;
-use crate::store::ModelDir;
+use crate::defaults::BbbRecipe;
+use crate::split::ValidationSplit;
 use bnn_interop::ExportAs;
+use bnn_train::ModelDir;
 
 /// A deterministic network, or a Bayesian one trained by Bayes by Backprop.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TrainKind {
     /// A deterministic network (its weights can start a Bayesian one, `from`).
     Deterministic,
     /// A Bayesian network trained by Bayes by Backprop.
     Bayesian,
+}
+
+impl std::str::FromStr for TrainKind {
+    type Err = String;
+
+    /// `deterministic` or `bayesian`.
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "deterministic" => Ok(TrainKind::Deterministic),
+            "bayesian" => Ok(TrainKind::Bayesian),
+            _ => Err(format!("unknown kind {s:?} (deterministic or bayesian)")),
+        }
+    }
 }
 
 /// What `swbnn train` does: every field a flag of the command (`swbnn train --help`).

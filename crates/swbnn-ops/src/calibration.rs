@@ -28,8 +28,9 @@ use swshare::format::{self, qbnn};
 
 use crate::Error;
 use crate::data::training_split;
-use crate::setup::{Setup, ValidationSplit};
-use crate::store::{ModelDir, QBNN_FILE, SETUP_FILE, read_json, read_setup, write_json};
+use crate::run_record::{RunRecord, SETUP_FILE, read_run_record};
+use crate::split::ValidationSplit;
+use bnn_train::{ModelDir, QBNN_FILE, read_json, write_json};
 
 pub use bnn_train::CALIBRATION_FILE;
 
@@ -159,8 +160,8 @@ pub fn check_split_held_out(
 }
 
 /// The run directory `model` lies in (the nearest directory at or above it holding
-/// [`SETUP_FILE`]) and its setup; `None` for a model outside a run.
-pub fn run_of(model: &Path) -> Result<Option<(PathBuf, Setup)>, Error> {
+/// [`SETUP_FILE`]) and what it records; `None` for a model outside a run.
+pub fn run_of(model: &Path) -> Result<Option<(PathBuf, RunRecord)>, Error> {
     let start = if model.is_dir() {
         model
     } else {
@@ -173,7 +174,7 @@ pub fn run_of(model: &Path) -> Result<Option<(PathBuf, Setup)>, Error> {
             dir
         };
         if dir.join(SETUP_FILE).is_file() {
-            return Ok(Some((dir.to_path_buf(), read_setup(dir)?)));
+            return Ok(Some((dir.to_path_buf(), read_run_record(dir)?)));
         }
     }
     Ok(None)
@@ -370,15 +371,14 @@ impl StoredCalibration for ModelDir {
     fn write_calibration(&self, calibration: &Calibration) -> Result<(), Error> {
         validate_temperature(calibration.temperature)?;
         std::fs::create_dir_all(self.path()).map_err(|e| Error::io(self.path(), e))?;
-        write_json(&self.calibration_path(), calibration)
+        Ok(write_json(&self.calibration_path(), calibration)?)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::SWB_FILE;
-    use bnn_data::DatasetId;
+    use bnn_train::SWB_FILE;
 
     fn calibration(t: f64) -> Calibration {
         Calibration {
@@ -498,72 +498,6 @@ mod tests {
             dir_model.read_calibration().unwrap(),
             Some(calibration(1.75))
         );
-    }
-
-    /// A model in a run directory is calibrated on the run's validation split; flags that
-    /// disagree with it, another data set, and a run that held nothing out are errors.
-    #[test]
-    fn a_model_in_a_run_uses_the_runs_split() {
-        use crate::data::OodSearch;
-        let dir = tempfile::tempdir().unwrap();
-        let outside = dir.path().join("m.swb");
-        assert_eq!(
-            split_for(&outside, &DatasetId::FashionMnist.into(), None, None).unwrap(),
-            (ValidationSplit::standard(), None)
-        );
-        assert_eq!(
-            split_for(
-                &outside,
-                &DatasetId::FashionMnist.into(),
-                Some(300),
-                Some(2)
-            )
-            .unwrap()
-            .0,
-            ValidationSplit { size: 300, seed: 2 }
-        );
-        let run = dir.path().join("run");
-        let mut setup = crate::presets::setup(
-            DatasetId::FashionMnist,
-            None,
-            true,
-            &OodSearch::from_env(dir.path()),
-            run.clone(),
-        );
-        setup.validation = ValidationSplit { size: 700, seed: 9 };
-        crate::store::write_setup(&run, &setup).unwrap();
-        let stage = run.join("stages").join("bbb");
-        std::fs::create_dir_all(&stage).unwrap();
-        let want = (setup.validation, Some(run.clone()));
-        for model in [stage.clone(), run.join("lenet5-2dgbnn.swb")] {
-            assert_eq!(
-                split_for(&model, &DatasetId::FashionMnist.into(), None, None).unwrap(),
-                want
-            );
-        }
-        assert_eq!(
-            split_for(&stage, &DatasetId::FashionMnist.into(), Some(700), Some(9)).unwrap(),
-            want
-        );
-        for (size, seed, needle) in [
-            (Some(5000), None, "--validation 5000"),
-            (None, Some(4), "--validation-seed 4"),
-        ] {
-            let e = split_for(&stage, &DatasetId::FashionMnist.into(), size, seed)
-                .unwrap_err()
-                .to_string();
-            assert!(e.contains(needle) && e.contains(SETUP_FILE), "{e}");
-        }
-        let e = split_for(&stage, &DatasetId::Mnist.into(), None, None)
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("trained on"), "{e}");
-        setup.validation = ValidationSplit::none();
-        crate::store::write_setup(&run, &setup).unwrap();
-        let e = split_for(&stage, &DatasetId::FashionMnist.into(), None, None)
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("held out no validation split"), "{e}");
     }
 
     #[test]

@@ -10,7 +10,7 @@ use swshare::format::{self, FormatError, SharedModelData};
 
 use crate::Error;
 use crate::calibration::ModelFile;
-use crate::store::ModelDir;
+use bnn_train::ModelDir;
 
 /// What a model was loaded from.
 pub enum LoadedFrom {
@@ -71,7 +71,7 @@ pub fn load_model(path: &Path, device: &Device) -> Result<LoadedModel, Error> {
         }
         ModelFile::Qbnn(file) => {
             let data = format::qbnn::load(&file)?;
-            let (net, config) = crate::baselines::qbnn::from_qbnn(&data, device).map_err(|e| {
+            let (net, config) = crate::qbnn::from_qbnn(&data, device).map_err(|e| {
                 Error::Usage(format!("building the model of {}: {e}", file.display()))
             })?;
             return Ok(LoadedModel {

@@ -9,10 +9,10 @@ use burn::prelude::*;
 
 use super::require;
 use crate::Error;
+use crate::corruptions::CorruptionRow;
+use crate::corruptions::{evaluate_corruptions, weight_stats};
 use crate::data::{EvalData, eval_loader, model_norm, open_eval_data};
-use crate::experiment::{evaluate_corruptions, weight_stats};
 use crate::load::load_model;
-use crate::results::CorruptionRow;
 use bnn_metrics::WeightStats;
 
 /// Which temperature an evaluation also reports, beside the raw predictive.
@@ -38,7 +38,7 @@ pub struct EvalRequest {
     pub ood: Option<DataSource>,
     /// The preset OOD set's folder.
     pub ood_dir: Option<PathBuf>,
-    /// Monte-Carlo samples (1 to [`crate::args::MAX_SAMPLES`]).
+    /// Monte-Carlo samples (1 to [`crate::limits::MAX_SAMPLES`]).
     pub samples: usize,
     /// The folder of a preset data set (used alone).
     pub data_dir: Option<PathBuf>,
@@ -74,7 +74,7 @@ impl EvalRequest {
 
     /// Checks the settings that need no file.
     pub fn check(&self) -> Result<(), Error> {
-        crate::args::check_samples(self.samples, 0, "").map_err(Error::Usage)?;
+        crate::limits::check_samples(self.samples, 0, "").map_err(Error::Usage)?;
         require(self.subset != Some(0), || {
             "subset must be at least 1".into()
         })?;
@@ -145,7 +145,7 @@ pub fn eval(request: &EvalRequest, device: &Device) -> Result<EvalOutcome, Error
         1
     };
     let images = copies * test.len() + ood.as_ref().map_or(0, |d| d.len());
-    crate::args::check_samples(r.samples, images, "the test, corrupted and OOD images")
+    crate::limits::check_samples(r.samples, images, "the test, corrupted and OOD images")
         .map_err(Error::Usage)?;
     let stats = model_norm(&loaded.config, &r.dataset)?;
     let test_loader = eval_loader(stats.clone(), test.clone(), 256, r.workers)?;

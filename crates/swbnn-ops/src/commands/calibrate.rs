@@ -16,7 +16,7 @@ use crate::data::{
     check_input, check_trained_on, eval_loader, model_images, model_norm, open_source,
 };
 use crate::load::load_model;
-use crate::setup::ValidationSplit;
+use crate::split::ValidationSplit;
 
 /// What `swbnn calibrate` does: every field a flag of the command.
 #[derive(Debug, Clone)]
@@ -74,7 +74,7 @@ pub struct CalibrateOutcome {
 /// `.swb` or `.qbnn` file, or as `calibration.json` in a model directory).
 pub fn calibrate(request: &CalibrateRequest, device: &Device) -> Result<CalibrateOutcome, Error> {
     let r = request;
-    crate::args::check_samples(r.samples, 0, "").map_err(Error::Usage)?;
+    crate::limits::check_samples(r.samples, 0, "").map_err(Error::Usage)?;
     // The model is rewritten in place: through a link to the file it names, only when this
     // user may write it.
     let model = match ModelFile::at(&r.model) {
@@ -105,7 +105,7 @@ pub fn calibrate(request: &CalibrateRequest, device: &Device) -> Result<Calibrat
         split.size
     )))?;
     check_input(config, held_out.as_ref(), "validation data", true)?;
-    crate::args::check_samples(r.samples, held_out.len(), "the validation images")
+    crate::limits::check_samples(r.samples, held_out.len(), "the validation images")
         .map_err(Error::Usage)?;
     let loader = eval_loader(model_norm(config, &r.dataset)?, held_out, 256, r.workers)?;
     let _rng = bnn_layers::lock_device_rng();

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use bnn_train::Checkpointer;
 
 use crate::Error;
-use crate::store::SETUP_FILE;
+use crate::run_record::SETUP_FILE;
 
 /// The directory a command writes `path` into (`.` for a bare file name).
 fn parent(path: &Path) -> &Path {

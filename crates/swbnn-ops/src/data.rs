@@ -5,16 +5,15 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use bnn_data::{
-    ClassSubset, Compose, DataError, DataLoader, DataSource, Dataset, DatasetId, FileDigest,
-    FolderImages, LoaderConfig, Locator, NormStats, Normalize, Published, RandomHorizontalFlip,
-    Split, Subset, TileShuffled, by_name, digest_split, file_digests, load_idx_pair, open_dir,
-    verify_split,
+    Compose, DataError, DataLoader, DataSource, Dataset, DatasetId, FileDigest, FolderImages,
+    LoaderConfig, Locator, NormStats, Normalize, Published, RandomHorizontalFlip, Split, Subset,
+    TileShuffled, by_name, digest_split, file_digests, load_idx_pair, open_dir, verify_split,
 };
 
 use bnn_models::{InputNorm, ModelConfig, TrainedOn};
 
 use crate::Error;
-use crate::setup::ValidationSplit;
+use crate::split::ValidationSplit;
 
 /// Opens `split` of `id`, searching `data_dir`, `$SWBNN_DATA`, the cache and
 /// `/usr/share/datasets` (and downloading where allowed); checked as [`open_verified`].
@@ -119,7 +118,7 @@ pub fn check_test_split(source: &DataSource, train: &OpenedSplit) -> Result<(), 
 }
 
 /// [`open_source`] without the check of the test split.
-fn open_one_split(
+pub fn open_one_split(
     source: &DataSource,
     split: Split,
     data_dir: Option<&Path>,
@@ -573,164 +572,6 @@ pub fn validation_ood(validation: Arc<dyn Dataset>) -> Result<Arc<dyn Dataset>, 
     )?))
 }
 
-/// The data of one experiment, opened once and shared by every stage and table: the training
-/// examples, the validation split with its loader, the test subset with its loader, and the OOD
-/// loader.
-pub struct ExperimentData {
-    /// What the run's models record they were trained on ([`trained_on`]).
-    pub trained_on: TrainedOn,
-    /// Training examples: the training split less the validation split (a stratified subset
-    /// of seed 1 of the rest when `train_subset` is set), see [`training_split`].
-    pub train: Arc<dyn Dataset>,
-    /// The validation split ([`crate::setup::Setup::validation`]), held out of the training
-    /// split and never trained on; empty when the setup has none.
-    pub validation: Arc<dyn Dataset>,
-    /// Evaluation loader over `validation`: the test set's normalisation, data-set order.
-    pub validation_loader: DataLoader,
-    /// Evaluation loader over the validation OOD set ([`validation_ood`]: the validation
-    /// images with their tiles shuffled), normalised as `validation`; `None` without a
-    /// validation split. Choices that look at OOD detection read it, never the reported OOD
-    /// set.
-    pub validation_ood_loader: Option<DataLoader>,
-    /// Evaluation loader over half A of the OOD set when the setup splits it
-    /// ([`crate::setup::Setup::ood_halves`]): a validation OOD set of real OOD images, read by
-    /// choices as the tile-shuffled one is; `None` otherwise.
-    pub ood_half_a_loader: Option<DataLoader>,
-    /// Test examples (stratified subset of seed 2 when `test_subset` is set).
-    pub test: Arc<dyn Dataset>,
-    /// Evaluation loader over `test`.
-    pub test_loader: DataLoader,
-    /// Evaluation loader over the OOD set of the test rows (subset of seed 3): the setup's
-    /// OOD set, its half B when the setup splits it, or the test images of the held-out
-    /// classes; normalised with the in-distribution statistics as a deployed model would be.
-    pub ood_loader: Option<DataLoader>,
-    /// Normalisation of the data set.
-    pub stats: NormStats,
-    /// SHA-256 of every data file read, by file name (the OOD set's under `ood/`), as the
-    /// run records them ([`crate::setup::Setup::data_sha256`]).
-    pub data_sha256: BTreeMap<String, String>,
-}
-
-impl ExperimentData {
-    /// Opens the data of `setup`. A preset is read as [`open_verified`] and normalised with
-    /// its published constants; a user's data set (`folder:DIR`, `npz:FILE`) is read as
-    /// [`open_source`] (images of their own size and channels, the test split brought to the
-    /// training split's) and normalised with the statistics measured on the training examples
-    /// ([`training_norm`], as `swbnn train` does). A user's data set without a test split is an
-    /// error, and so is an OOD set whose images are not the data set's shape.
-    pub fn open(setup: &crate::setup::Setup) -> Result<Self, Error> {
-        let source = &setup.dataset;
-        let data_dir = setup.data_dir.as_deref();
-        // The test split is opened below: not checked twice.
-        let opened = open_one_split(source, Split::Train, data_dir, FolderImages::default())?;
-        let (c, h, _) = opened.data.shape();
-        if source.preset().is_none() && !source.has_test()? {
-            return Err(Error::Usage(format!(
-                "{source} has no test split (a `.npz` needs `x_test` and `y_test`, class folders \
-                 a `test/` folder beside `train/`): a reproduction evaluates every method on it"
-            )));
-        }
-        let test_images = FolderImages {
-            size: Some(h),
-            channels: Some(c),
-        };
-        let opened_test = open_source(source, Split::Test, data_dir, test_images)?;
-        let trained_on = trained_on(source, &opened, Some(&opened_test), setup.validation)?;
-        let mut data_sha256 = trained_on.files.clone();
-        let held_out = &setup.held_out_classes;
-        let (train_all, test_all, held_out_test) = match held_out.is_empty() {
-            true => (opened.data.clone(), opened_test.data.clone(), None),
-            false => {
-                if let Some((id, _)) = &setup.ood {
-                    return Err(Error::Usage(format!(
-                        "the setup holds classes {held_out:?} out as its OOD set and also names \
-                         {id} as one: set `ood` to null or `held_out_classes` to []"
-                    )));
-                }
-                let (train, _) = ClassSubset::held_out(opened.data.clone(), held_out)?;
-                let (test, out) = ClassSubset::held_out(opened_test.data.clone(), held_out)?;
-                let out: Arc<dyn Dataset> = Arc::new(out);
-                (
-                    Arc::new(train) as Arc<dyn Dataset>,
-                    Arc::new(test) as Arc<dyn Dataset>,
-                    Some(out),
-                )
-            }
-        };
-        let (train, validation) = training_split(train_all, setup.validation, setup.train_subset)?;
-        let test = subset(test_all, setup.test_subset, 2, "the test set")?;
-        let stats = training_norm(source, train.as_ref())?;
-        let test_loader = eval_loader(stats.clone(), test.clone(), 256, setup.workers)?;
-        let validation_loader = eval_loader(stats.clone(), validation.clone(), 256, setup.workers)?;
-        let validation_ood_loader = match validation.is_empty() {
-            true => None,
-            false => Some(eval_loader(
-                stats.clone(),
-                validation_ood(validation.clone())?,
-                256,
-                setup.workers,
-            )?),
-        };
-        // Split in halves: the OOD set `ood` names, never the held-out classes (whose test
-        // images are all the near-OOD set; no choice reads it).
-        let mut halves = setup.ood_halves;
-        let ood = match (&setup.ood, held_out_test) {
-            (_, Some(out)) => {
-                halves = false;
-                Some(out)
-            }
-            (Some((id, dir)), None) => {
-                let ood = open_ood_verified(*id, dir)?;
-                check_ood_not_test(&opened_test, &ood)?;
-                let (oc, oh, ow) = ood.data.shape();
-                if (oc, oh, ow) != test.shape() {
-                    let (tc, th, tw) = test.shape();
-                    return Err(Error::Usage(format!(
-                        "the OOD set {id} in {} holds {oc}x{oh}x{ow} images, and {source}'s are \
-                         {tc}x{th}x{tw}: set `ood` in --setup to a set of the same shape, or to \
-                         null",
-                        dir.display()
-                    )));
-                }
-                data_sha256.extend(
-                    ood.digests()
-                        .into_iter()
-                        .map(|(name, sha)| (format!("ood/{name}"), sha)),
-                );
-                Some(ood.data)
-            }
-            (None, None) => None,
-        };
-        let (ood_half_a_loader, ood) = match (ood, halves) {
-            (Some(ood), true) => {
-                let (a, b) = Subset::alternating_halves(ood)?;
-                let a = eval_loader(stats.clone(), Arc::new(a), 256, setup.workers)?;
-                (Some(a), Some(Arc::new(b) as Arc<dyn Dataset>))
-            }
-            (ood, _) => (None, ood),
-        };
-        let ood_loader = ood
-            .map(|data| -> Result<DataLoader, Error> {
-                let data = subset_at_most(data, setup.test_subset, 3)?;
-                eval_loader(stats.clone(), data, 256, setup.workers)
-            })
-            .transpose()?;
-        Ok(Self {
-            trained_on,
-            train,
-            validation,
-            validation_loader,
-            validation_ood_loader,
-            ood_half_a_loader,
-            test,
-            test_loader,
-            ood_loader,
-            stats,
-            data_sha256,
-        })
-    }
-}
-
 /// Training loader: the paper's augmentation for a preset (a flip for Fashion-MNIST, none
 /// for MNIST digits, else [`DatasetId::train_transform`]: crop with 4-pixel reflection padding
 /// and flip for CIFAR, random resized crop to 224, flip and colour jitter for ImageNet,
@@ -914,8 +755,9 @@ impl OodSearch {
 
 /// A search that sees only the cache folder `cache` and the `extra` folders (no environment,
 /// no system folder, no download): for tests.
-#[cfg(test)]
-pub(crate) fn cache_only(cache: &Path, extra: Vec<PathBuf>) -> OodSearch {
+/// An OOD search of `cache` (the cache's layout) and `extra` alone: no environment variable,
+/// no system directory and no download, so that what it finds does not depend on the machine.
+pub fn cache_only(cache: &Path, extra: Vec<PathBuf>) -> OodSearch {
     OodSearch {
         locator: Locator {
             explicit: None,
@@ -937,30 +779,7 @@ fn holds_ood_test_split(id: DatasetId, dir: &Path) -> bool {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-
-    /// An uncompressed IDX file (the loader reads `NAME` or `NAME.gz`).
-    pub(crate) fn write_idx(path: &Path, magic: u32, dims: &[u32], data: &[u8]) {
-        let mut raw = magic.to_be_bytes().to_vec();
-        for d in dims {
-            raw.extend_from_slice(&d.to_be_bytes());
-        }
-        raw.extend_from_slice(data);
-        std::fs::write(path, raw).unwrap();
-    }
-
-    /// Three MNIST-shaped test images in `cache/mnist`, the cache layout.
-    pub(crate) fn fake_mnist_test_split(cache: &Path) -> PathBuf {
-        let dir = cache.join("mnist");
-        std::fs::create_dir_all(&dir).unwrap();
-        write_idx(
-            &dir.join("t10k-images-idx3-ubyte"),
-            2051,
-            &[3, 28, 28],
-            &[7; 3 * 784],
-        );
-        write_idx(&dir.join("t10k-labels-idx1-ubyte"), 2049, &[3], &[0, 1, 2]);
-        dir
-    }
+    use crate::testing::{fake_mnist_test_split, write_idx};
 
     #[test]
     fn mnist_in_the_cache_alone_is_found_and_opens_as_the_ood_set() {
