@@ -7,7 +7,8 @@
     python3 benches/protocol/tost.py proxy RUN_DIR [RUN_DIR ...] --proxy-key KEY --real-key KEY
 
 `power` prints the sample size of the protocol from the paired differences of the runs already
-reported in docs/results.md (the numbers are written below, with where each comes from).
+reported in docs/results.md (read from `power_inputs` of per-run.json beside this script, each
+with the doc it comes from).
 `analyse` reads `seed-*/setup.json` and `seed-*/table.json` of `cargo xtask reproduce` runs and
 prints, per margin, the paired 90 % t-interval of 2DGBNN - BBB and the outcome (shown, not shown,
 refuted). `objective` applies the stage-3 objective rule to validation rows (`validation.json`);
@@ -40,36 +41,30 @@ SECONDARY = {
     "calibrated_ece": (0.002, "lower"),
 }
 
-# Paired differences 2DGBNN - BBB (one model pair per seed) of the quick preset as reported in
-# docs/results.md: the sample sd over seeds, or the per-seed values where the tables give them.
-EXISTING = [
-    {
-        "run": "headline quick preset, seed numbers 6-10 (K = 100, validation split, 8 checks)",
-        "seeds": 5,
-        "accuracy": 0.0007,
-        "nll": 0.0012,
-        "ece": 0.0019,
-        "ood_auroc_entropy": [-0.025, +0.031, -0.034, -0.008, +0.007],
-    },
-    {
-        "run": "quick preset by the current code, seed numbers 0-2 (K = 200, 60,000 images)",
-        "seeds": 3,
-        "accuracy": 0.0009,
-        "nll": 0.0016,
-        "ece": [-0.0053, +0.0003, +0.0010],
-        "ood_auroc_entropy": [+0.024, +0.014, +0.007],
-    },
-    {
-        "run": "earlier quick preset, seed numbers 0-5 (K = 200, 60,000 images, stage 3 re-run)",
-        "seeds": 6,
-        "accuracy": 0.0010,
-        "nll": 0.0010,
-        "ece": 0.0028,
-        "ood_auroc_entropy": [-0.006, +0.006, -0.003, -0.008, -0.006, -0.018],
-    },
-]
-# The headline's mean paired OOD difference, for the power if the truth were that.
-HEADLINE_OOD_MEAN = float(np.mean(EXISTING[0]["ood_auroc_entropy"]))
+# Paired differences 2DGBNN - BBB (one model pair per seed) of the quick-preset runs reported
+# before the protocol (docs/results.md, docs/notes/results-history.md): the sample sd over seeds,
+# or the per-seed values where the tables give them. They are `power_inputs` of per-run.json,
+# each with the doc it comes from (`python3 benches/protocol/aggregates.py --only power` checks
+# them against those docs). The runs' own table.json files are not committed.
+INPUTS = Path(__file__).resolve().with_name("per-run.json")
+
+
+def load_existing(path=INPUTS):
+    """[{run, seeds, metric: per-seed list or sd}] of per-run.json's power inputs, headline first."""
+    out = []
+    for r in json.loads(Path(path).read_text())["power_inputs"]:
+        e = {"run": r["run"], "seeds": r["seeds"]}
+        for m in MARGINS:
+            v = r[m]
+            if "per_seed" in v:
+                if len(v["per_seed"]) != r["seeds"]:
+                    sys.exit(f"{path}: {r['id']} {m} has {len(v['per_seed'])} values for"
+                             f" {r['seeds']} seeds")
+                e[m] = [float(x) for x in v["per_seed"]]
+            else:
+                e[m] = float(v["sd"])
+        out.append(e)
+    return out
 
 
 def sd_of(v):
@@ -96,17 +91,20 @@ def n_normal(sd, margin):
 
 
 def cmd_power(args):
+    existing = load_existing(args.inputs)
+    # The headline's mean paired OOD difference, for the power if the truth were that.
+    headline_ood_mean = float(np.mean(existing[0]["ood_auroc_entropy"]))
     za, zb = stats.norm.ppf(1 - ALPHA), stats.norm.ppf(POWER)
     print(f"one-sided paired t-test, alpha {ALPHA}, power {POWER}, true difference 0")
     print(f"n_z = ((z_{1 - ALPHA:.2f} + z_{POWER:.2f}) sd / margin)^2, z = {za:.4f}, {zb:.4f};"
           " Guenther: n_z + z_alpha^2 / 2; exact: smallest n with")
     print("  1 - F_nct(t_{1-alpha, n-1}; df n-1, ncp margin sqrt(n) / sd) >= power\n")
-    head = EXISTING[0]
+    head = existing[0]
     plan = 0
     rows = []
     for m, (margin, _) in MARGINS.items():
-        sds = [sd_of(r[m]) for r in EXISTING]
-        dfs = [r["seeds"] - 1 for r in EXISTING]
+        sds = [sd_of(r[m]) for r in existing]
+        dfs = [r["seeds"] - 1 for r in existing]
         pooled = float(np.sqrt(sum(d * s * s for s, d in zip(sds, dfs)) / sum(dfs)))
         upper = sds[0] * np.sqrt(dfs[0] / stats.chi2.ppf(1 - POWER, dfs[0]))
         nz = n_normal(sds[0], margin)
@@ -115,11 +113,11 @@ def cmd_power(args):
         rows.append((m, margin, sds, pooled, upper, nz, n_head, n_pool, n_up))
     for m, margin, sds, pooled, upper, nz, n_head, n_pool, n_up in rows:
         print(f"{m}: margin {margin}")
-        for r, s in zip(EXISTING, sds):
+        for r, s in zip(existing, sds):
             print(f"  sd {s:.5f}  ({r['seeds']} seeds: {r['run']})")
         print(f"  headline sd {sds[0]:.5f}: n_z {nz:.1f}, Guenther {nz + za * za / 2:.1f},"
               f" exact n {n_head}")
-        print(f"  pooled sd {pooled:.5f} (df {sum(r['seeds'] - 1 for r in EXISTING)}):"
+        print(f"  pooled sd {pooled:.5f} (df {sum(r['seeds'] - 1 for r in existing)}):"
               f" exact n {n_pool}")
         print(f"  upper 80 % confidence limit of the headline sd {upper:.5f}: exact n {n_up}")
     print(f"\nplanned n = largest exact n over the margins, headline or pooled sd: {plan}")
@@ -134,9 +132,9 @@ def cmd_power(args):
                   f" pooled {power_at(args.at, pooled, margin):.3f},"
                   f" upper-limit sd {power_at(args.at, upper, margin):.3f}")
     sd_ood = sd_of(head["ood_auroc_entropy"])
-    print(f"  if the true OOD difference were the headline's mean {HEADLINE_OOD_MEAN:+.4f}:"
-          f" power {power_at(plan, sd_ood, 0.01, HEADLINE_OOD_MEAN):.3f},"
-          f" n for 80 % {n_exact(sd_ood, 0.01, HEADLINE_OOD_MEAN)}")
+    print(f"  if the true OOD difference were the headline's mean {headline_ood_mean:+.4f}:"
+          f" power {power_at(plan, sd_ood, 0.01, headline_ood_mean):.3f},"
+          f" n for 80 % {n_exact(sd_ood, 0.01, headline_ood_mean)}")
 
 
 def parse_seeds(text):
@@ -355,6 +353,9 @@ def main():
     w = sub.add_parser("power", help="the sample size from the existing runs")
     w.add_argument("--at", type=int,
                    help="also the power at this n (the seeds an early end left)")
+    w.add_argument("--inputs", default=INPUTS,
+                   help="the JSON of the earlier runs' paired differences (default: per-run.json"
+                        " beside this script)")
     a = sub.add_parser("analyse", help="the non-inferiority outcomes of finished runs")
     a.add_argument("runs", nargs="+", help="output folders of cargo xtask reproduce")
     a.add_argument("--seeds", help="the pre-registered seed numbers, e.g. 200-242")
