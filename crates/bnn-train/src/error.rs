@@ -68,7 +68,7 @@ pub enum TrainError {
     Model(#[from] bnn_models::ModelError),
     /// The devices of a data-parallel run are unusable.
     #[error("data-parallel devices: {0}")]
-    Devices(#[from] crate::DevicesError),
+    Devices(Box<crate::DevicesError>),
     /// A file of a model directory (or another file the library reads) could not be read or
     /// written.
     #[error("{path}: {source}")]
@@ -89,6 +89,13 @@ pub enum TrainError {
     /// A model directory that a resumed run cannot continue; nothing was changed.
     #[error("{0}")]
     Resume(String),
+}
+
+impl From<crate::DevicesError> for TrainError {
+    fn from(e: crate::DevicesError) -> Self {
+        // Boxed: the largest cause, which would make every `Result` of the crate larger.
+        TrainError::Devices(Box::new(e))
+    }
 }
 
 impl TrainError {

@@ -970,9 +970,7 @@ mod tests {
         );
         assert!(matches!(
             r,
-            Err(TrainError::Devices(
-                DevicesError::WorldSizeExceedsBatch { .. }
-            ))
+            Err(TrainError::Devices(e)) if matches!(*e, DevicesError::WorldSizeExceedsBatch { .. })
         ));
     }
 }

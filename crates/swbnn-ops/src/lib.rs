@@ -60,9 +60,9 @@ pub enum Error {
     /// Converting layers.
     #[error(transparent)]
     Layer(#[from] bnn_layers::LayerError),
-    /// A PyTorch import or export.
+    /// A PyTorch import or export (boxed: the largest of the sources).
     #[error(transparent)]
-    Interop(#[from] bnn_interop::InteropError),
+    Interop(Box<bnn_interop::InteropError>),
     /// The weight-sharing stages.
     #[error(transparent)]
     Swshare(#[from] swshare::SwshareError),
@@ -170,6 +170,12 @@ pub enum Error {
         /// What is wrong with it.
         problem: String,
     },
+}
+
+impl From<bnn_interop::InteropError> for Error {
+    fn from(e: bnn_interop::InteropError) -> Self {
+        Error::Interop(Box::new(e))
+    }
 }
 
 impl Error {

@@ -58,17 +58,17 @@ impl ImportArgs {
     pub fn request(&self) -> ImportRequest {
         ImportRequest {
             source: self.source.clone(),
-            arch: self.arch.clone(),
-            dataset: self.dataset.clone(),
-            convention: self.convention.clone(),
-            shortcut: self.shortcut.clone(),
-            width: self.width.clone(),
-            image_size: self.image_size.clone(),
+            arch: self.arch,
+            dataset: self.dataset,
+            convention: self.convention,
+            shortcut: self.shortcut,
+            width: self.width,
+            image_size: self.image_size,
             top_level_key: self.top_level_key.clone(),
-            prior_mu: self.prior_mu.clone(),
-            prior_sigma: self.prior_sigma.clone(),
+            prior_mu: self.prior_mu,
+            prior_sigma: self.prior_sigma,
             out: self.out.clone(),
-            force: self.force.clone(),
+            force: self.force,
         }
     }
 }
@@ -97,9 +97,9 @@ impl ExportArgs {
     pub fn request(&self) -> ExportRequest {
         ExportRequest {
             model: self.model.clone(),
-            convention: self.convention.clone(),
+            convention: self.convention,
             out: self.out.clone(),
-            force: self.force.clone(),
+            force: self.force,
         }
     }
 }

@@ -56,14 +56,14 @@ impl WarmupArgs {
     pub fn request(&self) -> WarmupRequest {
         WarmupRequest {
             model: self.model.clone(),
-            arch: self.arch.clone(),
-            kind: self.kind.clone(),
-            classes: self.classes.clone(),
-            channels: self.channels.clone(),
-            image_size: self.image_size.clone(),
-            batch_size: self.batch_size.clone(),
-            mc_samples: self.mc_samples.clone(),
-            train: self.train.clone(),
+            arch: self.arch,
+            kind: self.kind,
+            classes: self.classes,
+            channels: self.channels,
+            image_size: self.image_size,
+            batch_size: self.batch_size,
+            mc_samples: self.mc_samples,
+            train: self.train,
         }
     }
 }

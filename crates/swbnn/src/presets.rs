@@ -257,6 +257,15 @@ fn read_patch(path: &Path) -> Result<serde_json::Value, crate::Error> {
 #[path = "../tests/common/npz_fixture.rs"]
 mod npz_fixture;
 
+/// Sets the BBB stage of `setup` to `recipe`'s (its epochs and seed are kept).
+pub fn apply_recipe(recipe: BbbRecipe, setup: &mut Setup) {
+    let seed = setup.bbb.seed;
+    setup.bbb = recipe.train_config(setup.bbb.epochs);
+    setup.bbb.seed = seed;
+    setup.bbb_from_deterministic = recipe.from_deterministic();
+    (setup.bayes.weight_sigma, setup.bayes.bias_sigma) = recipe.sigma_init();
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -487,13 +496,4 @@ mod tests {
         assert_eq!(s.compress.retrain.epochs, 5);
         assert_eq!(s.compress.retrain_stop, RetrainStop::confidence_recovered());
     }
-}
-
-/// Sets the BBB stage of `setup` to `recipe`'s (its epochs and seed are kept).
-pub fn apply_recipe(recipe: BbbRecipe, setup: &mut Setup) {
-    let seed = setup.bbb.seed;
-    setup.bbb = recipe.train_config(setup.bbb.epochs);
-    setup.bbb.seed = seed;
-    setup.bbb_from_deterministic = recipe.from_deterministic();
-    (setup.bayes.weight_sigma, setup.bayes.bias_sigma) = recipe.sigma_init();
 }
