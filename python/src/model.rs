@@ -245,9 +245,8 @@ impl Model {
         keep: bool,
         temperature: Option<f64>,
     ) -> PyResult<(Predictive, Vec<Probabilities>)> {
-        if samples == 0 {
-            return Err(value_error("samples must be at least 1"));
-        }
+        // The library's limit and its words, as `swbnn eval --samples` meets them.
+        swbnn_ops::limits::check_samples(samples, shape[0], "the images").map_err(value_error)?;
         self.with_net(py, |net, device| {
             mc_predict(net, images, shape, samples, seed, keep, temperature, device)
         })
@@ -375,10 +374,8 @@ impl Model {
         seed: u64,
         store: bool,
     ) -> PyResult<String> {
-        if samples == 0 {
-            return Err(value_error("samples must be at least 1"));
-        }
         let (input, shape) = self.images(images, "images")?;
+        swbnn_ops::limits::check_samples(samples, shape[0], "the images").map_err(value_error)?;
         let labels = self.labels(labels, shape[0])?;
         let images = input.slice()?;
         let calibration = self.with_net(py, move |net, device| {

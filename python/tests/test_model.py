@@ -57,6 +57,9 @@ def test_bad_images(data_dir, expected):
             m.predict(bad)
     with pytest.raises(ValueError, match="samples"):
         m.predict(x, samples=0)
+    # The command line's limit and words (`swbnn eval --samples 100000`), not only 0.
+    with pytest.raises(ValueError, match="samples = 100000 is out of range: 1 to 1000"):
+        m.predict(x, samples=100_000)
     with pytest.raises(ValueError, match="labels"):
         m.evaluate(x, np.zeros(3, np.int64))
 
@@ -142,6 +145,8 @@ def test_bad_temperatures(data_dir, expected, tmp_path):
         m.fit_temperature(x, np.zeros(3, np.int64))
     with pytest.raises(ValueError, match="samples"):
         m.fit_temperature(x, np.zeros(len(x), np.int64), samples=0)
+    with pytest.raises(ValueError, match="1 to 1000"):
+        m.fit_temperature(x, np.zeros(len(x), np.int64), samples=5000)
     with pytest.raises(ValueError, match="not both"):
         swbnn.evaluate(tmp_path, "fashion-mnist", temperature=2.0, calibrated=True)
     with pytest.raises(ValueError, match="temperature"):

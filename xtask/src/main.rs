@@ -30,9 +30,9 @@ use bnn_models::Arch;
 use bnn_train::{EpochStats, Observer, StepInfo};
 use clap::{Parser, Subcommand};
 use swbnn::Reproduction;
-use swbnn::experiment::Progress;
-use swbnn::results::{self, Row};
-use swbnn::tables::{self, ReportContext, TableId, TablesConfig, plan::plan};
+use swbnn_harness::experiment::Progress;
+use swbnn_harness::results::{self, Row};
+use swbnn_harness::tables::{self, ReportContext, TableId, TablesConfig, plan::plan};
 
 /// The classes of `--ood heldout:CLASSES`, parsed as one value. Spelled `Option<Vec<u32>>`,
 /// clap's derive would read the field as many `u32` values and panic on the parser's `Vec`.
@@ -55,7 +55,7 @@ enum Command {
         /// mnist, fashion-mnist, cifar10, cifar100, svhn or imagenet; or your own data:
         /// `folder:DIR` (class folders, with `train/` and `test/`) or `npz:FILE` (`x_train`,
         /// `y_train`, `x_test`, `y_test`), run with the generic recipe of
-        /// `swbnn::presets::setup_for_source` (the Fashion-MNIST preset's training, LeNet-5
+        /// `swbnn_harness::presets::setup_for_source` (the Fashion-MNIST preset's training, LeNet-5
         /// for --quick or grey images up to 64 px, else ResNet-20; no OOD set).
         dataset: DataSource,
         /// A small, fast run (LeNet-5, every training image but the validation split, a few epochs).
@@ -110,13 +110,13 @@ enum Command {
         /// shifted by `1000 * (K + i)` and recorded in its setup.json. The default, 6, skips
         /// the numbers 0-5 that the presets' defaults were chosen on, so a report is on seeds
         /// no decision saw; a choice made on validation metrics may use `--seed-offset 0`.
-        #[arg(long, default_value_t = swbnn::setup::DEFAULT_SEED_OFFSET)]
+        #[arg(long, default_value_t = swbnn_harness::setup::DEFAULT_SEED_OFFSET)]
         seed_offset: u64,
         /// How Bayes by Backprop is trained: `reference` (the PyTorch reference recipe: from
         /// scratch, SGD, rho = -6; the full runs' default) or `pretrained` (the paper's: from
         /// the deterministic net, Adam; the `--quick` default). Why: docs/results.md.
         #[arg(long, value_parser = swbnn::args::recipe)]
-        recipe: Option<swbnn::presets::BbbRecipe>,
+        recipe: Option<swbnn_harness::presets::BbbRecipe>,
         /// Also evaluate every method on the 15 corrupted test sets (5 kinds x 3 severities)
         /// and write `corruptions.md` / `corruptions.json` and the corruptions figure.
         #[arg(long)]
@@ -271,24 +271,29 @@ fn main() -> Result<()> {
             anyhow::ensure!(seeds >= 1, "--seeds must be at least 1");
             let name = match dataset.preset() {
                 Some(id) => id.name().to_string(),
-                None => swbnn::figures::dataset_label(&dataset),
+                None => swbnn_harness::figures::dataset_label(&dataset),
             };
             let out = out.unwrap_or_else(|| repo_root().join("results").join(&name));
-            let ood_search = swbnn::data::OodSearch::from_env(&repo_root());
-            let mut setup =
-                swbnn::presets::setup_for_source(&dataset, arch, quick, &ood_search, out.clone())?;
+            let ood_search = swbnn_ops::data::OodSearch::from_env(&repo_root());
+            let mut setup = swbnn_harness::presets::setup_for_source(
+                &dataset,
+                arch,
+                quick,
+                &ood_search,
+                out.clone(),
+            )?;
             // The preset's OOD set when it is not on this machine: fetched once the arguments
             // are checked, unless `--setup` says what the OOD set is.
             let mut ood_to_fetch = match setup.ood {
-                None => dataset.preset().and_then(swbnn::data::paired_ood),
+                None => dataset.preset().and_then(swbnn_ops::data::paired_ood),
                 Some(_) => None,
             };
             if let Some(r) = recipe {
-                swbnn::presets::apply_recipe(r, &mut setup);
+                swbnn_harness::presets::apply_recipe(r, &mut setup);
             }
             if let Some(path) = patch {
-                setup = swbnn::presets::patch(&setup, &path)?;
-                if swbnn::presets::patch_sets(&path, "ood")? {
+                setup = swbnn_harness::presets::patch(&setup, &path)?;
+                if swbnn_harness::presets::patch_sets(&path, "ood")? {
                     ood_to_fetch = None;
                 }
             }
@@ -320,7 +325,7 @@ fn main() -> Result<()> {
                 setup.train_subset = train_subset;
             }
             if let Some(n) = validation {
-                setup.validation = swbnn::setup::ValidationSplit::new(n);
+                setup.validation = swbnn_harness::setup::ValidationSplit::new(n);
             }
             setup.test_subset = test_subset.or(setup.test_subset);
             if let Some(s) = samples {
@@ -356,9 +361,9 @@ fn main() -> Result<()> {
             }
             // Every limit and the output directory are checked before any data is read.
             if resume {
-                swbnn::checks::resumable_run(&out)?;
+                swbnn_ops::checks::resumable_run(&out)?;
             }
-            swbnn::checks::output_dir("--out", &out)?;
+            swbnn_ops::checks::output_dir("--out", &out)?;
             anyhow::ensure!(
                 (1..=swbnn::args::MAX_SAMPLES).contains(&setup.samples),
                 "samples = {} is out of range: 1 to {}",
@@ -421,7 +426,7 @@ fn main() -> Result<()> {
                     .join(" "),
                 backend: backend.clone(),
             };
-            let done = swbnn::reproduce(
+            let done = swbnn_harness::reproduce(
                 &setup,
                 &tables,
                 &tables_config,
@@ -436,7 +441,7 @@ fn main() -> Result<()> {
             })?;
             match done {
                 Reproduction::Tables(_) => {
-                    let md = out.join(swbnn::store::TABLES_MD);
+                    let md = out.join(swbnn_harness::store::TABLES_MD);
                     println!("{}", std::fs::read_to_string(&md)?);
                     eprintln!("wrote {}/tables.md and tables.json", out.display());
                 }
@@ -463,7 +468,7 @@ fn main() -> Result<()> {
             seed,
             save_dir,
         } => {
-            swbnn::checks::output_dir("--save-dir", &save_dir)?;
+            swbnn_ops::checks::output_dir("--save-dir", &save_dir)?;
             let reports = fuzz::run(target, iterations, seed, &save_dir)?;
             for r in &reports {
                 println!("{}", serde_json::to_string(r)?);

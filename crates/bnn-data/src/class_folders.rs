@@ -14,9 +14,11 @@ use std::path::{Path, PathBuf};
 
 use image::imageops::FilterType;
 
-use crate::dataset::{InMemoryDataset, MAX_CLASSES, Split};
+use crate::dataset::{InMemoryDataset, Split};
 use crate::error::{DataError, Result};
-use crate::folder::{decode_error, decode_image, is_image, open_image, sorted_entries};
+use crate::folder::{
+    check_class_count, decode_error, decode_image, is_image, open_image, sorted_entries,
+};
 use crate::memory::memory_budget;
 
 /// How the images of a class-folder data set are brought to one shape.
@@ -77,17 +79,6 @@ pub fn folder_has_test(root: &Path) -> bool {
     root.join("train").is_dir() && root.join("test").is_dir()
 }
 
-/// Refuses `n` class sub-folders of `dir` above [`MAX_CLASSES`].
-pub(crate) fn check_class_count(dir: &Path, n: usize) -> Result<()> {
-    if n > MAX_CLASSES {
-        return Err(DataError::format(
-            dir,
-            format!("{n} class sub-folders, more than the {MAX_CLASSES} a data set may have"),
-        ));
-    }
-    Ok(())
-}
-
 /// The class names (sorted sub-folder names) of the training split of `root`.
 pub fn folder_classes(root: &Path) -> Result<Vec<String>> {
     let dir = split_dir(root, Split::Train)?;
@@ -135,7 +126,7 @@ fn header(path: &Path) -> Result<(u32, u32, bool)> {
 /// training split's classes. Errors name the file or folder: an empty class folder, a class
 /// of the test split the training split lacks, mixed sizes without a target size, an
 /// unreadable or truncated image, one over the decoding limits ([`crate::MAX_DECODE_SIDE`],
-/// [`crate::MAX_DECODE_BYTES`]), more classes than [`MAX_CLASSES`], or images that together
+/// [`crate::MAX_DECODE_BYTES`]), more classes than [`MAX_CLASSES`](crate::MAX_CLASSES), or images that together
 /// take more than the memory budget ([`crate::memory_budget`]), checked before any is decoded.
 pub fn load_class_folders(
     root: &Path,
@@ -521,7 +512,7 @@ mod tests {
         assert!(load_class_folders_within(r, Split::Train, images, 1 << 20).is_ok());
     }
 
-    /// More class folders than [`MAX_CLASSES`] are refused before they are read.
+    /// More class folders than [`MAX_CLASSES`](crate::MAX_CLASSES) are refused before they are read.
     #[test]
     fn more_class_folders_than_the_limit_are_refused() {
         let dir = tempfile::tempdir().unwrap();

@@ -27,8 +27,7 @@ use crate::error::{DataError, Result};
 use crate::rng::{SampleRng, derive_seed};
 use crate::transform::{Image, adjust_contrast, gaussian_blur, rotate_bilinear, translate};
 
-/// The highest severity; severities run `1..=MAX_SEVERITY`.
-pub const MAX_SEVERITY: u8 = 3;
+pub use crate::corruption_kind::{CorruptionKind, MAX_SEVERITY};
 
 // How the strengths were chosen. Where MNIST-C (the 28×28 grey benchmark) defines the
 // corruption, its parameter list is the source, and three of its levels are taken; which
@@ -81,55 +80,6 @@ pub const TRANSLATION_PIXELS: [usize; 3] = [1, 2, 3];
 /// levels 1, 2 and 3. CIFAR-10-C's 0.4 to 1.0 pixels hardly matter on Fashion-MNIST's
 /// smooth silhouettes: at 1.0 the reference LeNet-5 loses 4 points, at 3.0 36.
 pub const BLUR_SIGMA: [f32; 3] = [1.0, 2.0, 3.0];
-
-/// One kind of corruption (serialised by its kebab-case [`CorruptionKind::name`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum CorruptionKind {
-    /// Rotation about the centre by [`ROTATION_DEGREES`], sense drawn per image.
-    Rotation,
-    /// Additive Gaussian noise of standard deviation [`NOISE_SIGMA`].
-    GaussianNoise,
-    /// Contrast reduced to [`CONTRAST_FACTOR`] around the mean grey level.
-    Contrast,
-    /// Shift by [`TRANSLATION_PIXELS`] along each axis, direction drawn per image.
-    Translation,
-    /// Gaussian blur of standard deviation [`BLUR_SIGMA`] pixels.
-    Blur,
-}
-
-impl CorruptionKind {
-    /// Every kind, in table order.
-    pub const ALL: [CorruptionKind; 5] = [
-        CorruptionKind::Rotation,
-        CorruptionKind::GaussianNoise,
-        CorruptionKind::Contrast,
-        CorruptionKind::Translation,
-        CorruptionKind::Blur,
-    ];
-
-    /// The kebab-case name: `rotation`, `gaussian-noise`, `contrast`, `translation`, `blur`.
-    pub fn name(self) -> &'static str {
-        match self {
-            CorruptionKind::Rotation => "rotation",
-            CorruptionKind::GaussianNoise => "gaussian-noise",
-            CorruptionKind::Contrast => "contrast",
-            CorruptionKind::Translation => "translation",
-            CorruptionKind::Blur => "blur",
-        }
-    }
-
-    /// Position in [`CorruptionKind::ALL`]; also keys the kind's random stream.
-    fn ordinal(self) -> u64 {
-        self as u64
-    }
-}
-
-impl fmt::Display for CorruptionKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
 
 impl FromStr for CorruptionKind {
     type Err = DataError;

@@ -42,10 +42,10 @@ pub enum DataError {
     #[error("invalid configuration: {0}")]
     Config(String),
     /// A corruption severity outside `1..=MAX_SEVERITY`.
-    #[error("corruption `{kind}`: severity {severity} is outside 1..={max}", max = crate::corrupt::MAX_SEVERITY)]
+    #[error("corruption `{kind}`: severity {severity} is outside 1..={max}", max = crate::corruption_kind::MAX_SEVERITY)]
     Severity {
         /// The corruption kind asked for.
-        kind: crate::corrupt::CorruptionKind,
+        kind: crate::corruption_kind::CorruptionKind,
         /// The severity asked for.
         severity: u8,
     },

@@ -200,7 +200,7 @@ impl ImageFolder {
             .into_iter()
             .filter(|p| p.is_dir())
             .collect();
-        crate::class_folders::check_class_count(root, class_dirs.len())?;
+        check_class_count(root, class_dirs.len())?;
         let mut class_names = Vec::new();
         let mut files = Vec::new();
         for class_dir in class_dirs {
@@ -311,4 +311,18 @@ impl Dataset for ImageFolder {
                 len: self.files.len(),
             })
     }
+}
+
+/// Refuses `n` class sub-folders of `dir` above [`MAX_CLASSES`](crate::MAX_CLASSES).
+pub(crate) fn check_class_count(dir: &Path, n: usize) -> Result<()> {
+    if n > crate::MAX_CLASSES {
+        return Err(DataError::format(
+            dir,
+            format!(
+                "{n} class sub-folders, more than the {} a data set may have",
+                crate::MAX_CLASSES
+            ),
+        ));
+    }
+    Ok(())
 }

@@ -54,6 +54,7 @@
 mod cifar;
 mod class_folders;
 mod corrupt;
+mod corruption_kind;
 mod dataset;
 mod download;
 mod error;

@@ -205,11 +205,7 @@ fn write_synced(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     f.sync_all()
 }
 
-fn crc32(bytes: &[u8]) -> u32 {
-    let mut h = crc32fast::Hasher::new();
-    h.update(bytes);
-    h.finalize()
-}
+use crate::model_dir::crc32;
 
 /// Runs a decoder of another crate, turning a panic on malformed bytes into an error.
 fn guarded<T>(f: impl FnOnce() -> T) -> Result<T, String> {
@@ -329,7 +325,7 @@ impl Checkpointer {
             let crc_of = |p: &Path| fs::read(p).ok().map(|b| crc32(&b));
             let want = Some(commit.model_crc32);
             if crc_of(&self.model_path()) != want && crc_of(&files.join(MODEL)) == want {
-                self.publish(&files.join(MODEL))?;
+                self.publish(&files.join(MODEL), commit.model_crc32)?;
             }
         }
         Ok(())
@@ -340,8 +336,12 @@ impl Checkpointer {
     /// Every writer here replaces files by rename, never in place, and a resume checks the
     /// checkpoint's CRC-32, so a tool that did write the published file in place would be
     /// caught, not trained from. Where the file system refuses links, the file is copied.
-    fn publish(&self, model: &Path) -> Result<(), TrainError> {
-        bnn_io::publish_link(model, &self.model_path(), bnn_io::Replace::Always).map_err(file_err)
+    /// Its checksum file ([`WEIGHTS_CHECKSUM_FILE`](crate::WEIGHTS_CHECKSUM_FILE)) follows,
+    /// from `crc`, the commit's CRC-32 of the file.
+    fn publish(&self, model: &Path, crc: u32) -> Result<(), TrainError> {
+        bnn_io::publish_link(model, &self.model_path(), bnn_io::Replace::Always)
+            .map_err(file_err)?;
+        crate::model_dir::write_weights_checksum(&self.model_path(), crc)
     }
 
     /// Records that training ended at the last committed checkpoint before its last epoch
@@ -578,7 +578,7 @@ impl Checkpointer {
         };
         let json = serde_json::to_vec_pretty(&state).map_err(|e| ck_err(&self.state_path(), e))?;
         write_atomic(&self.state_path(), &json)?;
-        self.publish(&target.join(MODEL))?;
+        self.publish(&target.join(MODEL), crc32(&model_bytes))?;
         // Older epochs are superseded by the commit.
         if let Ok(entries) = fs::read_dir(&root) {
             for entry in entries.flatten() {
@@ -753,6 +753,7 @@ pub fn load_model<B: ClassifierBody>(
         ));
     }
     let bytes = file.read_rest(Vec::new()).map_err(|e| ck_err(path, e))?;
+    crate::model_dir::check_weights_checksum(path, &bytes)?;
     let model = decode_model(path, bytes, model)?;
     // Training never commits a non-finite parameter: one here is damage, named here rather
     // than as a NaN in some later output.

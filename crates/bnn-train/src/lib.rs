@@ -64,8 +64,8 @@ pub use evaluate::{
 };
 pub use grads::mean_mu_gradients;
 pub use model_dir::{
-    CALIBRATION_FILE, CONFIG_FILE, ModelDir, QBNN_FILE, SWB_FILE, WEIGHTS_FILE, read_json,
-    write_json,
+    CALIBRATION_FILE, CONFIG_FILE, ModelDir, QBNN_FILE, SWB_FILE, WEIGHTS_CHECKSUM_FILE,
+    WEIGHTS_FILE, read_json, write_json,
 };
 pub use parallel::{DataParallel, DevicesError};
 pub use train::{

@@ -18,6 +18,11 @@ use crate::{MAX_JSON_BYTES, TrainError, load_model, write_atomic};
 pub const CONFIG_FILE: &str = "config.json";
 /// A model directory's weights (burn's record of the [`Network`]).
 pub const WEIGHTS_FILE: &str = "model.bpk";
+/// The CRC-32 of a model directory's [`WEIGHTS_FILE`] (8 hex digits), written with it and
+/// checked by every load, so that a flipped byte of the weights is an error naming the file
+/// rather than a model that silently predicts otherwise. A directory written before the
+/// checksum existed has none and loads unchecked.
+pub const WEIGHTS_CHECKSUM_FILE: &str = "model.bpk.crc32";
 /// A model directory's 2DGBNN model, as a user loads it (a `.swb` file; see the `swshare`
 /// crate).
 pub const SWB_FILE: &str = "model.swb";
@@ -136,7 +141,8 @@ impl ModelDir {
                     reason: format!("serialising the model record: {e}"),
                 })?;
         self.write_config(config)?;
-        write_atomic(&self.weights_path(), &bytes)
+        write_atomic(&self.weights_path(), &bytes)?;
+        write_weights_checksum(&self.weights_path(), crc32(&bytes))
     }
 
     /// The model of the architecture and weights, on `device`.
@@ -165,4 +171,89 @@ pub fn write_json<T: Serialize + ?Sized>(path: &Path, value: &T) -> Result<(), T
         reason: format!("writing JSON: {e}"),
     })?;
     write_atomic(path, &json)
+}
+
+/// The CRC-32 of `bytes` (IEEE, as zip and PNG use).
+pub(crate) fn crc32(bytes: &[u8]) -> u32 {
+    let mut h = crc32fast::Hasher::new();
+    h.update(bytes);
+    h.finalize()
+}
+
+/// The checksum file of the record file `weights` (`model.bpk` -> `model.bpk.crc32`).
+fn checksum_path(weights: &Path) -> PathBuf {
+    let mut name = weights.as_os_str().to_os_string();
+    name.push(".crc32");
+    PathBuf::from(name)
+}
+
+/// Writes `crc` as the checksum of the record file `weights` ([`WEIGHTS_CHECKSUM_FILE`]
+/// beside a model directory's weights), atomically.
+pub(crate) fn write_weights_checksum(weights: &Path, crc: u32) -> Result<(), TrainError> {
+    write_atomic(&checksum_path(weights), format!("{crc:08x}\n").as_bytes())
+}
+
+/// Checks the record file `weights`, read as `bytes`, against its checksum file when it has
+/// one: a mismatch or an unreadable checksum is an error naming both files.
+pub(crate) fn check_weights_checksum(weights: &Path, bytes: &[u8]) -> Result<(), TrainError> {
+    let sum = checksum_path(weights);
+    let text = match bnn_io::read_bounded(&sum, 64, "checksum") {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(TrainError::io(&sum, e)),
+    };
+    let bad = |reason: String| TrainError::Checkpoint {
+        path: weights.display().to_string(),
+        reason,
+    };
+    let want = std::str::from_utf8(&text)
+        .ok()
+        .and_then(|t| u32::from_str_radix(t.trim(), 16).ok())
+        .ok_or_else(|| {
+            bad(format!(
+                "its checksum file {} is not 8 hex digits",
+                sum.display()
+            ))
+        })?;
+    let got = crc32(bytes);
+    if got != want {
+        return Err(bad(format!(
+            "its CRC-32 is {got:08x}, not the {want:08x} that {} records: the file is damaged \
+             (or a save was interrupted); nothing was loaded",
+            sum.display()
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_flipped_byte_of_the_weights_is_refused_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let weights = dir.path().join(WEIGHTS_FILE);
+        let bytes = b"weights of a model".to_vec();
+        std::fs::write(&weights, &bytes).unwrap();
+        write_weights_checksum(&weights, crc32(&bytes)).unwrap();
+        check_weights_checksum(&weights, &bytes).unwrap();
+        let mut flipped = bytes.clone();
+        flipped[3] ^= 0x10;
+        let e = check_weights_checksum(&weights, &flipped)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("model.bpk") && e.contains(WEIGHTS_CHECKSUM_FILE) && e.contains("damaged"),
+            "{e}"
+        );
+        std::fs::write(checksum_path(&weights), b"not hex").unwrap();
+        let e = check_weights_checksum(&weights, &bytes)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not 8 hex digits"), "{e}");
+        // A directory from before the checksum loads unchecked.
+        std::fs::remove_file(checksum_path(&weights)).unwrap();
+        check_weights_checksum(&weights, &flipped).unwrap();
+    }
 }

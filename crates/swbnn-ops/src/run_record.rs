@@ -1,6 +1,6 @@
 //! What a one-model operation reads of the reproduction run a model belongs to: the run's
 //! data set and validation split, from the run's [`SETUP_FILE`]. The run's layout is the
-//! harness's (`swbnn::store`); only this file's name and these two fields are shared.
+//! harness's (`swbnn_harness::store`); only this file's name and these two fields are shared.
 
 use std::path::Path;
 

@@ -19,6 +19,7 @@ fn keep_freed_memory() {
 }
 
 mod cli_interop;
+mod cli_plot;
 mod cli_warmup;
 
 use std::path::PathBuf;
@@ -32,14 +33,14 @@ use bnn_train::{DataParallel, EpochStats, Observer, StepInfo};
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use swbnn::args;
-use swbnn::commands::{
+use swbnn_harness::experiment::Progress;
+use swbnn_harness::results::Row;
+use swbnn_ops::ValidationSplit;
+use swbnn_ops::commands::{
     self, CalibrateRequest, CompressRequest, CompressSettings, EvalRequest, Scaling, TrainKind,
     TrainRequest,
 };
-use swbnn::experiment::Progress;
-use swbnn::presets::BbbRecipe;
-use swbnn::results::Row;
-use swbnn::setup::ValidationSplit;
+use swbnn_ops::defaults::BbbRecipe;
 
 #[derive(Parser)]
 #[command(
@@ -259,7 +260,7 @@ enum Command {
     },
     /// Draw a figure (reliability, ood, weights, per-class, corruptions, size-quality) of a run
     /// directory, a .swb file or a training directory, as PNG or SVG.
-    Plot(swbnn::plot::PlotArgs),
+    Plot(cli_plot::PlotArgs),
     /// Read a PyTorch state dict (.pt, .pth, .safetensors; bayesian-torch, blitz, torchbnn or a
     /// deterministic net) into a model directory that eval, compress and train --from take.
     Import(cli_interop::ImportArgs),
@@ -313,7 +314,7 @@ impl Observer for Bars {
             b.finish_and_clear();
         }
         if !self.quiet {
-            eprintln!("{}", swbnn::commands::epoch_line(s));
+            eprintln!("{}", swbnn_ops::commands::epoch_line(s));
         }
     }
 }
@@ -520,7 +521,10 @@ fn run() -> Result<()> {
                     );
                 }
                 if !out.corruptions.is_empty() {
-                    print!("{}", swbnn::results::markdown_corruptions(&out.corruptions));
+                    print!(
+                        "{}",
+                        swbnn_harness::results::markdown_corruptions(&out.corruptions)
+                    );
                 }
             }
         }
@@ -568,7 +572,7 @@ fn run() -> Result<()> {
             }
         }
         Command::Plot(args) => {
-            let plotted = swbnn::plot::run(&args, &device)?;
+            let plotted = swbnn_harness::plot::run(&args.request(), &device)?;
             if let Some(dir) = &plotted.ood_dir {
                 eprintln!("OOD set read from {}", dir.display());
             }
@@ -599,8 +603,8 @@ fn run() -> Result<()> {
         Command::Inspect { model } => {
             // The one loader `eval` and `export` use, so a file `inspect` passes is one they
             // accept (an unshared NaN or a `rho` of 3e38 passed the format's own checks).
-            let loaded = swbnn::load::load_model(&model, &device)?;
-            let swbnn::load::LoadedFrom::Shared { data, bytes } = &loaded.from else {
+            let loaded = swbnn_ops::load::load_model(&model, &device)?;
+            let swbnn_ops::load::LoadedFrom::Shared { data, bytes } = &loaded.from else {
                 bail!(
                     "{}: `inspect` describes weight-shared .swb files; this model loads, but \
                      is not one",
@@ -639,7 +643,7 @@ fn print_evaluation(prefix: &str, ev: &bnn_train::Evaluation) {
 
 /// A model file's statistics: weights by fate, codebook size, parameters.
 fn describe(data: &swshare::format::SharedModelData, file_bytes: u64) -> serde_json::Value {
-    let mut v = swbnn::load::sharing_stats(data);
+    let mut v = swbnn_ops::load::sharing_stats(data);
     v["file_bytes"] = file_bytes.into();
     v["architecture"] = serde_json::from_str::<serde_json::Value>(&data.arch).unwrap_or_default();
     v["temperature"] = serde_json::json!(data.temperature);

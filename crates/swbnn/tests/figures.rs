@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use bnn_data::{Corruption, CorruptionKind, DatasetId};
 use bnn_models::Arch;
 use swbnn::experiment::{self, Progress};
-use swbnn::plot::{Figure, PlotArgs, SigmaScale};
+use swbnn::plot::{Figure, PlotRequest, SigmaScale};
 use swbnn::report::write_report;
 use swbnn::setup::Setup;
 
@@ -15,8 +15,8 @@ struct Quiet;
 impl bnn_train::Observer for Quiet {}
 impl Progress for Quiet {}
 
-fn args(what: Figure, model: &Path, out: PathBuf) -> PlotArgs {
-    PlotArgs {
+fn args(what: Figure, model: &Path, out: PathBuf) -> PlotRequest {
+    PlotRequest {
         what,
         model: model.to_path_buf(),
         seed: None,
@@ -82,7 +82,7 @@ fn linked_figures(dir: &Path) -> (String, usize) {
 }
 
 /// Draws `what` from `model` into a PNG and an SVG and checks both have the requested size.
-fn draw_both(a: &PlotArgs, dir: &Path, name: &str) {
+fn draw_both(a: &PlotRequest, dir: &Path, name: &str) {
     let device = bnn_layers::test_device();
     for ext in ["png", "svg"] {
         let mut a = a.clone();

@@ -3,7 +3,7 @@
 //! and print. Each request is checked in full before any data is read or anything written.
 //!
 //! ```no_run
-//! use swbnn::commands::{TrainKind, TrainRequest, train};
+//! use swbnn_ops::commands::{TrainKind, TrainRequest, train};
 //! let device = bnn_layers::device_by_name("flex")?;
 //! let request = TrainRequest::new(
 //!     "npz:my-data.npz".parse()?,

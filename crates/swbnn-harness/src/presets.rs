@@ -254,7 +254,7 @@ fn read_patch(path: &Path) -> Result<serde_json::Value, crate::Error> {
 
 /// The integration tests' `.npz` fixtures, for the recipe's unit tests.
 #[cfg(test)]
-#[path = "../tests/common/npz_fixture.rs"]
+#[path = "../../swbnn/tests/common/npz_fixture.rs"]
 mod npz_fixture;
 
 /// Sets the BBB stage of `setup` to `recipe`'s (its epochs and seed are kept).

@@ -9,7 +9,6 @@ use bnn_models::{Kind, Network};
 use bnn_plot::{SigmaAxis, Size, WeightsOptions};
 use bnn_train::evaluate;
 use burn::prelude::*;
-use clap::{Args, ValueEnum};
 use swshare::burn_edges::from_swb;
 
 use crate::Error;
@@ -20,7 +19,7 @@ use crate::run_dir::{FIGURE_SEED, Loaders, RunDir, run_predictions};
 use crate::store::ModelDir;
 
 /// Which figure.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Figure {
     /// Reliability diagram(s) with the confidence histogram; ECE in the title.
     Reliability,
@@ -41,7 +40,7 @@ pub enum Figure {
 }
 
 /// Scale of the weights figure's sigma axis.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SigmaScale {
     /// Logarithmic when sigma spans more than a factor of 30 (1st to 99th percentile).
     Auto,
@@ -51,11 +50,11 @@ pub enum SigmaScale {
     Log,
 }
 
-/// Arguments of `swbnn plot`.
-#[derive(Debug, Clone, Args)]
-pub struct PlotArgs {
+/// A figure to draw: what [`run`] draws, from what and where (the `swbnn plot` flags build
+/// this).
+#[derive(Debug, Clone)]
+pub struct PlotRequest {
     /// The figure.
-    #[arg(value_enum)]
     pub what: Figure,
     /// A run directory of `cargo xtask reproduce` (with setup.json; or one seed's `seed-<i>`
     /// of a multi-seed run), a .swb file, a directory with model.swb (a run's 2DGBNN stage),
@@ -65,62 +64,110 @@ pub struct PlotArgs {
     /// Seed of a multi-seed run whose models are drawn (default 0); its tables then replace
     /// the means over seeds in the corruptions figure, and size-quality draws its points
     /// only (default: every seed's).
-    #[arg(long)]
     pub seed: Option<usize>,
     /// Output file; .png or .svg (an existing one only with --force).
-    #[arg(long)]
     pub out: PathBuf,
     /// Replace an existing --out.
-    #[arg(long)]
     pub force: bool,
     /// Method of a run directory: deterministic, bbb or 2dgbnn. Default: all three for
     /// reliability and corruptions, 2dgbnn for the others.
-    #[arg(long)]
     pub method: Option<String>,
     /// Data set of a .swb file or training directory (a run directory knows its own): a
     /// preset, folder:DIR or npz:FILE.
-    #[arg(long, value_name = "NAME|folder:DIR|npz:FILE")]
     pub dataset: Option<DataSource>,
     /// Out-of-distribution data set (a preset, whose directory --ood-dir gives, or folder:DIR
     /// or npz:FILE).
-    #[arg(long, value_name = "NAME|folder:DIR|npz:FILE")]
     pub ood: Option<DataSource>,
     /// Directory of the OOD data set.
-    #[arg(long)]
     pub ood_dir: Option<PathBuf>,
     /// Data directory.
-    #[arg(long)]
     pub data: Option<PathBuf>,
     /// Stratified test subset (and OOD subset, cut to it when larger) of this many examples;
     /// more than the test set has is an error.
-    #[arg(long, value_parser = crate::args::positive)]
     pub subset: Option<usize>,
     /// Monte Carlo samples (default: the run's, else 30; at most 1,000).
-    #[arg(long, value_parser = crate::args::samples)]
     pub samples: Option<usize>,
     /// Weights: one layer, by path (e.g. body.conv2.weight for LeNet-5; an unknown path is an
     /// error that lists the model's). Default: all shareable layers.
-    #[arg(long)]
     pub layer: Option<String>,
     /// Weights of a run directory: the retrained model's (.swb) instead of the BBB posterior
     /// with the sharing plan.
-    #[arg(long)]
     pub after_retraining: bool,
     /// Weights: most Gaussians drawn as ellipses (the most used).
-    #[arg(long, default_value_t = bnn_plot::DEFAULT_MAX_ELLIPSES)]
     pub max_ellipses: usize,
     /// Weights: sigma axis scale.
-    #[arg(long, value_enum, default_value = "auto")]
     pub sigma_axis: SigmaScale,
     /// Figure width in pixels (default: the report's; at most 16,384).
-    #[arg(long, value_parser = crate::args::side)]
     pub width: Option<u32>,
     /// Figure height in pixels (default: the report's; at most 16,384).
-    #[arg(long, value_parser = crate::args::side)]
     pub height: Option<u32>,
 }
 
-impl PlotArgs {
+impl Figure {
+    /// Every figure, with its name as [`FromStr`](std::str::FromStr) reads it.
+    pub const ALL: [(Figure, &'static str); 6] = [
+        (Figure::Reliability, "reliability"),
+        (Figure::Ood, "ood"),
+        (Figure::Weights, "weights"),
+        (Figure::PerClass, "per-class"),
+        (Figure::Corruptions, "corruptions"),
+        (Figure::SizeQuality, "size-quality"),
+    ];
+}
+
+impl std::str::FromStr for Figure {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        Figure::ALL
+            .iter()
+            .find(|(_, name)| *name == s)
+            .map(|(f, _)| *f)
+            .ok_or_else(|| {
+                let names: Vec<&str> = Figure::ALL.iter().map(|(_, n)| *n).collect();
+                format!("unknown figure {s:?} ({})", names.join(", "))
+            })
+    }
+}
+
+impl std::str::FromStr for SigmaScale {
+    type Err = String;
+
+    /// `auto`, `linear` or `log`.
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(SigmaScale::Auto),
+            "linear" => Ok(SigmaScale::Linear),
+            "log" => Ok(SigmaScale::Log),
+            _ => Err(format!("unknown sigma axis {s:?} (auto, linear or log)")),
+        }
+    }
+}
+
+impl PlotRequest {
+    /// Checks the numbers a caller sets: a subset of at least one image, samples as
+    /// [`check_samples`](swbnn_ops::limits::check_samples) allows, and sides of 1 to
+    /// [`bnn_plot::MAX_SIDE`] pixels (each figure's own minimum is checked when it is drawn).
+    pub fn check(&self) -> Result<(), Error> {
+        if self.subset == Some(0) {
+            return Err(Error::Usage("--subset 0: at least 1".into()));
+        }
+        if let Some(n) = self.samples {
+            swbnn_ops::limits::check_samples(n, 0, "").map_err(Error::Usage)?;
+        }
+        for (flag, side) in [("--width", self.width), ("--height", self.height)] {
+            if let Some(v) = side
+                && !(1..=bnn_plot::MAX_SIDE).contains(&v)
+            {
+                return Err(Error::Usage(format!(
+                    "{flag} {v}: 1 to {}",
+                    bnn_plot::MAX_SIDE
+                )));
+            }
+        }
+        Ok(())
+    }
+
     fn size(&self, default: Size) -> Size {
         Size::new(
             self.width.unwrap_or(default.width),
@@ -153,7 +200,7 @@ enum Source {
     },
 }
 
-fn open_source(args: &PlotArgs, device: &Device) -> Result<Source, Error> {
+fn open_source(args: &PlotRequest, device: &Device) -> Result<Source, Error> {
     let path = &args.model;
     if RunDir::is_run(path) {
         return Ok(Source::Run(Box::new(RunDir::open(path, args.seed)?)));
@@ -203,7 +250,7 @@ fn open_source(args: &PlotArgs, device: &Device) -> Result<Source, Error> {
 
 /// Data of a single model: from the arguments.
 fn model_loaders(
-    args: &PlotArgs,
+    args: &PlotRequest,
     need_ood: bool,
     config: &bnn_models::ModelConfig,
 ) -> Result<Loaders, Error> {
@@ -226,7 +273,7 @@ fn model_loaders(
     )
 }
 
-fn run_loaders(args: &PlotArgs, run: &RunDir) -> Result<Loaders, Error> {
+fn run_loaders(args: &PlotRequest, run: &RunDir) -> Result<Loaders, Error> {
     let setup = &run.setup;
     let ood = setup
         .ood
@@ -243,7 +290,7 @@ fn run_loaders(args: &PlotArgs, run: &RunDir) -> Result<Loaders, Error> {
     )
 }
 
-fn methods(args: &PlotArgs, all: bool) -> Result<Vec<Method>, Error> {
+fn methods(args: &PlotRequest, all: bool) -> Result<Vec<Method>, Error> {
     match args.method.as_deref() {
         Some(m) => Method::MAIN
             .into_iter()
@@ -267,8 +314,9 @@ pub struct Plotted {
 }
 
 /// Draws the figure `args.what` into `args.out`; says what it wrote and read.
-pub fn run(args: &PlotArgs, device: &Device) -> Result<Plotted, Error> {
+pub fn run(args: &PlotRequest, device: &Device) -> Result<Plotted, Error> {
     // Every argument is checked before a model is loaded or a sample drawn.
+    args.check()?;
     bnn_plot::Format::from_path(&args.out).map_err(crate::plot_error)?;
     let out = crate::checks::output_target("--out", &args.out, Some(args.force), &[&args.model])?;
     methods(args, true)?;
@@ -369,7 +417,7 @@ fn model_corruptions(
 }
 
 fn draw_predictions(
-    args: &PlotArgs,
+    args: &PlotRequest,
     what: Figure,
     preds: &[ModelPredictions],
     loaders: &Loaders,
@@ -406,7 +454,7 @@ fn draw_predictions(
     }
 }
 
-fn weights(args: &PlotArgs, source: Source, device: &Device, out: &Path) -> Result<(), Error> {
+fn weights(args: &PlotRequest, source: Source, device: &Device, out: &Path) -> Result<(), Error> {
     let size = args.size(figures::WEIGHTS_SIZE);
     let options = args.weights_options();
     let layer = args.layer.as_deref();
@@ -445,8 +493,8 @@ mod tests {
     use crate::results::Row;
     use crate::tables::{TableId, TableRow};
 
-    fn args(model: &Path, out: PathBuf) -> PlotArgs {
-        PlotArgs {
+    fn args(model: &Path, out: PathBuf) -> PlotRequest {
+        PlotRequest {
             what: Figure::SizeQuality,
             model: model.to_path_buf(),
             seed: None,
@@ -567,7 +615,7 @@ mod tests {
         }
     }
 
-    fn run_args(a: &PlotArgs, device: &Device) -> PathBuf {
+    fn run_args(a: &PlotRequest, device: &Device) -> PathBuf {
         run(a, device)
             .unwrap_or_else(|e| panic!("{}: {e}", a.out.display()))
             .out
