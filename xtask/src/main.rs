@@ -364,24 +364,7 @@ fn main() -> Result<()> {
                 swbnn_ops::checks::resumable_run(&out)?;
             }
             swbnn_ops::checks::output_dir("--out", &out)?;
-            anyhow::ensure!(
-                (1..=swbnn::args::MAX_SAMPLES).contains(&setup.samples),
-                "samples = {} is out of range: 1 to {}",
-                setup.samples,
-                swbnn::args::MAX_SAMPLES
-            );
-            setup
-                .deterministic
-                .validate()
-                .context("the setup's deterministic training")?;
-            setup
-                .bbb
-                .validate()
-                .context("the setup's Bayes-by-Backprop training")?;
-            setup
-                .compress
-                .validate()
-                .context("the setup's compression settings")?;
+            setup.check()?;
             let device = bnn_layers::device_by_name(&backend)?;
             // A resumed run downloads nothing: it goes on with what this machine holds.
             if !resume && let Some(id) = ood_to_fetch {

@@ -311,14 +311,21 @@ impl Architecture for ModelConfig {
     }
 }
 
-/// Most classes a configuration may have (ImageNet-21k has 21,841).
-pub const MAX_CLASSES: usize = 100_000;
+/// Most classes a configuration may have: ImageNet-21k's 21,841 rounded up to a power of two,
+/// the bound of the data sets too (`bnn_data::MAX_CLASSES`, which this crate does not depend
+/// on; a test of `swbnn-ops`, which sees both, holds them equal), so that a model is never
+/// made for more classes than a data set may have.
+pub const MAX_CLASSES: usize = 32_768;
 /// Widest first ResNet stage ([`ModelConfig::width`]).
 pub const MAX_WIDTH: usize = 4096;
 /// Most input channels.
 pub const MAX_IN_CHANNELS: usize = 64;
-/// Largest input side in pixels.
-pub const MAX_IMAGE_SIZE: usize = 4096;
+/// Largest input side in pixels, also the largest `--image-size` a folder's images are resized
+/// to. The architectures are made for 28 to 224 pixels (ImageNet's 224 is the largest preset);
+/// at 1,024 pixels LeNet-5's first dense layer alone has 123 million weights and one batch of a
+/// ResNet's first activations is 34 GB, so a larger side is a typo rather than a plan (4,096 on
+/// 600 images asked for 10 GB at once and aborted).
+pub const MAX_IMAGE_SIZE: usize = 1024;
 /// Widest MLP hidden layer.
 pub const MAX_MLP_WIDTH: usize = 1 << 20;
 /// Most MLP hidden layers.

@@ -310,6 +310,7 @@ fn leftovers_of_killed_runs_are_cleaned() {
             "/checkpoints/epoch-1/model.bpk",
             "/checkpoints/epoch-1/optimizer.bpk",
             "/model.bpk",
+            "/model.bpk.crc32",
             "/state.json"
         ]
     );

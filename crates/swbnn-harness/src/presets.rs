@@ -282,6 +282,31 @@ mod tests {
         )
     }
 
+    /// A setup is checked by itself, with the words of the flag or field that set the value,
+    /// whichever door (a flag, `--config`, a `setup.json`) it came through.
+    #[test]
+    fn a_setup_checks_itself_with_the_flags_words() {
+        preset(true).check().unwrap();
+        let mut s = preset(true);
+        s.samples = 5000;
+        let e = s.check().unwrap_err().to_string();
+        assert!(
+            e.contains("samples = 5000 is out of range: 1 to 1000"),
+            "{e}"
+        );
+        let mut s = preset(true);
+        s.bbb.epochs = 100_000_000_000;
+        let e = s.check().unwrap_err().to_string();
+        assert!(
+            e.contains("Bayes-by-Backprop") && e.contains("epochs"),
+            "{e}"
+        );
+        let mut s = preset(true);
+        s.compress.retrain.epochs = 100_000_000_000;
+        let e = s.check().unwrap_err().to_string();
+        assert!(e.contains("compression") && e.contains("epochs"), "{e}");
+    }
+
     /// `swbnn compress` without a config file runs stage 3 as the quick preset does.
     #[test]
     fn the_command_lines_compression_is_the_quick_presets_stage_3() {

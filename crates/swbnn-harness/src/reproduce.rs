@@ -62,6 +62,7 @@ pub fn reproduce(
     if seeds == 0 {
         return Err(Error::Usage("--seeds must be at least 1".into()));
     }
+    setup.check()?;
     if !tables.is_empty() && setup.dataset.preset().is_none() {
         return Err(Error::Usage(format!(
             "--tables makes the paper's tables of a preset data set; {} is a user's data set: \

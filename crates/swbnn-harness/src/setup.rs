@@ -99,6 +99,29 @@ pub struct Setup {
 pub const DEFAULT_SEED_OFFSET: u64 = 6;
 
 impl Setup {
+    /// Checks every setting a run would meet later, with the words of the flag or field's own
+    /// check: the Monte Carlo samples ([`swbnn_ops::limits::check_samples`]), each training
+    /// stage ([`TrainConfig::validate`], epochs included) and the compression
+    /// ([`CompressConfig::validate`], K included). `cargo xtask reproduce` calls it on the
+    /// setup its flags, `--config` file and preset make; [`crate::reproduce`] on any setup it is
+    /// given; nothing is read or written before it passes.
+    pub fn check(&self) -> Result<(), crate::Error> {
+        swbnn_ops::limits::check_samples(self.samples, 0, "").map_err(crate::Error::Usage)?;
+        let stage = |what: &str, e: &dyn std::fmt::Display| {
+            crate::Error::Usage(format!("the setup's {what}: {e}"))
+        };
+        self.deterministic
+            .validate()
+            .map_err(|e| stage("deterministic training", &e))?;
+        self.bbb
+            .validate()
+            .map_err(|e| stage("Bayes-by-Backprop training", &e))?;
+        self.compress
+            .validate()
+            .map_err(|e| stage("compression settings", &e))?;
+        Ok(())
+    }
+
     /// The setup of seed number `n`: every stage's seed (deterministic, BBB, stage 3 and the
     /// GMM) moved from this setup's seed number to `n`, `1000` apart per number. The data
     /// splits and the output directory stay.

@@ -379,12 +379,9 @@ mod tests {
     }
 }
 
-/// Largest side `--image-size` resizes a folder's images to (the train request checks it).
-/// The architectures are made for 28 to 224 pixels (ImageNet's 224 is the largest preset); at
-/// 1,024 pixels LeNet-5's first dense layer alone has 123 million weights and one batch of a
-/// ResNet's first activations is 34 GB, so a larger side is a typo rather than a plan
-/// (4,096 on 600 images asked for 10 GB at once and aborted).
-pub const MAX_IMAGE_SIZE: usize = 1024;
+/// Largest side `--image-size` resizes a folder's images to (the train request checks it): the
+/// models' own bound, [`bnn_models::MAX_IMAGE_SIZE`].
+pub use bnn_models::MAX_IMAGE_SIZE;
 
 /// Most memory a run is planned to take on any machine, 1 TiB: the bound where the memory
 /// free cannot be read (no `/proc/meminfo`), and beyond what any machine this runs on has.

@@ -53,3 +53,13 @@ pub fn max_threads() -> usize {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     MAX_THREADS_PER_CORE * cores
 }
+
+#[cfg(test)]
+mod tests {
+    /// The models' and the data sets' class bounds are one number: neither crate depends on
+    /// the other, and this crate sees both.
+    #[test]
+    fn a_model_takes_as_many_classes_as_a_data_set_may_have() {
+        assert_eq!(bnn_models::MAX_CLASSES, bnn_data::MAX_CLASSES);
+    }
+}
