@@ -34,6 +34,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(pipeline::compress_json, m)?)?;
     m.add_function(wrap_pyfunction!(pipeline::evaluate_json, m)?)?;
     m.add_function(wrap_pyfunction!(pipeline::calibrate_json, m)?)?;
+    m.add_function(wrap_pyfunction!(pipeline::defaults_json, m)?)?;
     for f in [
         wrap_pyfunction!(metrics::ece, m)?,
         wrap_pyfunction!(metrics::mce, m)?,

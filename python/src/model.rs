@@ -5,22 +5,16 @@
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use bnn_layers::{count_params, set_sampling};
-use bnn_metrics::{McPredictive, Predictive, Probabilities};
+use bnn_layers::count_params;
+use bnn_metrics::{Predictive, Probabilities};
 use bnn_models::{ModelConfig, Network};
-use bnn_train::{Predictions, evaluation_of, to_vec};
-use burn::module::Module;
+use bnn_train::{Predictions, evaluation_of};
 use burn::prelude::*;
-use burn::tensor::TensorData;
 use numpy::PyArrayDyn;
 use pyo3::prelude::*;
 
 use crate::arrays::{Input, optional, output};
 use crate::errors::{pipeline_error, runtime_error, value_error};
-
-/// Images per forward pass: `swbnn eval`'s batch size, so that a seed gives the same weight
-/// samples (one per batch) and the same predictions here as there.
-pub const EVAL_BATCH: usize = 256;
 
 /// The CPU (flex) device every call of the package runs on.
 pub fn cpu() -> PyResult<Device> {
@@ -65,110 +59,7 @@ pub fn stored_temperature(path: &Path, source: &Source) -> Result<Option<f64>, s
     })
 }
 
-/// Monte Carlo predictions of `net` on `[n, C, H, W]` images: `samples` stochastic passes
-/// (one mean pass for a deterministic model or `samples == 1`) in batches of
-/// [`EVAL_BATCH`], probabilities averaged as `bnn_train::predict` does. `seed`, when given,
-/// seeds the device first. Also returns each pass's probabilities when `keep` is set.
-/// `temperature`, when given, divides each pass's logits before its softmax
-/// (`bnn_train::predict_tempered`); `None` leaves them as they are.
-#[allow(clippy::too_many_arguments)]
-pub fn mc_predict(
-    net: &Network,
-    images: &[f32],
-    shape: [usize; 4],
-    samples: usize,
-    seed: Option<u64>,
-    keep: bool,
-    temperature: Option<f64>,
-    device: &Device,
-) -> Result<(Predictive, Vec<Probabilities>), bnn_metrics::MetricsError> {
-    let mut acc: Option<McPredictive> = None;
-    let mut kept = Vec::new();
-    let n = shape[0];
-    for_each_pass(
-        net,
-        images,
-        shape,
-        samples,
-        seed,
-        device,
-        |mut logits, classes| {
-            if let Some(t) = temperature {
-                let inv = 1.0 / t;
-                logits
-                    .iter_mut()
-                    .for_each(|z| *z = (f64::from(*z) * inv) as f32);
-            }
-            let mc = match acc.as_mut() {
-                Some(mc) => mc,
-                None => acc.insert(McPredictive::new(n, classes)?),
-            };
-            if keep {
-                kept.push(Probabilities::from_logits(logits.clone(), n, classes)?);
-            }
-            mc.push_logits(&logits)
-        },
-    )?;
-    let pred = acc
-        .ok_or(bnn_metrics::MetricsError::Empty { what: "images" })?
-        .finish()?;
-    Ok((pred, kept))
-}
-
-/// Every pass's logits of `net` on `[n, C, H, W]` images, `[passes, n, classes]` (passes as in
-/// [`mc_predict`]), and the number of classes.
-pub fn mc_logits(
-    net: &Network,
-    images: &[f32],
-    shape: [usize; 4],
-    samples: usize,
-    seed: Option<u64>,
-    device: &Device,
-) -> Result<(Vec<f32>, usize, usize), bnn_metrics::MetricsError> {
-    let (mut all, mut passes, mut classes) = (Vec::new(), 0, 0);
-    for_each_pass(net, images, shape, samples, seed, device, |logits, c| {
-        all.extend_from_slice(&logits);
-        passes += 1;
-        classes = c;
-        Ok(())
-    })?;
-    Ok((all, passes, classes))
-}
-
-/// Runs the passes of [`mc_predict`] and hands each pass's `[n, classes]` logits to `f`.
-fn for_each_pass(
-    net: &Network,
-    images: &[f32],
-    shape: [usize; 4],
-    samples: usize,
-    seed: Option<u64>,
-    device: &Device,
-    mut f: impl FnMut(Vec<f32>, usize) -> Result<(), bnn_metrics::MetricsError>,
-) -> Result<(), bnn_metrics::MetricsError> {
-    let valid = net.valid();
-    let counts = count_params(&valid);
-    let stochastic = samples > 1 && counts.bayes_weights + counts.shared_weights > 0;
-    let valid = set_sampling(valid, stochastic);
-    let passes = if stochastic { samples } else { 1 };
-    if let Some(s) = seed {
-        device.seed(s);
-    }
-    let [_, c, h, w] = shape;
-    let per_image = c * h * w;
-    for _ in 0..passes {
-        let mut logits_all = Vec::new();
-        let mut classes = 0;
-        for chunk in images.chunks(EVAL_BATCH * per_image) {
-            let b = chunk.len() / per_image;
-            let x = Tensor::<4>::from_data(TensorData::new(chunk.to_vec(), [b, c, h, w]), device);
-            let logits = valid.forward(x);
-            classes = logits.dims()[1];
-            logits_all.extend(to_vec(logits));
-        }
-        f(logits_all, classes)?;
-    }
-    Ok(())
-}
+pub use bnn_train::{logits_of_arrays as mc_logits, predict_arrays as mc_predict};
 
 impl Model {
     /// Checks `images` against the model's input: `float32`, `(n, C, H, W)`.

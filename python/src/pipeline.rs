@@ -250,3 +250,20 @@ pub fn calibrate_json(
     })
     .map_err(pipeline_error)
 }
+
+/// The defaults of the Rust pipeline that `swbnn.torch` retrains and plans with, as JSON, so
+/// that the Python side never keeps copies of its own: `retrain` (stage 3's training settings,
+/// `swshare::compress::CompressConfig::default().retrain`), `confidence_recovered` (the presets'
+/// stop rule), `k` (the paper's K) and `outliers` (stage 1's thresholds).
+#[pyfunction]
+pub fn defaults_json() -> PyResult<String> {
+    let c = swshare::compress::CompressConfig::default();
+    let stop = swshare::retrain_stop::RetrainStop::confidence_recovered();
+    let v = serde_json::json!({
+        "retrain": c.retrain,
+        "confidence_recovered": stop,
+        "k": c.sharing.gmm.k,
+        "outliers": c.sharing.outliers,
+    });
+    Ok(v.to_string())
+}

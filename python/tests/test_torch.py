@@ -115,6 +115,19 @@ def compressed(trained, data):
     return shared, report
 
 
+def test_the_defaults_are_the_rust_pipelines():
+    """The PyTorch stage 3 and stage 1 use the Rust pipeline's defaults, read from it: the
+    values of the paper's appendix as `swshare` sets them."""
+    from swbnn.torch import _compress as c
+
+    assert c.RETRAIN_DEFAULTS["epochs"] == 200
+    assert (c.RETRAIN_DEFAULTS["lr"], c.RETRAIN_DEFAULTS["lr_rho"]) == (1e-4, 1e-3)
+    assert c.RETRAIN_DEFAULTS["prior"] == {"Normal": {"mu": 0.0, "sigma": 0.1}}
+    assert c.CONFIDENCE_RECOVERED == {"probe_images": 2048, "samples": 8, "checks_per_epoch": 8}
+    assert c.DEFAULT_K == 2000
+    assert c.OUTLIER_DEFAULTS == {"tau_w": 0.2, "grad_top_fraction": 0.01, "grad_batches": 10}
+
+
 def test_compress_replaces_the_layers_and_reports(trained, compressed):
     shared, report = compressed
     assert isinstance(shared.conv1, swt.SharedConv2d) and isinstance(shared.head[1], swt.SharedLinear)

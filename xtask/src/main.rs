@@ -115,7 +115,7 @@ enum Command {
         /// How Bayes by Backprop is trained: `reference` (the PyTorch reference recipe: from
         /// scratch, SGD, rho = -6; the full runs' default) or `pretrained` (the paper's: from
         /// the deterministic net, Adam; the `--quick` default). Why: docs/results.md.
-        #[arg(long, value_parser = swbnn::args::recipe)]
+        #[arg(long, value_parser = swbnn::args::recipe())]
         recipe: Option<swbnn_harness::presets::BbbRecipe>,
         /// Also evaluate every method on the 15 corrupted test sets (5 kinds x 3 severities)
         /// and write `corruptions.md` / `corruptions.json` and the corruptions figure.

@@ -37,6 +37,7 @@
 //! ```
 #![warn(missing_docs)]
 
+mod arrays;
 mod batch;
 mod checkpoint;
 mod config;
@@ -48,6 +49,7 @@ mod momentum;
 mod parallel;
 mod train;
 
+pub use arrays::{ARRAY_BATCH, logits_of_arrays, predict_arrays};
 pub use batch::{cross_entropy, to_tensors, to_vec};
 pub use checkpoint::{
     CheckpointState, Checkpointer, MAX_JSON_BYTES, MAX_RECORD_BYTES, load_model, write_atomic,

@@ -20,6 +20,7 @@ use crate::store::ModelDir;
 
 /// Which figure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum Figure {
     /// Reliability diagram(s) with the confidence histogram; ECE in the title.
     Reliability,
@@ -41,6 +42,7 @@ pub enum Figure {
 
 /// Scale of the weights figure's sigma axis.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum SigmaScale {
     /// Logarithmic when sigma spans more than a factor of 30 (1st to 99th percentile).
     Auto,

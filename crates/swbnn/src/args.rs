@@ -42,14 +42,20 @@ pub fn image_size(s: &str) -> Result<usize, String> {
     in_range(s, 1, crate::checks::MAX_IMAGE_SIZE)
 }
 
-/// A kind of network to train (`--kind`): `deterministic` or `bayesian`.
-pub fn train_kind(s: &str) -> Result<swbnn_ops::commands::TrainKind, String> {
-    s.parse()
+/// A kind of network to train (`--kind`): `deterministic` or `bayesian`, listed by `--help`.
+pub fn train_kind() -> impl clap::builder::TypedValueParser<Value = swbnn_ops::commands::TrainKind>
+{
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(swbnn_ops::commands::TrainKind::NAMES)
+        .try_map(|s| s.parse::<swbnn_ops::commands::TrainKind>())
 }
 
-/// A recipe of Bayes by Backprop (`--recipe`): `pretrained` or `reference`.
-pub fn recipe(s: &str) -> Result<swbnn_ops::defaults::BbbRecipe, String> {
-    s.parse()
+/// A recipe of Bayes by Backprop (`--recipe`): `pretrained` or `reference`, listed by
+/// `--help`.
+pub fn recipe() -> impl clap::builder::TypedValueParser<Value = swbnn_ops::defaults::BbbRecipe> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(swbnn_ops::defaults::BbbRecipe::NAMES)
+        .try_map(|s| s.parse::<swbnn_ops::defaults::BbbRecipe>())
 }
 
 /// A data set (`--dataset`, `--ood`): a preset's name, `folder:DIR` or `npz:FILE`. Parsed

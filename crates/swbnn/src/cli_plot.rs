@@ -5,44 +5,12 @@ use std::path::PathBuf;
 use bnn_data::DataSource;
 use swbnn_harness::plot::{Figure, PlotRequest, SigmaScale};
 
-/// Which figure.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum FigureArg {
-    /// Reliability diagram(s) with the confidence histogram; ECE in the title.
-    Reliability,
-    /// In- vs out-of-distribution max-probability, entropy, mutual information; ROC curves.
-    Ood,
-    /// (mu, sigma) of the weights by fate, with the Gaussians' 1- and 2-sigma ellipses.
-    Weights,
-    /// Confidence box plots per class, mean above each box.
-    PerClass,
-    /// Accuracy, NLL and ECE against corruption severity (mean over the kinds), one line per
-    /// method: a run's `corruptions.json` (`reproduce --corruptions`), or for a model file all
-    /// 15 corruptions of `bnn_data::Corruption::all` evaluated here.
-    Corruptions,
-    /// Model file bytes (log scale) against NLL and against OOD AUROC by predictive entropy,
-    /// one point per method and seed: the equal-size table of a run's `tables.json`
-    /// (`cargo xtask reproduce --tables equal-size`).
-    SizeQuality,
-}
-
-/// Scale of the weights figure's sigma axis.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum SigmaScaleArg {
-    /// Logarithmic when sigma spans more than a factor of 30 (1st to 99th percentile).
-    Auto,
-    /// Linear.
-    Linear,
-    /// Logarithmic.
-    Log,
-}
-
 /// Arguments of `swbnn plot`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct PlotArgs {
     /// The figure.
     #[arg(value_enum)]
-    pub what: FigureArg,
+    pub what: Figure,
     /// A run directory of `cargo xtask reproduce` (with setup.json; or one seed's `seed-<i>`
     /// of a multi-seed run), a .swb file, a directory with model.swb (a run's 2DGBNN stage),
     /// or a training directory (model.bpk and config.json). size-quality: a run directory
@@ -97,7 +65,7 @@ pub struct PlotArgs {
     pub max_ellipses: usize,
     /// Weights: sigma axis scale.
     #[arg(long, value_enum, default_value = "auto")]
-    pub sigma_axis: SigmaScaleArg,
+    pub sigma_axis: SigmaScale,
     /// Figure width in pixels (default: the report's; at most 16,384).
     #[arg(long, value_parser = swbnn::args::side)]
     pub width: Option<u32>,
@@ -110,7 +78,7 @@ impl PlotArgs {
     /// The harness's request.
     pub fn request(&self) -> PlotRequest {
         PlotRequest {
-            what: self.what.into(),
+            what: self.what,
             model: self.model.clone(),
             seed: self.seed,
             out: self.out.clone(),
@@ -125,32 +93,9 @@ impl PlotArgs {
             layer: self.layer.clone(),
             after_retraining: self.after_retraining,
             max_ellipses: self.max_ellipses,
-            sigma_axis: self.sigma_axis.into(),
+            sigma_axis: self.sigma_axis,
             width: self.width,
             height: self.height,
-        }
-    }
-}
-
-impl From<FigureArg> for Figure {
-    fn from(f: FigureArg) -> Self {
-        match f {
-            FigureArg::Reliability => Figure::Reliability,
-            FigureArg::Ood => Figure::Ood,
-            FigureArg::Weights => Figure::Weights,
-            FigureArg::PerClass => Figure::PerClass,
-            FigureArg::Corruptions => Figure::Corruptions,
-            FigureArg::SizeQuality => Figure::SizeQuality,
-        }
-    }
-}
-
-impl From<SigmaScaleArg> for SigmaScale {
-    fn from(s: SigmaScaleArg) -> Self {
-        match s {
-            SigmaScaleArg::Auto => SigmaScale::Auto,
-            SigmaScaleArg::Linear => SigmaScale::Linear,
-            SigmaScaleArg::Log => SigmaScale::Log,
         }
     }
 }

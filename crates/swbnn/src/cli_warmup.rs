@@ -18,7 +18,7 @@ pub struct WarmupArgs {
     #[arg(long)]
     pub arch: Option<Arch>,
     /// With --arch: a deterministic or a Bayesian network.
-    #[arg(long, value_parser = swbnn::args::train_kind, default_value = "bayesian", requires = "arch")]
+    #[arg(long, value_parser = swbnn::args::train_kind(), default_value = "bayesian", requires = "arch")]
     pub kind: TrainKind,
     /// With --arch: the number of classes.
     #[arg(long, default_value_t = 10, value_parser = swbnn::args::positive, requires = "arch")]

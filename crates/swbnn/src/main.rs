@@ -82,7 +82,7 @@ enum Command {
         #[arg(long)]
         arch: Arch,
         /// A deterministic network, or a Bayesian one trained by Bayes by Backprop.
-        #[arg(long, value_parser = args::train_kind)]
+        #[arg(long, value_parser = args::train_kind())]
         kind: TrainKind,
         /// Training epochs; a checkpoint is committed after each.
         #[arg(long, default_value_t = 5, value_parser = args::epochs)]
@@ -100,7 +100,7 @@ enum Command {
         /// default: Adam, the paper's sigma initialisation) or `reference` (the PyTorch
         /// reference recipe: SGD under a one-cycle cosine schedule, every rho -6), as
         /// `cargo xtask reproduce --recipe` trains its BBB stage.
-        #[arg(long, value_parser = args::recipe)]
+        #[arg(long, value_parser = args::recipe())]
         recipe: Option<BbbRecipe>,
         /// Also write the Bayesian model as it starts, before any training (after --from), to
         /// this .safetensors file in bayesian-torch's names: the start that

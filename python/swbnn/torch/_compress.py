@@ -14,27 +14,36 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from .. import _native
 from .. import plan as _plan
 from ._build import install, layers_from_plan, raw_rho
 from ._layers import SharedLayer, find_layers, kl_each
 
-#: The Rust pipeline's defaults (crates/swshare/src/config.rs, bnn-train TrainConfig::retrain).
+#: The Rust pipeline's defaults, read from it (``_native.defaults_json``), never copied here.
+_RUST = json.loads(_native.defaults_json())
+#: Stage 3's training settings that the PyTorch retraining honours
+#: (``swshare::compress::CompressConfig::default().retrain``).
 RETRAIN_DEFAULTS: Dict[str, Any] = {
-    "epochs": 200,
-    "lr": 1e-4,
-    "lr_rho": 1e-3,
-    "weight_decay": 0.0,
-    "kl_weight": 1.0,
-    "kl_warmup_steps": 0,
-    "prior": {"Normal": {"mu": 0.0, "sigma": 0.1}},
-    "optimizer": {"adam": {"epsilon": 1e-8}},
-    "seed": 0,
+    key: _RUST["retrain"][key]
+    for key in (
+        "epochs",
+        "lr",
+        "lr_rho",
+        "weight_decay",
+        "kl_weight",
+        "kl_warmup_steps",
+        "prior",
+        "optimizer",
+        "seed",
+    )
 }
 #: ``RetrainStop::confidence_recovered()`` of the presets.
-CONFIDENCE_RECOVERED = {"probe_images": 2048, "samples": 8, "checks_per_epoch": 8}
+CONFIDENCE_RECOVERED: Dict[str, Any] = dict(_RUST["confidence_recovered"]["confidence-recovered"])
 #: The paper's K (swshare's `DEFAULT_K`).
-DEFAULT_K = 2000
-OUTLIER_DEFAULTS = {"tau_w": 0.2, "grad_top_fraction": 0.01, "grad_batches": 10}
+DEFAULT_K: int = _RUST["k"]
+OUTLIER_DEFAULTS: Dict[str, Any] = {
+    key: _RUST["outliers"][key] for key in ("tau_w", "grad_top_fraction", "grad_batches")
+}
 _RHO = re.compile(r"(^|[._])rho$")
 
 

@@ -29,6 +29,11 @@ pub enum TrainKind {
     Bayesian,
 }
 
+impl TrainKind {
+    /// Every kind's name, as [`FromStr`](std::str::FromStr) reads it.
+    pub const NAMES: [&'static str; 2] = ["deterministic", "bayesian"];
+}
+
 impl std::str::FromStr for TrainKind {
     type Err = String;
 
