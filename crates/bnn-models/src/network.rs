@@ -410,8 +410,8 @@ mod tests {
     #[test]
     fn param_shapes_are_lazy_and_named_like_exports() {
         let device = bnn_layers::test_device();
-        let big = ModelConfig::for_input(Arch::Mlp, Kind::Shared, 10, 3, 4096)
-            .with_mlp_hidden(vec![4096]);
+        let big = ModelConfig::for_input(Arch::Mlp, Kind::Shared, 10, 3, 1024)
+            .with_mlp_hidden(vec![65536]);
         let shapes = big.param_shapes(&device).unwrap();
         let n: usize = shapes
             .iter()

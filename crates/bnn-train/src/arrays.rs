@@ -125,27 +125,26 @@ mod tests {
     use super::*;
     use bnn_models::{Arch, Kind, ModelConfig};
 
-    /// A seed gives the same weight samples, `keep` every pass's probabilities, and a
-    /// deterministic network one pass whatever the samples asked for.
+    /// One sample, or a deterministic network, is one mean pass; `keep` returns each pass's
+    /// probabilities. The seeded repeat is `tests/arrays.rs`.
     #[test]
-    fn a_seed_repeats_the_predictive_and_a_deterministic_net_makes_one_pass() {
+    fn one_sample_or_a_deterministic_net_is_one_mean_pass() {
+        // Initialising a network draws from the device's random stream, which the tests that
+        // repeat a seeded run share.
+        let _rng = bnn_layers::lock_device_rng();
         let device = bnn_layers::test_device();
-        let bayes = ModelConfig::for_input(Arch::Mlp, Kind::Bayesian, 3, 1, 4);
-        let net = bayes.init(&device).unwrap();
         let shape = [5, 1, 4, 4];
         let images: Vec<f32> = (0..5 * 16).map(|i| (i % 7) as f32 / 7.0).collect();
-        let (a, kept) =
-            predict_arrays(&net, &images, shape, 4, Some(7), true, None, &device).unwrap();
-        assert_eq!(kept.len(), 4);
-        let (b, _) =
-            predict_arrays(&net, &images, shape, 4, Some(7), false, None, &device).unwrap();
-        assert_eq!(a, b);
-        let (logits, passes, classes) =
-            logits_of_arrays(&net, &images, shape, 4, Some(7), &device).unwrap();
-        assert_eq!((passes, classes, logits.len()), (4, 3, 4 * 5 * 3));
-        let det = ModelConfig::for_input(Arch::Mlp, Kind::Deterministic, 3, 1, 4);
-        let det = det.init(&device).unwrap();
-        let (_, passes, _) = logits_of_arrays(&det, &images, shape, 4, None, &device).unwrap();
-        assert_eq!(passes, 1);
+        for (kind, samples) in [(Kind::Bayesian, 1), (Kind::Deterministic, 4)] {
+            let net = ModelConfig::for_input(Arch::Mlp, kind, 3, 1, 4)
+                .init(&device)
+                .unwrap();
+            let (pred, kept) =
+                predict_arrays(&net, &images, shape, samples, None, true, None, &device).unwrap();
+            assert_eq!((kept.len(), pred.probabilities().n()), (1, 5));
+            let (logits, passes, classes) =
+                logits_of_arrays(&net, &images, shape, samples, None, &device).unwrap();
+            assert_eq!((passes, classes, logits.len()), (1, 3, 5 * 3));
+        }
     }
 }

@@ -242,7 +242,7 @@ pub enum ModelFile {
 }
 
 impl ModelFile {
-    /// The model at `path`: a directory holding [`SWB_FILE`](crate::store::SWB_FILE) is that file, one holding
+    /// The model at `path`: a directory holding [`SWB_FILE`](bnn_train::SWB_FILE) is that file, one holding
     /// [`QBNN_FILE`] that file, any other directory a model directory; a file is a `.qbnn` file
     /// when its first bytes are the `.qbnn` magic, else a `.swb` file (whose reader names
     /// anything else as "not a .swb file").
