@@ -59,8 +59,6 @@ pub fn stored_temperature(path: &Path, source: &Source) -> Result<Option<f64>, s
     })
 }
 
-pub use bnn_train::{logits_of_arrays as mc_logits, predict_arrays as mc_predict};
-
 impl Model {
     /// Checks `images` against the model's input: `float32`, `(n, C, H, W)`.
     fn images<'py>(
@@ -139,7 +137,7 @@ impl Model {
         // The library's limit and its words, as `swbnn eval --samples` meets them.
         swbnn_ops::limits::check_samples(samples, shape[0], "the images").map_err(value_error)?;
         self.with_net(py, |net, device| {
-            mc_predict(net, images, shape, samples, seed, keep, temperature, device)
+            bnn_train::predict_arrays(net, images, shape, samples, seed, keep, temperature, device)
         })
     }
 }
@@ -271,7 +269,7 @@ impl Model {
         let images = input.slice()?;
         let calibration = self.with_net(py, move |net, device| {
             let (logits, passes, classes) =
-                mc_logits(net, images, shape, samples, Some(seed), device)?;
+                bnn_train::logits_of_arrays(net, images, shape, samples, Some(seed), device)?;
             let l = bnn_train::LogitSamples {
                 logits,
                 samples: passes,

@@ -339,6 +339,7 @@ impl Checkpointer {
     /// Its checksum file ([`WEIGHTS_CHECKSUM_FILE`](crate::WEIGHTS_CHECKSUM_FILE)) follows,
     /// from `crc`, the commit's CRC-32 of the file.
     fn publish(&self, model: &Path, crc: u32) -> Result<(), TrainError> {
+        crate::model_dir::remove_weights_checksum(&self.model_path())?;
         bnn_io::publish_link(model, &self.model_path(), bnn_io::Replace::Always)
             .map_err(file_err)?;
         crate::model_dir::write_weights_checksum(&self.model_path(), crc)

@@ -141,6 +141,9 @@ impl ModelDir {
                     reason: format!("serialising the model record: {e}"),
                 })?;
         self.write_config(config)?;
+        // The old checksum goes first: a save killed between the two writes then leaves
+        // weights that load unchecked, not good weights that a stale checksum calls damaged.
+        remove_weights_checksum(&self.weights_path())?;
         write_atomic(&self.weights_path(), &bytes)?;
         write_weights_checksum(&self.weights_path(), crc32(&bytes))
     }
@@ -185,6 +188,16 @@ fn checksum_path(weights: &Path) -> PathBuf {
     let mut name = weights.as_os_str().to_os_string();
     name.push(".crc32");
     PathBuf::from(name)
+}
+
+/// Removes the checksum file of the record file `weights`, if there is one (before `weights`
+/// is replaced).
+pub(crate) fn remove_weights_checksum(weights: &Path) -> Result<(), TrainError> {
+    let sum = checksum_path(weights);
+    match std::fs::remove_file(&sum) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(TrainError::io(&sum, e)),
+        _ => Ok(()),
+    }
 }
 
 /// Writes `crc` as the checksum of the record file `weights` ([`WEIGHTS_CHECKSUM_FILE`]

@@ -105,47 +105,6 @@ pub struct PlotRequest {
     pub height: Option<u32>,
 }
 
-impl Figure {
-    /// Every figure, with its name as [`FromStr`](std::str::FromStr) reads it.
-    pub const ALL: [(Figure, &'static str); 6] = [
-        (Figure::Reliability, "reliability"),
-        (Figure::Ood, "ood"),
-        (Figure::Weights, "weights"),
-        (Figure::PerClass, "per-class"),
-        (Figure::Corruptions, "corruptions"),
-        (Figure::SizeQuality, "size-quality"),
-    ];
-}
-
-impl std::str::FromStr for Figure {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, String> {
-        Figure::ALL
-            .iter()
-            .find(|(_, name)| *name == s)
-            .map(|(f, _)| *f)
-            .ok_or_else(|| {
-                let names: Vec<&str> = Figure::ALL.iter().map(|(_, n)| *n).collect();
-                format!("unknown figure {s:?} ({})", names.join(", "))
-            })
-    }
-}
-
-impl std::str::FromStr for SigmaScale {
-    type Err = String;
-
-    /// `auto`, `linear` or `log`.
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "auto" => Ok(SigmaScale::Auto),
-            "linear" => Ok(SigmaScale::Linear),
-            "log" => Ok(SigmaScale::Log),
-            _ => Err(format!("unknown sigma axis {s:?} (auto, linear or log)")),
-        }
-    }
-}
-
 impl PlotRequest {
     /// Checks the numbers a caller sets: a subset of at least one image, samples as
     /// [`check_samples`](swbnn_ops::limits::check_samples) allows, and sides of 1 to

@@ -247,9 +247,7 @@ pub fn patch_sets(path: &Path, key: &str) -> Result<bool, crate::Error> {
 }
 
 fn read_patch(path: &Path) -> Result<serde_json::Value, crate::Error> {
-    let bytes = bnn_metrics::file::read_bounded(path, bnn_train::MAX_JSON_BYTES, "JSON")
-        .map_err(|e| crate::Error::io(path, e))?;
-    serde_json::from_slice(&bytes).map_err(|e| crate::Error::parse(path, e))
+    Ok(bnn_train::read_json(path)?)
 }
 
 /// The integration tests' `.npz` fixtures, for the recipe's unit tests.

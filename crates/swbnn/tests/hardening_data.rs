@@ -31,6 +31,30 @@ const LIMIT: &str = "--as=1073741824";
 /// How long a refusal may take.
 const WITHIN: Duration = Duration::from_secs(5);
 
+/// The arguments of a one-epoch deterministic MLP `swbnn train` on `dataset` into `out`.
+fn train_args(dataset: &str, out: &Path) -> Vec<std::ffi::OsString> {
+    let mut args: Vec<std::ffi::OsString> = [
+        "train",
+        "--dataset",
+        dataset,
+        "--arch",
+        "mlp",
+        "--kind",
+        "deterministic",
+        "--epochs",
+        "1",
+        "--validation",
+        "0",
+        "--threads",
+        "1",
+        "--out",
+    ]
+    .map(Into::into)
+    .to_vec();
+    args.push(out.into());
+    args
+}
+
 /// Runs `swbnn train --dataset DATASET --arch mlp ...` under the 1 GiB limit; returns the exit
 /// code (`None`: killed by a signal) and standard error, and the time it took.
 fn train_limited(dataset: &str, out: &Path) -> (Option<i32>, String, Duration) {
@@ -38,17 +62,7 @@ fn train_limited(dataset: &str, out: &Path) -> (Option<i32>, String, Duration) {
         .arg(LIMIT)
         .arg("--")
         .arg(env!("CARGO_BIN_EXE_swbnn"))
-        .args(["train", "--dataset", dataset, "--arch", "mlp"])
-        .args([
-            "--kind",
-            "deterministic",
-            "--epochs",
-            "1",
-            "--validation",
-            "0",
-        ])
-        .args(["--threads", "1", "--out"])
-        .arg(out)
+        .args(train_args(dataset, out))
         .env("RUST_BACKTRACE", "0")
         .env_remove("SWBNN_DATA")
         .stdout(Stdio::null())
@@ -200,17 +214,7 @@ fn an_image_declaring_twenty_thousand_pixels_a_side_is_refused_under_a_gigabyte(
 /// Runs `swbnn train` (no limit) on `dataset`; returns the exit code and standard error.
 fn train(dataset: &str, out: &Path) -> (Option<i32>, String) {
     let o = Command::new(env!("CARGO_BIN_EXE_swbnn"))
-        .args(["train", "--dataset", dataset, "--arch", "mlp"])
-        .args([
-            "--kind",
-            "deterministic",
-            "--epochs",
-            "1",
-            "--validation",
-            "0",
-        ])
-        .args(["--threads", "1", "--out"])
-        .arg(out)
+        .args(train_args(dataset, out))
         .env("RUST_BACKTRACE", "0")
         .env_remove("SWBNN_DATA")
         .output()
