@@ -20,7 +20,9 @@ pub const ARRAY_BATCH: usize = 256;
 /// [`ARRAY_BATCH`], probabilities averaged as `bnn_train::predict` does. `seed`, when given,
 /// seeds the device first. Also returns each pass's probabilities when `keep` is set.
 /// `temperature`, when given, divides each pass's logits before its softmax
-/// (`bnn_train::predict_tempered`); `None` leaves them as they are.
+/// (`bnn_train::predict_tempered`); `None` leaves them as they are. A shape with a zero or
+/// one that does not describe `images` is an error; `C, H, W` must be the model's input
+/// (`ModelConfig::in_channels`, `image_size`), which the caller checks against its config.
 #[allow(clippy::too_many_arguments)]
 pub fn predict_arrays(
     net: &Network,
@@ -103,8 +105,20 @@ fn for_each_pass(
     if let Some(s) = seed {
         device.seed(s);
     }
-    let [_, c, h, w] = shape;
-    let per_image = c * h * w;
+    let [n, c, h, w] = shape;
+    let per_image = c.saturating_mul(h).saturating_mul(w);
+    if n == 0 || per_image == 0 {
+        return Err(MetricsError::Empty {
+            what: "images (every dimension of [n, C, H, W] must be at least 1)",
+        });
+    }
+    if images.len() != n.saturating_mul(per_image) {
+        return Err(MetricsError::LengthMismatch {
+            what: "images: values for [n, C, H, W]",
+            expected: n.saturating_mul(per_image),
+            got: images.len(),
+        });
+    }
     for _ in 0..passes {
         let mut logits_all = Vec::new();
         let mut classes = 0;
@@ -145,6 +159,14 @@ mod tests {
             let (logits, passes, classes) =
                 logits_of_arrays(&net, &images, shape, samples, None, &device).unwrap();
             assert_eq!((passes, classes, logits.len()), (1, 3, 5 * 3));
+        }
+        // A shape that does not describe the buffer is an error, not a panic or a short read.
+        let net = ModelConfig::for_input(Arch::Mlp, Kind::Deterministic, 3, 1, 4)
+            .init(&device)
+            .unwrap();
+        for bad in [[5, 0, 4, 4], [0, 1, 4, 4], [6, 1, 4, 4]] {
+            let e = logits_of_arrays(&net, &images, bad, 1, None, &device).unwrap_err();
+            assert!(e.to_string().contains("images"), "{bad:?}: {e}");
         }
     }
 }
