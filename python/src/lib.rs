@@ -32,6 +32,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(model::load, m)?)?;
     m.add_function(wrap_pyfunction!(pipeline::train_json, m)?)?;
     m.add_function(wrap_pyfunction!(pipeline::compress_json, m)?)?;
+    m.add_function(wrap_pyfunction!(pipeline::compress_auto_json, m)?)?;
     m.add_function(wrap_pyfunction!(pipeline::evaluate_json, m)?)?;
     m.add_function(wrap_pyfunction!(pipeline::calibrate_json, m)?)?;
     m.add_function(wrap_pyfunction!(pipeline::defaults_json, m)?)?;

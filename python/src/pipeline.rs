@@ -15,6 +15,7 @@ use swbnn_ops::commands::{
     self, CalibrateRequest, CompressRequest, CompressSettings, EvalRequest, Scaling, TrainKind,
     TrainRequest,
 };
+use swbnn_ops::search::{Candidate, SearchConfig, SearchProgress};
 
 use crate::errors::pipeline_error;
 use crate::model::cpu;
@@ -161,6 +162,76 @@ pub fn compress_json(
     .map_err(pipeline_error)
 }
 
+/// `swbnn compress --auto`: searches sizes and methods on the validation split and writes
+/// the smallest file within the margins to `out`, the search beside it; returns the search
+/// report as JSON text. `search` is a `SearchConfig` as JSON (missing fields take the
+/// defaults).
+#[pyfunction]
+#[pyo3(signature = (
+    model, dataset, out, *, search = None, config = None, epochs = None, data = None,
+    subset = None, force = false, progress = false, validation = None
+))]
+#[allow(clippy::too_many_arguments)]
+pub fn compress_auto_json(
+    py: Python<'_>,
+    model: PathBuf,
+    dataset: &str,
+    out: PathBuf,
+    search: Option<String>,
+    config: Option<String>,
+    epochs: Option<usize>,
+    data: Option<PathBuf>,
+    subset: Option<usize>,
+    force: bool,
+    progress: bool,
+    validation: Option<usize>,
+) -> PyResult<String> {
+    let search: SearchConfig = match search {
+        None => SearchConfig::default(),
+        Some(text) => serde_json::from_str(&text)
+            .map_err(|e| usage(format!("search: not a valid search config: {e}")))
+            .map_err(pipeline_error)?,
+    };
+    let request = CompressRequest {
+        force,
+        settings: config.map_or(CompressSettings::Defaults, CompressSettings::Json),
+        epochs,
+        data_dir: data,
+        subset,
+        validation: self::validation(validation),
+        ..CompressRequest::new(model, source(dataset).map_err(pipeline_error)?, out)
+    };
+    py.detach(|| {
+        let device = cpu().map_err(|e| usage(e.to_string()))?;
+        let mut p = SearchLines {
+            steps: Progress { on: progress },
+        };
+        let report = commands::compress_auto(&request, &search, &device, &mut p)?;
+        serde_json::to_string(&report).map_err(Error::json)
+    })
+    .map_err(pipeline_error)
+}
+
+/// The search's progress on standard error (with `progress`): each candidate's verdict.
+struct SearchLines {
+    steps: Progress,
+}
+
+impl SearchProgress for SearchLines {
+    fn candidate(&mut self, c: &Candidate, best: Option<&Candidate>) {
+        if self.steps.on {
+            match best {
+                Some(b) => eprintln!("{c} (best so far: {})", b.label()),
+                None => eprintln!("{c}"),
+            }
+        }
+    }
+
+    fn steps(&mut self) -> &mut dyn Observer {
+        &mut self.steps
+    }
+}
+
 /// Evaluates a model file or directory on a data set's test split (and an OOD set), as
 /// `swbnn eval` does; returns `bnn_train::Evaluation` as JSON text. At `temperature`, or with
 /// `calibrated` at the model's stored one (an error when it has none), each sample's logits
@@ -264,6 +335,8 @@ pub fn defaults_json() -> PyResult<String> {
         "confidence_recovered": stop,
         "k": c.sharing.gmm.k,
         "outliers": c.sharing.outliers,
+        "search": SearchConfig::default(),
+        "min_validation_images": swbnn_ops::search::MIN_VALIDATION_IMAGES,
     });
     Ok(v.to_string())
 }

@@ -20,6 +20,7 @@ import contextlib
 import hashlib
 import io
 import json
+import math
 import os
 import tempfile
 import zipfile
@@ -404,6 +405,50 @@ def train(
         )
 
 
+def _search_defaults() -> Dict[str, Any]:
+    """The search defaults of ``swbnn compress --auto`` (``SearchConfig::default()``) and the
+    fewest validation images it takes, read from the Rust core."""
+    d = json.loads(_native.defaults_json())
+    return {"search": d["search"], "min_validation_images": int(d["min_validation_images"])}
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
+
+
+def _search_settings(
+    margins: Optional[Dict[str, float]],
+    samples: Optional[int],
+    max_retrains: Optional[int],
+) -> Dict[str, Any]:
+    """The search's settings (a ``SearchConfig`` as a dict): the Rust defaults with
+    ``margins`` (keys ``accuracy_points``, ``nll``, ``ece``, ``ood_auroc``; missing keys keep
+    their defaults), ``samples`` and ``max_retrains`` applied, each checked by name."""
+    cfg = _search_defaults()["search"]
+    known = cfg["margins"]
+    if margins is not None:
+        if not isinstance(margins, dict):
+            raise ValueError(
+                f"margins must be a dict with keys {sorted(known)}, got {type(margins).__name__}"
+            )
+        unknown = sorted(str(key) for key in margins if key not in known)
+        if unknown:
+            raise ValueError(f"margins: unknown key(s) {unknown} (known: {sorted(known)})")
+        out = dict(known)
+        for key, v in margins.items():
+            if not _number(v) or not math.isfinite(float(v)) or float(v) < 0:
+                raise ValueError(f"margins[{key!r}] = {v!r}: a margin must be a finite number >= 0")
+            out[key] = float(v)
+        cfg["margins"] = out
+    for name, v, least in (("samples", samples, 1), ("max_retrains", max_retrains, 0)):
+        if v is None:
+            continue
+        if not isinstance(v, (int, np.integer)) or isinstance(v, (bool, np.bool_)) or int(v) < least:
+            raise ValueError(f"{name} must be an integer >= {least}, got {v!r}")
+        cfg[name] = int(v)
+    return cfg
+
+
 def compress(
     model: PathLike,
     dataset: DataSet,
@@ -417,27 +462,57 @@ def compress(
     force: bool = False,
     progress: bool = False,
     validation: Optional[int] = None,
+    auto: bool = False,
+    margins: Optional[Dict[str, float]] = None,
+    samples: Optional[int] = None,
+    max_retrains: Optional[int] = None,
 ) -> Dict[str, Any]:
     """Runs stages 1-3 on a trained Bayesian model directory and writes the ``.swb`` file
     ``out``, as ``swbnn compress`` does; returns the compression report. ``dataset`` as in
     :func:`train` (the data the model was trained on); ``validation`` images are held out
-    of it (default 5,000, as the command line)."""
+    of it (default 5,000, as the command line).
+
+    ``auto=True`` is ``swbnn compress --auto``: instead of one K it searches, judging on the
+    validation split only, the quantised BNNs, and 2DGBNN and 1-D sharing over a ladder of K
+    (the configured K halved down to the search's smallest K), each saved with ``f32`` and
+    with int8 outliers, and writes to ``out`` the smallest file whose validation accuracy,
+    NLL, ECE (15 bins) and OOD-proxy AUROC (the validation images, tile-shuffled) stay within
+    ``margins`` of the source BNN's. ``margins`` is a dict with keys ``accuracy_points``,
+    ``nll``, ``ece``, ``ood_auroc`` (missing keys keep the defaults: accuracy -0.3 points, NLL
+    +0.01, ECE +0.002, AUROC -0.01); ``samples`` are the Monte Carlo samples of every
+    validation pass and ``max_retrains`` the most stage-3 retrainings (defaults:
+    ``_native.defaults_json()["search"]``, with the fewest validation images it takes,
+    ``min_validation_images``). The whole search is written beside ``out`` (``m.swb`` ->
+    ``m.search.json``) and returned: ``config``, ``source`` (the source's validation
+    metrics), ``candidates`` (method, K, bytes, validation metrics, seconds, verdict),
+    ``written`` (the index of the candidate written) and ``within_margins``. When no
+    candidate is within the margins it is a ``ValueError``, unless ``force=True`` (which also
+    lets existing files be replaced) writes the one nearest them. ``k`` fixes K, so it is
+    refused with ``auto=True``; ``margins``, ``samples`` and ``max_retrains`` are refused
+    without it."""
+    if auto:
+        if k is not None:
+            raise ValueError("auto=True searches K; k fixes it: give one of the two")
+        search = _search_settings(margins, samples, max_retrains)
+    else:
+        given = [n for n, v in (("margins", margins), ("samples", samples), ("max_retrains", max_retrains)) if v is not None]
+        if given:
+            raise ValueError(f"{', '.join(given)} set the search of auto=True; without auto they have no effect")
     with _dataset(dataset) as name:
-        return json.loads(
-            _native.compress_json(
-                os.fspath(model),
-                name,
-                os.fspath(out),
-                k=k,
-                config=_config_json(config),
-                epochs=epochs,
-                data=None if data is None else os.fspath(data),
-                subset=subset,
-                force=force,
-                progress=progress,
-                validation=validation,
-            )
+        common = dict(
+            config=_config_json(config),
+            epochs=epochs,
+            data=None if data is None else os.fspath(data),
+            subset=subset,
+            force=force,
+            progress=progress,
+            validation=validation,
         )
+        if auto:
+            return json.loads(
+                _native.compress_auto_json(os.fspath(model), name, os.fspath(out), search=json.dumps(search), **common)
+            )
+        return json.loads(_native.compress_json(os.fspath(model), name, os.fspath(out), k=k, **common))
 
 
 def evaluate(

@@ -126,8 +126,9 @@ enum Command {
         #[arg(long)]
         setup: Option<PathBuf>,
         /// Also make the paper's other tables, comma-separated: main, equal-size, quant,
-        /// ensemble, ablation (with gmm-k), gmm-k, tau-w, merge, timing, or all. Writes tables.md and
-        /// tables.json beside table.md, reusing the main run's stages.
+        /// ensemble, ablation (with gmm-k), gmm-k, tau-w, merge, timing, or all of those; and
+        /// auto (`compress --auto`'s search on the BBB model, the chosen file on test). Writes
+        /// tables.md and tables.json beside table.md, reusing the main run's stages.
         #[arg(long, value_delimiter = ',')]
         tables: Vec<String>,
         /// Print the plan (stages, epochs, images to train on and evaluate) and exit, without

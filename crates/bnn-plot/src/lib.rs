@@ -18,6 +18,8 @@
 //! * [`corruptions`]: accuracy, NLL and ECE against corruption severity, one line per method.
 //! * [`size_quality`]: NLL and OOD AUROC against the model file's bytes (log scale), one point
 //!   per method and seed.
+//! * [`search`]: a compression search's candidates, validation NLL and OOD-proxy AUROC against
+//!   the file's bytes, with the source network's values, the margins and the file written.
 //!
 //! Files are written to a temporary name and renamed into place. Bad input is a
 //! [`PlotError`], never a panic.
@@ -43,6 +45,7 @@ mod ood;
 mod output;
 mod per_class;
 mod reliability;
+mod search;
 mod size_quality;
 mod style;
 mod text;
@@ -54,6 +57,7 @@ pub use ood::{OodPlot, Uncertainties, ood};
 pub use output::{Format, MAX_SIDE, Size};
 pub use per_class::{PerClassPlot, per_class};
 pub use reliability::{ReliabilityPanel, reliability};
+pub use search::{SearchFigure, SearchPoint, Written, search};
 pub use size_quality::{SizePoint, size_quality};
 pub use style::okabe_ito;
 pub use weights::{

@@ -227,7 +227,7 @@ where
 /// inside it (only the powers of ten when that makes more than eight), else every whole
 /// multiple of a power of ten inside it; the two ends and their middle for a range too
 /// narrow for any of these to give two ticks.
-fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
+pub(crate) fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
     let steps = |mults: &[f64]| {
         let mut out = Vec::new();
         let mut e = lo.log10().floor() as i32;
@@ -256,7 +256,7 @@ fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
 }
 
 /// A byte count with a decimal unit (B, kB, MB, GB) and at most three significant digits.
-fn bytes_label(v: f64) -> String {
+pub(crate) fn bytes_label(v: f64) -> String {
     let (scaled, unit) = [(1e9, "GB"), (1e6, "MB"), (1e3, "kB")]
         .into_iter()
         .find(|(d, _)| v >= *d)

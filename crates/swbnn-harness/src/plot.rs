@@ -1,6 +1,6 @@
 //! `swbnn plot <what> MODEL_OR_RUN --out FILE.{png,svg}`: one figure from a reproduction run
 //! directory, a `.swb` file or a training directory (`size-quality`: a run directory's
-//! `tables.json`).
+//! `tables.json`; `search`: the `*.search.json` of `swbnn compress --auto`).
 
 use std::path::{Path, PathBuf};
 
@@ -38,6 +38,10 @@ pub enum Figure {
     /// one point per method and seed: the equal-size table of a run's `tables.json`
     /// (`cargo xtask reproduce --tables equal-size`).
     SizeQuality,
+    /// File bytes (log scale) against validation NLL and against OOD-proxy AUROC of every
+    /// candidate `swbnn compress --auto` evaluated, with the source network's values, its
+    /// margins and the file written: the search's `*.search.json`.
+    Search,
 }
 
 /// Scale of the weights figure's sigma axis.
@@ -61,7 +65,7 @@ pub struct PlotRequest {
     /// A run directory of `cargo xtask reproduce` (with setup.json; or one seed's `seed-<i>`
     /// of a multi-seed run), a .swb file, a directory with model.swb (a run's 2DGBNN stage),
     /// or a training directory (model.bpk and config.json). size-quality: a run directory
-    /// with tables.json.
+    /// with tables.json. search: the `*.search.json` of `swbnn compress --auto`.
     pub model: PathBuf,
     /// Seed of a multi-seed run whose models are drawn (default 0); its tables then replace
     /// the means over seeds in the corruptions figure, and size-quality draws its points
@@ -127,6 +131,34 @@ impl PlotRequest {
             }
         }
         Ok(())
+    }
+
+    /// The flags a figure drawn from a file alone does not read, among those given: the
+    /// search figure takes none of the data, model or sampling flags.
+    fn unused_flags(&self) -> Vec<&'static str> {
+        if self.what != Figure::Search {
+            return Vec::new();
+        }
+        let defaults = (bnn_plot::DEFAULT_MAX_ELLIPSES, SigmaScale::Auto);
+        [
+            ("--seed", self.seed.is_some()),
+            ("--method", self.method.is_some()),
+            ("--dataset", self.dataset.is_some()),
+            ("--ood", self.ood.is_some()),
+            ("--ood-dir", self.ood_dir.is_some()),
+            ("--data", self.data.is_some()),
+            ("--subset", self.subset.is_some()),
+            ("--samples", self.samples.is_some()),
+            ("--layer", self.layer.is_some()),
+            ("--after-retraining", self.after_retraining),
+            (
+                "--max-ellipses or --sigma-axis",
+                (self.max_ellipses, self.sigma_axis) != defaults,
+            ),
+        ]
+        .into_iter()
+        .filter_map(|(flag, given)| given.then_some(flag))
+        .collect()
     }
 
     fn size(&self, default: Size) -> Size {
@@ -279,8 +311,34 @@ pub fn run(args: &PlotRequest, device: &Device) -> Result<Plotted, Error> {
     // Every argument is checked before a model is loaded or a sample drawn.
     args.check()?;
     bnn_plot::Format::from_path(&args.out).map_err(crate::plot_error)?;
+    let unused = args.unused_flags();
+    if !unused.is_empty() {
+        return Err(Error::Usage(format!(
+            "the search figure is drawn from {} alone and takes no {}",
+            args.model.display(),
+            unused.join(", ")
+        )));
+    }
     let out = crate::checks::output_target("--out", &args.out, Some(args.force), &[&args.model])?;
     methods(args, true)?;
+    if args.what == Figure::Search {
+        // Drawn from the search file alone: no model is loaded.
+        let report = figures::read_search_report(&args.model)?;
+        // The file's name leads the error of a report that cannot be drawn.
+        let in_file = |why: String| Error::Usage(format!("{}: {why}", args.model.display()));
+        let data = figures::search_data(&report).map_err(|e| match e {
+            Error::Usage(why) => in_file(why),
+            e => e,
+        })?;
+        bnn_plot::search(&data, args.size(figures::SEARCH_SIZE), &out).map_err(|e| match e {
+            bnn_plot::PlotError::BadInput { .. } => in_file(e.to_string()),
+            e => crate::plot_error(e),
+        })?;
+        return Ok(Plotted {
+            out: args.out.clone(),
+            ood_dir: None,
+        });
+    }
     if args.what == Figure::SizeQuality {
         // Drawn from the tables alone: no model is loaded.
         let points = figures::size_quality_points(&args.model, args.seed)?;
@@ -409,7 +467,7 @@ fn draw_predictions(
             args.size(figures::PER_CLASS_SIZE),
             out,
         ),
-        Figure::Weights | Figure::Corruptions | Figure::SizeQuality => {
+        Figure::Weights | Figure::Corruptions | Figure::SizeQuality | Figure::Search => {
             unreachable!("drawn without predictions")
         }
     }
@@ -580,6 +638,179 @@ mod tests {
         run(a, device)
             .unwrap_or_else(|e| panic!("{}: {e}", a.out.display()))
             .out
+    }
+
+    /// A search as `swbnn compress --auto` reports it: a quantised BNN chosen, two sharing
+    /// candidates outside the margins (one without an AUROC) and one not tried.
+    fn search_report() -> swbnn_ops::search::SearchReport {
+        use swbnn_ops::search::{
+            Candidate, CandidateMethod, SearchConfig, SearchReport, ValidationMetrics, Verdict,
+        };
+        let metrics = |nll: f64, ood_auroc: Option<f64>| ValidationMetrics {
+            accuracy: 0.89,
+            nll,
+            ece: 0.015,
+            ood_auroc,
+        };
+        let candidate = |method, k, int8_outliers, bytes, validation, verdict| Candidate {
+            method,
+            k,
+            codebook: k,
+            sigma_bits: (method == CandidateMethod::Qbnn).then_some(1),
+            int8_outliers,
+            bytes,
+            parameters: 2_000,
+            validation,
+            seconds: 1.0,
+            retrain_steps: 10,
+            verdict,
+        };
+        SearchReport {
+            config: SearchConfig::default(),
+            source: metrics(0.2855, Some(0.745)),
+            source_parameters: 123_412,
+            validation_images: 5_000,
+            candidates: vec![
+                candidate(
+                    CandidateMethod::MuOnly,
+                    Some(31),
+                    true,
+                    39_667,
+                    Some(metrics(0.31, None)),
+                    Verdict::Outside(vec!["NLL 0.3100 > 0.2955".into()]),
+                ),
+                candidate(
+                    CandidateMethod::Gbnn2d,
+                    Some(31),
+                    true,
+                    49_543,
+                    Some(metrics(0.2845, Some(0.698))),
+                    Verdict::Outside(vec!["OOD AUROC 0.6980 < 0.7350".into()]),
+                ),
+                candidate(
+                    CandidateMethod::Gbnn2d,
+                    Some(62),
+                    false,
+                    55_935,
+                    None,
+                    Verdict::NotTried("the budget was spent".into()),
+                ),
+                candidate(
+                    CandidateMethod::Qbnn,
+                    None,
+                    false,
+                    72_482,
+                    Some(metrics(0.281, Some(0.767))),
+                    Verdict::Chosen,
+                ),
+            ],
+            written: Some(3),
+            within_margins: true,
+            seconds: 10.0,
+        }
+    }
+
+    fn search_args(file: &Path, out: PathBuf) -> PlotRequest {
+        PlotRequest {
+            what: Figure::Search,
+            ..args(file, out)
+        }
+    }
+
+    #[test]
+    fn search_draws_the_evaluated_candidates_of_a_search_file() {
+        let report = search_report();
+        let data = figures::search_data(&report).unwrap();
+        // The evaluated three, 2DGBNN first; the not-tried one is left out.
+        let methods: Vec<&str> = data.points.iter().map(|p| p.method.as_str()).collect();
+        assert_eq!(methods, ["2DGBNN", "1-D sharing (mu only)", "QBNN"]);
+        assert_eq!(data.points[1].ood_auroc, None);
+        assert!(data.points[0].int8 && !data.points[2].int8);
+        let written: Vec<_> = data.points.iter().map(|p| p.written).collect();
+        assert_eq!(written, [None, None, Some(bnn_plot::Written::Chosen)]);
+        assert!((data.source_nll - 0.2855).abs() < 1e-12);
+        assert_eq!(data.nll_margin, report.config.margins.nll);
+
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("m.search.json");
+        std::fs::write(&file, serde_json::to_string_pretty(&report).unwrap()).unwrap();
+        let device = bnn_layers::test_device();
+        for ext in ["png", "svg"] {
+            let out = dir.path().join(format!("search.{ext}"));
+            assert_eq!(run_args(&search_args(&file, out.clone()), &device), out);
+            let bytes = std::fs::read(&out).unwrap();
+            if ext == "png" {
+                let img = image::load_from_memory(&bytes).unwrap();
+                assert_eq!((img.width(), img.height()), (1000, 420));
+            } else {
+                let svg = String::from_utf8(bytes).unwrap();
+                assert!(svg.contains("QBNN") && svg.contains("chosen"), "{svg}");
+            }
+        }
+        // The report's own entry point draws it at the report's size.
+        let out = dir.path().join("report-search.png");
+        figures::search_figure(&report, &out).unwrap();
+        let img = image::load_from_memory(&std::fs::read(&out).unwrap()).unwrap();
+        assert_eq!(
+            (img.width(), img.height()),
+            (figures::SEARCH_SIZE.width, figures::SEARCH_SIZE.height)
+        );
+
+        // Flags the figure does not read are refused, naming them.
+        let out = dir.path().join("refused.png");
+        let mut a = search_args(&file, out.clone());
+        a.samples = Some(5);
+        a.method = Some("bbb".into());
+        let e = run(&a, &device).unwrap_err().to_string();
+        assert!(e.contains("--method, --samples"), "{e}");
+        assert!(!out.exists());
+    }
+
+    #[test]
+    fn a_search_file_that_cannot_be_drawn_is_an_error_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("m.search.json");
+        let out = dir.path().join("search.png");
+        let device = bnn_layers::test_device();
+        let refused = |text: &str| {
+            std::fs::write(&file, text).unwrap();
+            let e = run(&search_args(&file, out.clone()), &device)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(&file.display().to_string()), "{e}");
+            e
+        };
+        refused("{\"config\": ");
+        refused("{\"rows\": []}");
+        let mut report = search_report();
+        report.written = Some(7);
+        let e = refused(&serde_json::to_string(&report).unwrap());
+        assert!(e.contains("number 7") && e.contains("lists 4"), "{e}");
+        let mut report = search_report();
+        report.written = Some(1);
+        let e = refused(&serde_json::to_string(&report).unwrap());
+        assert!(e.contains("not chosen or nearest"), "{e}");
+        let mut report = search_report();
+        for c in &mut report.candidates {
+            c.validation = None;
+        }
+        report.written = None;
+        let e = refused(&serde_json::to_string(&report).unwrap());
+        assert!(e.contains("nothing to draw"), "{e}");
+        let mut report = search_report();
+        report.candidates[0].validation.as_mut().unwrap().nll = -1.0;
+        let e = refused(&serde_json::to_string(&report).unwrap());
+        assert!(
+            e.contains("candidate 0 (mu-only K = 31") && e.contains("NLL -1"),
+            "{e}"
+        );
+        // A missing file is named too.
+        std::fs::remove_file(&file).unwrap();
+        let e = run(&search_args(&file, out.clone()), &device)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("m.search.json"), "{e}");
+        assert!(!out.exists(), "nothing is written on an error");
     }
 
     #[test]

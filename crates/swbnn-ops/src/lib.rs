@@ -36,6 +36,7 @@ pub mod load;
 pub mod predictions;
 pub mod qbnn;
 pub mod run_record;
+pub mod search;
 mod split;
 #[doc(hidden)]
 pub mod testing;

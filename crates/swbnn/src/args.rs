@@ -170,6 +170,16 @@ pub fn temperature(s: &str) -> Result<f64, String> {
     bnn_metrics::validate_temperature(t).map_err(|e| e.to_string())
 }
 
+/// A margin of `compress --auto`: a finite number `>= 0`.
+pub fn margin(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|_| format!("`{s}` is not a number"))?;
+    if v.is_finite() && v >= 0.0 {
+        Ok(v)
+    } else {
+        Err(format!("{v}: a margin must be finite and >= 0"))
+    }
+}
+
 /// An error and its causes on one line, each cause once: a cause whose text the message
 /// already holds (a wrapper that prints its source) is not repeated.
 pub fn error_message(error: &anyhow::Error) -> String {

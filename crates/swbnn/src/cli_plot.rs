@@ -14,7 +14,7 @@ pub struct PlotArgs {
     /// A run directory of `cargo xtask reproduce` (with setup.json; or one seed's `seed-<i>`
     /// of a multi-seed run), a .swb file, a directory with model.swb (a run's 2DGBNN stage),
     /// or a training directory (model.bpk and config.json). size-quality: a run directory
-    /// with tables.json.
+    /// with tables.json. search: the `*.search.json` of `swbnn compress --auto`.
     pub model: PathBuf,
     /// Seed of a multi-seed run whose models are drawn (default 0); its tables then replace
     /// the means over seeds in the corruptions figure, and size-quality draws its points

@@ -41,6 +41,7 @@ use swbnn_ops::commands::{
     TrainRequest,
 };
 use swbnn_ops::defaults::BbbRecipe;
+use swbnn_ops::search::{Candidate, Margins, SearchConfig, SearchProgress};
 
 #[derive(Parser)]
 #[command(
@@ -179,6 +180,31 @@ enum Command {
         /// and `swbnn compress` hold out the same images for the same number.
         #[arg(long, default_value_t = ValidationSplit::DEFAULT_SIZE, value_parser = args::count)]
         validation: usize,
+        /// Search sizes and methods on the validation split: 2DGBNN and 1-D sharing over a
+        /// ladder of K up to the configured one (int8 outliers or not), and the quantised
+        /// BNNs; write the smallest file whose validation metrics stay within the margins of
+        /// the source BNN, and the whole search beside --out (`m.swb` -> `m.search.json`).
+        #[arg(long, conflicts_with = "k")]
+        auto: bool,
+        /// --auto: accuracy the candidate may lose, in percentage points.
+        #[arg(long, requires = "auto", default_value_t = Margins::PROTOCOL.accuracy_points, value_parser = args::margin)]
+        margin_accuracy: f64,
+        /// --auto: NLL the candidate may gain.
+        #[arg(long, requires = "auto", default_value_t = Margins::PROTOCOL.nll, value_parser = args::margin)]
+        margin_nll: f64,
+        /// --auto: ECE (15 bins) the candidate may gain.
+        #[arg(long, requires = "auto", default_value_t = Margins::PROTOCOL.ece, value_parser = args::margin)]
+        margin_ece: f64,
+        /// --auto: AUROC against the tile-shuffled validation images the candidate may lose.
+        #[arg(long, requires = "auto", default_value_t = Margins::PROTOCOL.ood_auroc, value_parser = args::margin)]
+        margin_ood_auroc: f64,
+        /// --auto: Monte Carlo samples of each validation pass.
+        #[arg(long, requires = "auto", default_value_t = SearchConfig::default().samples, value_parser = args::samples)]
+        samples: usize,
+        /// --auto: most sharing candidates retrained, each a step of the bisection over the
+        /// sharing candidates' sizes (stage 3 is the search's cost).
+        #[arg(long, requires = "auto", default_value_t = SearchConfig::default().max_retrains, value_parser = args::count)]
+        max_retrains: usize,
     },
     /// Evaluate a model (.swb or .qbnn file, or a training directory): accuracy, NLL, ECE,
     /// OOD AUROC.
@@ -258,8 +284,9 @@ enum Command {
         #[arg(long, default_value_t = 0)]
         seed: u64,
     },
-    /// Draw a figure (reliability, ood, weights, per-class, corruptions, size-quality) of a run
-    /// directory, a .swb file or a training directory, as PNG or SVG.
+    /// Draw a figure (reliability, ood, weights, per-class, corruptions, size-quality, search)
+    /// of a run directory, a .swb file, a training directory or a `*.search.json`, as PNG or
+    /// SVG.
     Plot(cli_plot::PlotArgs),
     /// Read a PyTorch state dict (.pt, .pth, .safetensors; bayesian-torch, blitz, torchbnn or a
     /// deterministic net) into a model directory that eval, compress and train --from take.
@@ -316,6 +343,28 @@ impl Observer for Bars {
         if !self.quiet {
             eprintln!("{}", swbnn_ops::commands::epoch_line(s));
         }
+    }
+}
+
+/// `compress --auto`'s progress: each candidate's verdict and the best so far, and the
+/// stage-3 bars.
+struct SearchBars<'a> {
+    bars: &'a mut Bars,
+}
+
+impl SearchProgress for SearchBars<'_> {
+    fn candidate(&mut self, c: &Candidate, best: Option<&Candidate>) {
+        if self.bars.quiet {
+            return;
+        }
+        match best {
+            Some(b) => eprintln!("{c} (best so far: {})", b.label()),
+            None => eprintln!("{c}"),
+        }
+    }
+
+    fn steps(&mut self) -> &mut dyn Observer {
+        self.bars
     }
 }
 
@@ -430,6 +479,13 @@ fn run() -> Result<()> {
             data,
             subset,
             validation,
+            auto,
+            margin_accuracy,
+            margin_nll,
+            margin_ece,
+            margin_ood_auroc,
+            samples,
+            max_retrains,
         } => {
             let request = CompressRequest {
                 force,
@@ -441,6 +497,34 @@ fn run() -> Result<()> {
                 validation: ValidationSplit::new(validation),
                 ..CompressRequest::new(model, dataset, out)
             };
+            if auto {
+                let search = SearchConfig {
+                    margins: Margins {
+                        accuracy_points: margin_accuracy,
+                        nll: margin_nll,
+                        ece: margin_ece,
+                        ood_auroc: margin_ood_auroc,
+                    },
+                    samples,
+                    max_retrains,
+                    ..SearchConfig::default()
+                };
+                let mut progress = SearchBars { bars: &mut bars };
+                let report = commands::compress_auto(&request, &search, &device, &mut progress)?;
+                if cli.json {
+                    println!("{}", serde_json::to_string(&report)?);
+                } else if let Some(c) = report.written() {
+                    println!(
+                        "wrote {} ({}), {} of the source's {} parameters; the search is in {}",
+                        request.out.display(),
+                        c,
+                        c.parameters,
+                        report.source_parameters,
+                        commands::search_file(&request.out).display()
+                    );
+                }
+                return Ok(());
+            }
             let report = commands::compress(&request, &device, &mut bars)?;
             // With `--out -` standard output holds the .swb bytes alone.
             let text = if cli.json {

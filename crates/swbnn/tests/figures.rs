@@ -261,3 +261,75 @@ fn a_multi_seed_report_draws_seed_zero_and_the_mean_corruptions() {
     let e = swbnn::plot::run(&a, &device).unwrap_err().to_string();
     assert!(e.contains("seed-2"), "{e}");
 }
+
+/// `swbnn plot search` draws a `*.search.json` of `compress --auto` (built here from its
+/// types), and refuses a data flag it does not read.
+#[test]
+fn plot_search_draws_a_search_file() {
+    use swbnn_ops::search::{
+        Candidate, CandidateMethod, SearchConfig, SearchReport, ValidationMetrics, Verdict,
+    };
+    let metrics = |nll: f64| ValidationMetrics {
+        accuracy: 0.9,
+        nll,
+        ece: 0.01,
+        ood_auroc: Some(0.75),
+    };
+    let candidate = |method, bytes, nll: f64, verdict| Candidate {
+        method,
+        k: (method != CandidateMethod::Qbnn).then_some(32),
+        codebook: None,
+        sigma_bits: (method == CandidateMethod::Qbnn).then_some(2),
+        int8_outliers: method == CandidateMethod::MuOnly,
+        bytes,
+        parameters: 1_000,
+        validation: Some(metrics(nll)),
+        seconds: 1.0,
+        retrain_steps: 0,
+        verdict,
+    };
+    let report = SearchReport {
+        config: SearchConfig::default(),
+        source: metrics(0.30),
+        source_parameters: 100_000,
+        validation_images: 5_000,
+        candidates: vec![
+            candidate(
+                CandidateMethod::MuOnly,
+                30_000,
+                0.35,
+                Verdict::Outside(vec!["NLL 0.3500 > 0.3100".into()]),
+            ),
+            candidate(CandidateMethod::Gbnn2d, 40_000, 0.305, Verdict::Chosen),
+            candidate(CandidateMethod::Qbnn, 80_000, 0.30, Verdict::Within),
+        ],
+        written: Some(1),
+        within_margins: true,
+        seconds: 3.0,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("m.search.json");
+    std::fs::write(&file, serde_json::to_vec_pretty(&report).unwrap()).unwrap();
+    let out = dir.path().join("search.svg");
+    let swbnn = |extra: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_swbnn"))
+            .args(["plot", "search"])
+            .arg(&file)
+            .arg("--out")
+            .arg(&out)
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let o = swbnn(&["--dataset", "fashion-mnist"]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && stderr.contains("--dataset"),
+        "{stderr}"
+    );
+    assert!(!out.exists());
+    let o = swbnn(&[]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let svg = std::fs::read_to_string(&out).unwrap();
+    assert!(svg.contains("2DGBNN") && svg.contains("chosen"), "{svg}");
+}

@@ -15,17 +15,19 @@ use std::path::Path;
 use std::time::Instant;
 
 use bnn_data::DataLoader;
-use bnn_layers::{SharedKl, export_bayes};
+use bnn_layers::{BayesTensor, SharedKl, export_bayes};
 use bnn_models::{Architecture, Classifier, Kind};
 use bnn_train::{Checkpointer, EpochStats, Observer, TrainConfig, TrainError, train};
 use burn::module::Module;
 use serde::{Deserialize, Serialize};
 
-use crate::burn_edges::{EdgeError, build_shared_model, from_swb, table_from_tensors, to_swb};
+use crate::burn_edges::{
+    EdgeError, build_shared_model, from_swb, initial_swb, table_from_tensors, to_swb,
+};
 use crate::config::merge_json;
 use crate::format::{self, FileSizes, SaveOptions, SharedModelData, SwbError};
 use crate::retrain_stop::{RetrainStop, StopRule};
-use crate::{CompressionReport, SharingPlan, SwshareConfig, SwshareError, build_plan};
+use crate::{CompressionReport, SharingPlan, SwshareConfig, SwshareError, WeightTable, build_plan};
 
 /// Stage-3 epochs of the paper's appendix table (`E = 200`); presets and the command line set
 /// their own.
@@ -163,6 +165,9 @@ pub use crate::burn_edges::shared_config;
 ///    from `validation` (images never trained on; required by
 ///    [`RetrainStop::ConfidenceRecovered`], unused by [`RetrainStop::Epochs`]);
 /// 4. the `.swb` content and its sizes (in `report.file_sizes`).
+///
+/// [`prepare`] (steps 1-2) and [`retrain`] (steps 3-4) are the same two halves, for a caller
+/// that wants the file's size before it pays for stage 3.
 pub fn compress<A: Architecture>(
     bayes: &Classifier<A::Body>,
     bayes_config: &A,
@@ -172,16 +177,83 @@ pub fn compress<A: Architecture>(
     checkpointer: Option<&Checkpointer>,
     observer: &mut dyn Observer<A::Body>,
 ) -> Result<Compressed<A>, CompressError> {
+    let prepared = prepare(bayes, bayes_config, data, cfg)?;
+    retrain(
+        prepared,
+        bayes,
+        data,
+        validation,
+        cfg,
+        checkpointer,
+        observer,
+    )
+}
+
+/// Stages 1-2 of [`compress`] and the shared model they build, before stage 3.
+#[derive(Debug)]
+pub struct Prepared<A: Architecture = bnn_models::ModelConfig> {
+    /// The shared model before retraining, on the source's device.
+    pub shared: Classifier<A::Body>,
+    /// Its architecture (kind [`Kind::Shared`], the codebook's length).
+    pub config: A,
+    /// The sharing plan (fates, codebook, ellipse blends).
+    pub plan: SharingPlan,
+    /// What stages 1-2 did (no stage-3 trace or file sizes yet).
+    pub report: CompressionReport,
+    /// Seconds of stages 1-2 (gradient pass, plan, building the shared model).
+    pub plan_seconds: f64,
+    table: WeightTable,
+    initial: SharedModelData,
+}
+
+impl<A: Architecture> Prepared<A> {
+    /// The sizes of the `.swb` file this plan gives under `save`. Stage 3 changes the
+    /// values the file holds, never how many nor how they are indexed, so these are the
+    /// retrained model's sizes too.
+    pub fn file_sizes(&self, save: &SaveOptions) -> Result<FileSizes, SwbError> {
+        format::encoded_sizes(&self.initial, save).map_err(|source| SwbError::Format {
+            path: "<memory>".into(),
+            source,
+        })
+    }
+}
+
+/// Steps 1-2 of [`compress`]: the gradient pass, the plan and the shared model, seeded by
+/// `cfg.retrain.seed` as there.
+pub fn prepare<A: Architecture>(
+    bayes: &Classifier<A::Body>,
+    bayes_config: &A,
+    data: &DataLoader,
+    cfg: &CompressConfig,
+) -> Result<Prepared<A>, CompressError> {
+    let started = Instant::now();
+    let weights = gradient_pass(bayes, bayes_config, data, cfg)?;
+    let mut p = prepare_from(&weights, bayes, bayes_config, cfg)?;
+    p.plan_seconds = started.elapsed().as_secs_f64();
+    Ok(p)
+}
+
+/// Step 1 of [`compress`]: every shareable tensor's `(mu, sigma)` with its mean
+/// `d loss / d mu` over `cfg.sharing.outliers.grad_batches` mini-batches of `data` (without
+/// gradients when the gradient criterion is off), the device seeded by `cfg.retrain.seed`.
+/// The result depends on `cfg` only through that seed, the prior, the batch count and whether
+/// the criterion is on, so settings that differ elsewhere (K, the sharing space) can share it
+/// ([`prepare_from`]).
+pub fn gradient_pass<A: Architecture>(
+    bayes: &Classifier<A::Body>,
+    bayes_config: &A,
+    data: &DataLoader,
+    cfg: &CompressConfig,
+) -> Result<Vec<BayesTensor>, CompressError> {
     cfg.validate()?;
     if bayes_config.kind() != Kind::Bayesian {
         return Err(CompressError::NotBayesian(bayes_config.kind()));
     }
-    let started = Instant::now();
     let device = bayes.devices().first().cloned().unwrap_or_default();
     // The gradient pass samples weights: seeding makes the plan repeatable (and a resumed
     // retraining continues the model the first run built).
     device.seed(cfg.retrain.seed);
-    let tensors = if cfg.sharing.outliers.grad_top_fraction > 0.0 {
+    Ok(if cfg.sharing.outliers.grad_top_fraction > 0.0 {
         bnn_train::mean_mu_gradients(
             bayes,
             data,
@@ -190,12 +262,60 @@ pub fn compress<A: Architecture>(
         )?
     } else {
         export_bayes(bayes, None)
-    };
-    let table = table_from_tensors(&tensors)?;
-    let (plan, mut report) = build_plan(&table, &cfg.sharing)?;
-    let shared = build_shared_model(bayes_config, bayes, &table, &plan, &device)?;
-    let plan_seconds = started.elapsed().as_secs_f64();
+    })
+}
 
+/// Step 2 of [`compress`] on the tensors of [`gradient_pass`]: the plan and the shared model.
+pub fn prepare_from<A: Architecture>(
+    weights: &[BayesTensor],
+    bayes: &Classifier<A::Body>,
+    bayes_config: &A,
+    cfg: &CompressConfig,
+) -> Result<Prepared<A>, CompressError> {
+    cfg.validate()?;
+    if bayes_config.kind() != Kind::Bayesian {
+        return Err(CompressError::NotBayesian(bayes_config.kind()));
+    }
+    let started = Instant::now();
+    let device = bayes.devices().first().cloned().unwrap_or_default();
+    let table = table_from_tensors(weights)?;
+    let (plan, report) = build_plan(&table, &cfg.sharing)?;
+    let shared = build_shared_model(bayes_config, bayes, &table, &plan, &device)?;
+    // What the file would hold now; only its sizes are read (see `Prepared::file_sizes`).
+    let initial = initial_swb(bayes_config, bayes, &table, &plan)?;
+    let config = shared_config(bayes_config, plan.k());
+    Ok(Prepared {
+        shared,
+        config,
+        plan,
+        report,
+        plan_seconds: started.elapsed().as_secs_f64(),
+        table,
+        initial,
+    })
+}
+
+/// Steps 3-4 of [`compress`] on what [`prepare`] built from `bayes` with the same `cfg`:
+/// stage 3 (the stop rule's source is `bayes`), then the `.swb` content and its sizes.
+pub fn retrain<A: Architecture>(
+    prepared: Prepared<A>,
+    bayes: &Classifier<A::Body>,
+    data: &DataLoader,
+    validation: Option<&DataLoader>,
+    cfg: &CompressConfig,
+    checkpointer: Option<&Checkpointer>,
+    observer: &mut dyn Observer<A::Body>,
+) -> Result<Compressed<A>, CompressError> {
+    cfg.validate()?;
+    let Prepared {
+        shared,
+        config,
+        plan,
+        mut report,
+        plan_seconds,
+        table,
+        ..
+    } = prepared;
     let mut stop = StopRule::new(
         cfg.retrain_stop,
         bayes,
@@ -210,7 +330,6 @@ pub fn compress<A: Architecture>(
         SharedKl::Mixture => 1.0 / (report.plain_shared + report.ellipse_weights).max(1) as f64,
         SharedKl::PerWeight | SharedKl::Codebook => 1.0,
     });
-    let config = shared_config(bayes_config, plan.k());
     let file = to_swb(&model.valid(), &config, &table, &plan)?;
     let sizes = format::encoded_sizes(&file, &cfg.save).map_err(|source| SwbError::Format {
         path: "<memory>".into(),

@@ -15,6 +15,12 @@ with the Rust pipeline's ELBO, mixture KL, parameter groups and stop rule. Each 
 is replaced by a :class:`SharedLinear` / :class:`SharedConv2d` with the same call signature
 and return convention, so the user's ``forward`` and training loop run unchanged.
 
+``compress(model, train_loader, auto=True, val_loader=val_loader)`` chooses K instead: the
+smallest file (2DGBNN over a ladder of K, ``f32`` or int8 outliers) whose validation accuracy,
+NLL, ECE and OOD-proxy AUROC stay within ``margins`` of the source's, as ``swbnn compress
+--auto`` does (without its 1-D sharing and quantised candidates, which PyTorch lacks); the
+report's ``search`` lists every candidate.
+
 Requires ``torch`` (``pip install swbnn[torch]``); ``import swbnn`` works without it.
 """
 

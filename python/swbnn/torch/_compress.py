@@ -47,13 +47,19 @@ OUTLIER_DEFAULTS: Dict[str, Any] = {
 _RHO = re.compile(r"(^|[._])rho$")
 
 
+class PlanError(ValueError):
+    """Stages 1-2 refused a K (larger than the inliers, or the plan failed): the search of
+    ``auto=True`` records it as a failed candidate and goes on."""
+
+
 @dataclass
 class CompressReport:
     """What :func:`compress` did. ``layers``: one row per replaced layer (path, library,
     class, shape, weights, outliers, ellipses, shared, params_before, params_after);
     ``total``: the model's trainable parameters before/after and the counts summed;
     ``timings``: seconds per stage; ``stop``: the stop rule's trace (``None`` for a fixed
-    number of epochs); ``plan``: the Rust plan report; ``history``: one row per epoch."""
+    number of epochs); ``plan``: the Rust plan report; ``history``: one row per epoch;
+    ``search``: with ``auto=True``, the whole search (``None`` otherwise)."""
 
     k: int
     layers: List[Dict[str, Any]]
@@ -63,9 +69,10 @@ class CompressReport:
     history: List[Dict[str, float]]
     plan: Dict[str, Any] = field(repr=False)
     config: Dict[str, Any] = field(repr=False)
+    search: Optional[Dict[str, Any]] = field(default=None, repr=False)
 
     def to_dict(self) -> Dict[str, Any]:
-        return {
+        out = {
             "k": self.k,
             "layers": self.layers,
             "total": self.total,
@@ -75,6 +82,9 @@ class CompressReport:
             "plan": self.plan,
             "config": self.config,
         }
+        if self.search is not None:
+            out["search"] = self.search
+        return out
 
     def __str__(self) -> str:
         rows = [f"{'layer':<28} {'weights':>9} {'outliers':>8} {'ellipses':>8} {'params before':>13} {'after':>8}"]
@@ -96,6 +106,11 @@ class CompressReport:
                 f"checks {[(round(c['epochs_done'], 3), round(c['confidence'], 4)) for c in s['checks']]}; "
                 f"stopped after {s['stopped_after']}"
             )
+        if self.search is not None:
+            from ._search import candidate_line
+
+            rows.append("search (validation):")
+            rows += ["  " + candidate_line(c) for c in self.search["candidates"]]
         return "\n".join(rows)
 
 
@@ -233,6 +248,11 @@ def compress(
     config: Union[None, str, Dict[str, Any]] = None,
     device: Union[None, str, torch.device] = None,
     progress: bool = False,
+    auto: bool = False,
+    margins: Optional[Dict[str, float]] = None,
+    samples: Optional[int] = None,
+    max_retrains: Optional[int] = None,
+    force: bool = False,
 ):
     """Compresses a trained Bayesian ``model`` by stochastic weight sharing (2DGBNN).
 
@@ -252,10 +272,40 @@ def compress(
       :func:`swbnn.plan`), ``retrain`` (lr, lr_rho, kl_weight, prior, optimizer, weight_decay,
       seed, epochs), ``retrain_stop`` (``"epochs"`` or ``{"confidence-recovered": {...}}``).
     * ``device``: where to retrain (default: where ``model``'s parameters are).
+    * ``auto=True`` chooses K instead (``k`` is then refused): see :func:`swbnn.torch._search.search`.
+      It needs ``val_loader``; ``margins`` (keys ``accuracy_points``, ``nll``, ``ece``,
+      ``ood_auroc``), ``samples``, ``max_retrains`` and ``force`` set the search and are
+      refused without it.
 
     Torch's random state is left as it was (everything runs under ``fork_rng``, seeded by
     ``retrain.seed``). Bad input raises ``ValueError``.
     """
+    if auto:
+        if k is not None:
+            raise ValueError("auto=True searches K; k fixes it: give one of the two")
+        from ._search import search
+
+        return search(
+            model,
+            train_loader,
+            epochs=epochs,
+            val_loader=val_loader,
+            num_train=num_train,
+            config=config,
+            device=device,
+            progress=progress,
+            margins=margins,
+            samples=samples,
+            max_retrains=max_retrains,
+            force=force,
+        )
+    given = [
+        n
+        for n, v in (("margins", margins), ("samples", samples), ("max_retrains", max_retrains), ("force", force or None))
+        if v is not None
+    ]
+    if given:
+        raise ValueError(f"{', '.join(given)} set the search of auto=True; without auto they have no effect")
     if not isinstance(model, torch.nn.Module):
         raise ValueError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     cfg = _config(config)
@@ -381,14 +431,14 @@ def compress(
                 raise ValueError(f"k must be >= 1, got {k_eff}")
             upper = int((np.abs(mu_all) <= np.float32(out_cfg["tau_w"])).sum())
             if int(k_eff) > upper:
-                raise ValueError(
+                raise PlanError(
                     f"K = {k_eff} is larger than the inlier weights (at most {upper} of "
                     f"{mu_all.size} have |mu| <= tau_w = {out_cfg['tau_w']}); choose a smaller k"
                 )
         try:
             plan = _plan(mu_all, sigma_all, grad_all, cfg["sharing"] or None, k=k, seed=None)
         except ValueError as e:
-            raise ValueError(f"stages 1-2 (swbnn.plan) failed: {e}") from e
+            raise PlanError(f"stages 1-2 (swbnn.plan) failed: {e}") from e
         timings["plan_s"] = time.perf_counter() - t
         for key, v in ((plan.report or {}).get("timings") or {}).items():
             if isinstance(v, (int, float)) and key != "total_s":

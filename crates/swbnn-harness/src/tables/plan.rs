@@ -266,6 +266,21 @@ pub fn plan(setup: &Setup, cfg: &TablesConfig, tables: &[TableId]) -> Plan {
                     n * passes,
                 ));
             }
+            TableId::Auto => {
+                let sc = swbnn_ops::search::SearchConfig::default();
+                stages.push(PlannedStage {
+                    ..trained(
+                        crate::tables::auto::AUTO_STAGE,
+                        &format!(
+                            "compress --auto: stages 1-2 of every candidate, at most {} \
+                             retrained, each judged on validation; the chosen file evaluated",
+                            sc.max_retrains
+                        ),
+                        &setup.compress.retrain,
+                        eval(s),
+                    )
+                });
+            }
             TableId::Main => {}
         }
     }

@@ -126,7 +126,9 @@ pub fn variants(setup: &Setup, cfg: &TablesConfig, table: TableId) -> Vec<Varian
             };
             vec![before, after]
         }
-        TableId::Main | TableId::Quant | TableId::Ensemble | TableId::Timing => Vec::new(),
+        TableId::Main | TableId::Quant | TableId::Ensemble | TableId::Timing | TableId::Auto => {
+            Vec::new()
+        }
     }
 }
 

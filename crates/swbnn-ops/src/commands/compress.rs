@@ -3,7 +3,10 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use bnn_data::{DataSource, Split};
+use std::sync::Arc;
+
+use bnn_data::{DataLoader, DataSource, Dataset, NormStats, Split};
+use bnn_models::{ModelConfig, Network};
 use bnn_train::Observer;
 use burn::prelude::*;
 use swshare::CompressionReport;
@@ -16,6 +19,7 @@ use crate::data::{
     check_input, check_trained_on, eval_loader, model_images, model_norm, open_source,
     train_loader, training_split, warn_once,
 };
+use crate::search::{SearchConfig, SearchInputs, SearchProgress, SearchReport};
 use crate::split::ValidationSplit;
 use bnn_train::ModelDir;
 
@@ -119,26 +123,155 @@ pub fn compress(
     observer: &mut dyn Observer,
 ) -> Result<CompressionReport, Error> {
     let r = request;
-    require(r.subset != Some(0), || "subset must be at least 1".into())?;
-    let inputs: Vec<&Path> = std::iter::once(r.model.as_path())
-        .chain(match &r.settings {
+    let out = match r.out == Path::new(STDOUT) {
+        true => None,
+        false => Some(checked_output(r, "--out", &r.out)?),
+    };
+    let cfg = r.config()?;
+    let o = open(r, &cfg, device)?;
+    let compressed = swshare::compress::compress(
+        &o.bayes,
+        &o.bayes_config,
+        &o.loader,
+        o.validation.as_ref(),
+        &cfg,
+        None,
+        observer,
+    )?;
+    let bytes = swshare::format::to_bytes(&compressed.file, &compressed.save_options)?;
+    write_output(out.as_deref(), &bytes, r.force)?;
+    Ok(compressed.report)
+}
+
+/// `swbnn compress --auto`: searches sizes and methods on the validation split
+/// ([`crate::search`]), with `request`'s settings as the sharing candidates' base; writes
+/// the smallest file within `search.margins` to `request.out` and the whole search beside it
+/// ([`search_file`]). When no candidate qualifies, the search file is written and the result
+/// is an error, unless `request.force` asks for the nearest candidate's file.
+pub fn compress_auto(
+    request: &CompressRequest,
+    search: &SearchConfig,
+    device: &Device,
+    progress: &mut dyn SearchProgress,
+) -> Result<SearchReport, Error> {
+    let r = request;
+    search.check()?;
+    require(r.k.is_none(), || {
+        "--auto searches K (and the method); --k fixes it: give one of the two".into()
+    })?;
+    require(r.out != Path::new(STDOUT), || {
+        "--auto writes the search beside --out, so --out must be a file, not `-`".into()
+    })?;
+    require(r.validation.size > 0, || {
+        "--auto judges every candidate on the validation split: --validation 0 leaves none".into()
+    })?;
+    require(
+        r.validation.size >= crate::search::MIN_VALIDATION_IMAGES,
+        || {
+            format!(
+                "--validation {}: --auto needs at least {} validation images to hold ECE to a \
+             margin",
+                r.validation.size,
+                crate::search::MIN_VALIDATION_IMAGES
+            )
+        },
+    )?;
+    // The search judges on the validation split: a model that trained on those images would
+    // be judged on its training data.
+    let config = ModelDir::new(&r.model).read_config()?;
+    if let Some(held_out) = crate::calibration::recorded_split(&config)
+        && held_out != r.validation
+    {
+        return Err(Error::Usage(match held_out.size {
+            0 => format!(
+                "{} was trained with --validation 0, on every training image: --auto would \
+                 judge its candidates on images it trained on. Train with a validation split",
+                r.model.display()
+            ),
+            n => format!(
+                "{} held out {n} validation images (seed {}) and trained on the rest; \
+                 --validation {} would judge the candidates on images it trained on. Give \
+                 --validation {n}",
+                r.model.display(),
+                held_out.seed,
+                r.validation.size
+            ),
+        }));
+    }
+    let search_path = search_file(&r.out);
+    let out = checked_output(r, "--out", &r.out)?;
+    let search_out = checked_output(r, "the search file", &search_path)?;
+    let cfg = r.config()?;
+    let o = open(r, &cfg, device)?;
+    let validation = o
+        .validation
+        .as_ref()
+        .ok_or_else(|| Error::Usage("--auto needs a validation split".into()))?;
+    let ood = eval_loader(
+        o.stats.clone(),
+        crate::data::validation_ood(o.validation_data.clone())?,
+        256,
+        r.workers,
+    )?;
+    let inputs = SearchInputs {
+        bayes: &o.bayes,
+        bayes_config: &o.bayes_config,
+        train: &o.loader,
+        validation,
+        validation_ood: &ood,
+        validation_images: o.validation_data.len(),
+    };
+    let (report, file) = crate::search::search(&inputs, &cfg, search, r.force, progress)?;
+    let json = serde_json::to_vec_pretty(&report).map_err(Error::json)?;
+    bnn_io::write_atomic(&search_out, &json, bnn_io::Replace::from_force(r.force))
+        .map_err(swshare::format::file_error)?;
+    match file {
+        Some(f) => write_output(Some(&out), f.bytes(), r.force)?,
+        None => {
+            return Err(Error::Usage(format!(
+                "no candidate of the search is within the margins on validation (each \
+                 candidate's verdict is in {}); --force writes the one nearest them",
+                search_path.display()
+            )));
+        }
+    }
+    Ok(report)
+}
+
+/// Where `compress --auto` writes its search: `out` with its extension replaced by
+/// `search.json` (`m.swb` -> `m.search.json`).
+pub fn search_file(out: &Path) -> PathBuf {
+    out.with_extension("search.json")
+}
+
+/// `path` checked as an output of `request` (an existing file only with `force`; not one of
+/// the inputs).
+fn checked_output(request: &CompressRequest, flag: &str, path: &Path) -> Result<PathBuf, Error> {
+    let inputs: Vec<&Path> = std::iter::once(request.model.as_path())
+        .chain(match &request.settings {
             CompressSettings::File(p) => Some(p.as_path()),
             _ => None,
         })
         .collect();
-    // Checked here, before the work, and again by the final write (a file that appears at
-    // --out meanwhile is not replaced without --force).
-    let out = if r.out == Path::new(STDOUT) {
-        None
-    } else {
-        Some(checks::output_target(
-            "--out",
-            &r.out,
-            Some(r.force),
-            &inputs,
-        )?)
-    };
-    let cfg = r.config()?;
+    // Checked here, before the work, and again by the final write (a file that appears
+    // meanwhile is not replaced without --force).
+    checks::output_target(flag, path, Some(request.force), &inputs)
+}
+
+/// What compression reads, opened and checked.
+struct Opened {
+    bayes: Network,
+    bayes_config: ModelConfig,
+    loader: DataLoader,
+    validation: Option<DataLoader>,
+    validation_data: Arc<dyn Dataset>,
+    stats: NormStats,
+}
+
+/// Loads the model of `r` onto `device`'s autodiff and opens its data with `cfg`'s stage-3
+/// batch size and seed.
+fn open(r: &CompressRequest, cfg: &CompressConfig, device: &Device) -> Result<Opened, Error> {
+    require(r.subset != Some(0), || "subset must be at least 1".into())?;
     let ad = device.clone().autodiff();
     let (bayes, bayes_config) = ModelDir::new(&r.model).load(&ad)?;
     let opened = open_source(
@@ -174,20 +307,21 @@ pub fn compress(
     // Stage 3's stop rule reads the validation split; without one it is an error.
     let validation = match r.validation.size {
         0 => None,
-        _ => Some(eval_loader(stats, validation_data, 256, r.workers)?),
+        _ => Some(eval_loader(
+            stats.clone(),
+            validation_data.clone(),
+            256,
+            r.workers,
+        )?),
     };
-    let compressed = swshare::compress::compress(
-        &bayes,
-        &bayes_config,
-        &loader,
-        validation.as_ref(),
-        &cfg,
-        None,
-        observer,
-    )?;
-    let bytes = swshare::format::to_bytes(&compressed.file, &compressed.save_options)?;
-    write_output(out.as_deref(), &bytes, r.force)?;
-    Ok(compressed.report)
+    Ok(Opened {
+        bayes,
+        bayes_config,
+        loader,
+        validation,
+        validation_data,
+        stats,
+    })
 }
 
 /// The `--out` that means standard output (as for `swbnn export`).

@@ -23,7 +23,7 @@ mod export;
 mod train;
 
 pub use calibrate::{CalibrateOutcome, CalibrateRequest, calibrate};
-pub use compress::{CompressRequest, CompressSettings, compress};
+pub use compress::{CompressRequest, CompressSettings, compress, compress_auto, search_file};
 pub use eval::{EvalOutcome, EvalRequest, Scaling, eval};
 pub use export::{ExportRequest, Exported, export};
 pub use train::{TrainKind, TrainRequest, train};
