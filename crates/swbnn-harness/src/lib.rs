@@ -23,6 +23,7 @@ pub mod report;
 mod reproduce;
 pub mod results;
 pub mod run_dir;
+mod search_figure;
 pub mod setup;
 pub mod stats;
 pub mod store;

@@ -755,7 +755,7 @@ fn write_report(
     if let Some(a) = outcomes.first().and_then(|o| o.auto.as_ref()) {
         let dir = setup.out_dir.join("figures");
         std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
-        crate::figures::search_figure(&a.search, &dir.join(auto::SEARCH_FIGURE))?;
+        crate::search_figure::search_figure(&a.search, &dir.join(auto::SEARCH_FIGURE))?;
     }
     let md = markdown(setup, cfg, context, outcomes);
     let summaries = summarise(outcomes);
