@@ -15,7 +15,7 @@ use swbnn_ops::commands::{
     self, CalibrateRequest, CompressRequest, CompressSettings, EvalRequest, Scaling, TrainKind,
     TrainRequest,
 };
-use swbnn_ops::search::{Candidate, SearchConfig, SearchProgress};
+use swbnn_ops::search::{Candidate, SearchConfig, SearchProgress, progress_line};
 
 use crate::errors::pipeline_error;
 use crate::model::cpu;
@@ -144,7 +144,37 @@ pub fn compress_json(
     progress: bool,
     validation: Option<usize>,
 ) -> PyResult<String> {
-    let request = CompressRequest {
+    let request = compress_request(
+        (model, dataset, out),
+        k,
+        config,
+        epochs,
+        data,
+        subset,
+        force,
+        validation,
+    )?;
+    py.detach(|| {
+        let device = cpu().map_err(|e| usage(e.to_string()))?;
+        let report = commands::compress(&request, &device, &mut Progress { on: progress })?;
+        serde_json::to_string(&report).map_err(Error::json)
+    })
+    .map_err(pipeline_error)
+}
+
+/// The request of `swbnn compress` (with or without `--auto`) from the Python arguments.
+#[allow(clippy::too_many_arguments)]
+fn compress_request(
+    (model, dataset, out): (PathBuf, &str, PathBuf),
+    k: Option<usize>,
+    config: Option<String>,
+    epochs: Option<usize>,
+    data: Option<PathBuf>,
+    subset: Option<usize>,
+    force: bool,
+    validation: Option<usize>,
+) -> PyResult<CompressRequest> {
+    Ok(CompressRequest {
         force,
         settings: config.map_or(CompressSettings::Defaults, CompressSettings::Json),
         k,
@@ -153,13 +183,7 @@ pub fn compress_json(
         subset,
         validation: self::validation(validation),
         ..CompressRequest::new(model, source(dataset).map_err(pipeline_error)?, out)
-    };
-    py.detach(|| {
-        let device = cpu().map_err(|e| usage(e.to_string()))?;
-        let report = commands::compress(&request, &device, &mut Progress { on: progress })?;
-        serde_json::to_string(&report).map_err(Error::json)
     })
-    .map_err(pipeline_error)
 }
 
 /// `swbnn compress --auto`: searches sizes and methods on the validation split and writes
@@ -192,15 +216,16 @@ pub fn compress_auto_json(
             .map_err(|e| usage(format!("search: not a valid search config: {e}")))
             .map_err(pipeline_error)?,
     };
-    let request = CompressRequest {
-        force,
-        settings: config.map_or(CompressSettings::Defaults, CompressSettings::Json),
+    let request = compress_request(
+        (model, dataset, out),
+        None,
+        config,
         epochs,
-        data_dir: data,
+        data,
         subset,
-        validation: self::validation(validation),
-        ..CompressRequest::new(model, source(dataset).map_err(pipeline_error)?, out)
-    };
+        force,
+        validation,
+    )?;
     py.detach(|| {
         let device = cpu().map_err(|e| usage(e.to_string()))?;
         let mut p = SearchLines {
@@ -220,10 +245,7 @@ struct SearchLines {
 impl SearchProgress for SearchLines {
     fn candidate(&mut self, c: &Candidate, best: Option<&Candidate>) {
         if self.steps.on {
-            match best {
-                Some(b) => eprintln!("{c} (best so far: {})", b.label()),
-                None => eprintln!("{c}"),
-            }
+            eprintln!("{}", progress_line(c, best));
         }
     }
 

@@ -10,7 +10,7 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use crate::error::{PlotError, Result};
 use crate::output::{Figure, Size, render};
-use crate::size_quality::{bytes_label, log_ticks};
+use crate::size_quality::{bytes_panel, bytes_range, log_ticks, value_range};
 use crate::style::{FAMILY, GREY, Text, series_colour};
 
 /// Why a candidate's file was written.
@@ -204,14 +204,7 @@ impl Figure for SearchDrawing<'_> {
         let (plots, legend) = root.split_horizontally(w - legend_w);
         let panels = plots.split_evenly((1, 2));
 
-        let (blo, bhi) = f
-            .points
-            .iter()
-            .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), p| {
-                let b = p.bytes as f64;
-                (lo.min(b), hi.max(b))
-            });
-        let (xlo, xhi) = (blo / 1.25, bhi * 1.25);
+        let (xlo, xhi) = bytes_range(f.points.iter().map(|p| p.bytes));
         let ticks = log_ticks(xlo, xhi);
         let specs = [
             Panel {
@@ -229,40 +222,22 @@ impl Figure for SearchDrawing<'_> {
         let stroke = text.upx(2.0);
         let label_style = (FAMILY, text.note).into_font().color(&BLACK);
         for (area, spec) in panels.iter().zip(specs) {
-            let values: Vec<f64> = f.points.iter().filter_map(spec.get).collect();
-            let empty = values.is_empty();
-            let (lo, hi) = values
-                .iter()
-                .copied()
-                .chain(spec.lines.into_iter().flat_map(|(a, b)| [a, b]))
-                .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
-                    (lo.min(v), hi.max(v))
-                });
-            let (ylo, yhi) = if lo > hi {
-                (0.5, 1.0)
-            } else {
-                let pad = ((hi - lo) * 0.08).max(1e-3);
-                (lo - pad, hi + pad)
-            };
-            let mut chart = ChartBuilder::on(area)
-                .caption(spec.title, (FAMILY, text.title))
-                .margin(text.px(10.0))
-                .x_label_area_size(text.px(46.0))
-                .y_label_area_size(text.px(62.0))
-                .build_cartesian_2d(
-                    (xlo..xhi).log_scale().with_key_points(ticks.clone()),
-                    ylo.max(0.0)..yhi,
-                )?;
-            chart
-                .configure_mesh()
-                .x_desc("file size (log scale)")
-                .y_labels(6)
-                .x_label_formatter(&|v| bytes_label(*v))
-                .label_style((FAMILY, text.tick))
-                .axis_desc_style((FAMILY, text.label))
-                .light_line_style(WHITE.mix(0.0))
-                .bold_line_style(BLACK.mix(0.08))
-                .draw()?;
+            let empty = !f.points.iter().any(|p| (spec.get)(p).is_some());
+            // The source's line and its margin are inside the panel too.
+            let range = value_range(
+                f.points
+                    .iter()
+                    .filter_map(spec.get)
+                    .chain(spec.lines.into_iter().flat_map(|(a, b)| [a, b])),
+            );
+            let mut chart = bytes_panel(
+                area,
+                spec.title,
+                "file size (log scale)",
+                ((xlo, xhi), &ticks),
+                range.unwrap_or((0.5, 1.0)),
+                &text,
+            )?;
             if let Some((source, margin)) = spec.lines {
                 let line = text.upx(1.5);
                 chart.draw_series(LineSeries::new(

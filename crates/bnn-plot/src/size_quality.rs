@@ -110,14 +110,7 @@ impl Figure for SizeQuality<'_> {
         let (plots, legend) = root.split_horizontally(w - legend_w);
         let panels = plots.split_evenly((1, 2));
 
-        let (blo, bhi) =
-            self.points
-                .iter()
-                .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), p| {
-                    let b = p.bytes as f64;
-                    (lo.min(b), hi.max(b))
-                });
-        let (xlo, xhi) = (blo / 1.25, bhi * 1.25);
+        let (xlo, xhi) = bytes_range(self.points.iter().map(|p| p.bytes));
         let ticks = log_ticks(xlo, xhi);
         let metrics: [(&str, Metric); 2] = [
             ("NLL (nats)", |p| Some(p.nll)),
@@ -125,39 +118,16 @@ impl Figure for SizeQuality<'_> {
         ];
         let r = text.px(5.0);
         for (area, (name, get)) in panels.iter().zip(metrics) {
-            let (lo, hi) = self
-                .points
-                .iter()
-                .filter_map(get)
-                .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
-                    (lo.min(v), hi.max(v))
-                });
-            let empty = lo > hi;
-            let (ylo, yhi) = if empty {
-                (0.5, 1.0)
-            } else {
-                let pad = ((hi - lo) * 0.08).max(1e-3);
-                (lo - pad, hi + pad)
-            };
-            let mut chart = ChartBuilder::on(area)
-                .caption(name, (FAMILY, text.title))
-                .margin(text.px(10.0))
-                .x_label_area_size(text.px(46.0))
-                .y_label_area_size(text.px(62.0))
-                .build_cartesian_2d(
-                    (xlo..xhi).log_scale().with_key_points(ticks.clone()),
-                    ylo.max(0.0)..yhi,
-                )?;
-            chart
-                .configure_mesh()
-                .x_desc("model file size (log scale)")
-                .y_labels(6)
-                .x_label_formatter(&|v| bytes_label(*v))
-                .label_style((FAMILY, text.tick))
-                .axis_desc_style((FAMILY, text.label))
-                .light_line_style(WHITE.mix(0.0))
-                .bold_line_style(BLACK.mix(0.08))
-                .draw()?;
+            let range = value_range(self.points.iter().filter_map(get));
+            let empty = range.is_none();
+            let chart = bytes_panel(
+                area,
+                name,
+                "model file size (log scale)",
+                ((xlo, xhi), &ticks),
+                range.unwrap_or((0.5, 1.0)),
+                &text,
+            )?;
             if empty {
                 let (aw, ah) = area.dim_in_pixel();
                 area.draw(&plotters::element::Text::new(
@@ -221,6 +191,74 @@ where
         .into_dyn(),
         _ => Cross::new(at, r, colour.stroke_width(stroke)).into_dyn(),
     }
+}
+
+/// The x range of a panel of file sizes: the smallest and largest of `bytes`, widened by a
+/// quarter on the log axis so that no point sits on the frame.
+pub(crate) fn bytes_range(bytes: impl Iterator<Item = u64>) -> (f64, f64) {
+    let (lo, hi) = bytes.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), b| {
+        let b = b as f64;
+        (lo.min(b), hi.max(b))
+    });
+    (lo / 1.25, hi * 1.25)
+}
+
+/// The y range of a panel holding `values`, padded by 8 % (at least 0.001); `None` when there
+/// is none (the panel then draws on 0.5..1 and says so).
+pub(crate) fn value_range(values: impl Iterator<Item = f64>) -> Option<(f64, f64)> {
+    let (lo, hi) = values.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
+        (lo.min(v), hi.max(v))
+    });
+    (lo <= hi).then(|| {
+        let pad = ((hi - lo) * 0.08).max(1e-3);
+        (lo - pad, hi + pad)
+    })
+}
+
+/// The chart of [`bytes_panel`]: a log axis of bytes with key points, a linear value axis.
+pub(crate) type BytesChart<'a, DB> = ChartContext<
+    'a,
+    DB,
+    Cartesian2d<
+        plotters::coord::combinators::WithKeyPoints<plotters::coord::combinators::LogCoord<f64>>,
+        plotters::coord::types::RangedCoordf64,
+    >,
+>;
+
+/// A panel with the file size on a log x axis (`x`, labelled at `ticks`) and a value on y
+/// (`y`, cut at 0), titled `title`, its mesh drawn: what the size-quality and search figures
+/// share.
+pub(crate) fn bytes_panel<'a, DB: DrawingBackend>(
+    area: &'a DrawingArea<DB, Shift>,
+    title: &str,
+    x_desc: &str,
+    (x, ticks): ((f64, f64), &[f64]),
+    (ylo, yhi): (f64, f64),
+    text: &Text,
+) -> Result<BytesChart<'a, DB>>
+where
+    DB::ErrorType: 'static,
+{
+    let mut chart = ChartBuilder::on(area)
+        .caption(title, (FAMILY, text.title))
+        .margin(text.px(10.0))
+        .x_label_area_size(text.px(46.0))
+        .y_label_area_size(text.px(62.0))
+        .build_cartesian_2d(
+            (x.0..x.1).log_scale().with_key_points(ticks.to_vec()),
+            ylo.max(0.0)..yhi,
+        )?;
+    chart
+        .configure_mesh()
+        .x_desc(x_desc)
+        .y_labels(6)
+        .x_label_formatter(&|v| bytes_label(*v))
+        .label_style((FAMILY, text.tick))
+        .axis_desc_style((FAMILY, text.label))
+        .light_line_style(WHITE.mix(0.0))
+        .bold_line_style(BLACK.mix(0.08))
+        .draw()?;
+    Ok(chart)
 }
 
 /// Ticks of a logarithmic axis over `lo..hi` (both positive): the 1, 2 and 5 of each decade

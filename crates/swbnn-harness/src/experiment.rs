@@ -179,14 +179,7 @@ pub(crate) fn gbnn_stage(
     progress: &mut dyn Progress,
 ) -> Result<GbnnStage, Error> {
     let resumed = stage.resumed_seconds()?;
-    let loader = train_loader(
-        &setup.dataset,
-        &data.stats,
-        data.train.clone(),
-        cfg.retrain.batch_size,
-        cfg.retrain.seed,
-        setup.workers,
-    )?;
+    let loader = training_loader(setup, data, &cfg.retrain)?;
     let started = Instant::now();
     // Stage 3's stop rule reads the validation split (an error when the setup has none).
     let validation = (!data.validation.is_empty()).then_some(&data.validation_loader);
@@ -295,14 +288,7 @@ pub(crate) fn unshared_retrain_row(
         return Ok(r);
     }
     progress.stage(UNSHARED_RETRAIN_STAGE);
-    let loader = train_loader(
-        &setup.dataset,
-        &data.stats,
-        data.train.clone(),
-        cfg.retrain.batch_size,
-        cfg.retrain.seed,
-        setup.workers,
-    )?;
+    let loader = training_loader(setup, data, &cfg.retrain)?;
     // The main 2DGBNN stage has finished: its checkpoint tells how far stage 3 went.
     let main = store::stage_path(&setup.out_dir, Method::Gbnn2d.name());
     let history = bnn_train::Checkpointer::new(main)?
@@ -380,14 +366,7 @@ pub(crate) fn snr_pruned_row(
         return Ok(r);
     }
     progress.stage(name);
-    let loader = train_loader(
-        &setup.dataset,
-        &data.stats,
-        data.train.clone(),
-        cfg.retrain.batch_size,
-        cfg.retrain.seed,
-        setup.workers,
-    )?;
+    let loader = training_loader(setup, data, &cfg.retrain)?;
     let (pruned, mask) = prune_to(bayes, bayes_config, target)?;
     store::write_json(&stage.path().join(store::COMPRESS_CONFIG_FILE), cfg)?;
     let resumed = stage.resumed_seconds()?;
@@ -444,19 +423,29 @@ struct Experiment<'a> {
     bayes_config: ModelConfig,
 }
 
+/// The training loader of a stage trained with `tc` (its batch size and seed): the setup's
+/// training split with the data set's augmentation.
+pub(crate) fn training_loader(
+    setup: &Setup,
+    data: &ExperimentData,
+    tc: &TrainConfig,
+) -> Result<DataLoader, Error> {
+    train_loader(
+        &setup.dataset,
+        &data.stats,
+        data.train.clone(),
+        tc.batch_size,
+        tc.seed,
+        setup.workers,
+    )
+}
+
 /// A trained stage: its directory, model and row.
 type Trained = (StageDir, Network, Row);
 
 impl Experiment<'_> {
     fn train_loader(&self, tc: &TrainConfig) -> Result<DataLoader, Error> {
-        train_loader(
-            &self.setup.dataset,
-            &self.data.stats,
-            self.data.train.clone(),
-            tc.batch_size,
-            tc.seed,
-            self.setup.workers,
-        )
+        training_loader(self.setup, &self.data, tc)
     }
 
     fn deterministic(&self, progress: &mut dyn Progress) -> Result<Trained, Error> {

@@ -41,7 +41,7 @@ use swbnn_ops::commands::{
     TrainRequest,
 };
 use swbnn_ops::defaults::BbbRecipe;
-use swbnn_ops::search::{Candidate, Margins, SearchConfig, SearchProgress};
+use swbnn_ops::search::{Candidate, Margins, SearchConfig, SearchProgress, progress_line};
 
 #[derive(Parser)]
 #[command(
@@ -357,10 +357,7 @@ impl SearchProgress for SearchBars<'_> {
         if self.bars.quiet {
             return;
         }
-        match best {
-            Some(b) => eprintln!("{c} (best so far: {})", b.label()),
-            None => eprintln!("{c}"),
-        }
+        eprintln!("{}", progress_line(c, best));
     }
 
     fn steps(&mut self) -> &mut dyn Observer {

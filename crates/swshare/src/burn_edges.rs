@@ -151,8 +151,17 @@ pub fn build_shared_model<A: Architecture>(
     plan: &SharingPlan,
     device: &Device,
 ) -> Result<Classifier<A::Body>, EdgeError> {
-    let data = initial_swb(config, bayes, table, plan)?;
-    let (model, _) = from_swb::<A>(&data, device)?;
+    shared_model_from_initial::<A>(&initial_swb(config, bayes, table, plan)?, bayes, device)
+}
+
+/// [`build_shared_model`] from the plan's initial file content ([`initial_swb`]), for a
+/// caller that keeps that content too.
+pub fn shared_model_from_initial<A: Architecture>(
+    initial: &SharedModelData,
+    bayes: &Classifier<A::Body>,
+    device: &Device,
+) -> Result<Classifier<A::Body>, EdgeError> {
+    let (model, _) = from_swb::<A>(initial, device)?;
     // Empirical-prior centres are for training only and are not stored in files.
     let (model, _) = shared_from_bayes(bayes, model)?;
     Ok(model)

@@ -22,7 +22,7 @@ use burn::module::Module;
 use serde::{Deserialize, Serialize};
 
 use crate::burn_edges::{
-    EdgeError, build_shared_model, from_swb, initial_swb, table_from_tensors, to_swb,
+    EdgeError, from_swb, initial_swb, shared_model_from_initial, table_from_tensors, to_swb,
 };
 use crate::config::merge_json;
 use crate::format::{self, FileSizes, SaveOptions, SharedModelData, SwbError};
@@ -159,7 +159,7 @@ pub use crate::burn_edges::shared_config;
 /// 1. the mean `d loss / d mu` over `cfg.sharing.outliers.grad_batches` mini-batches of `data`
 ///    (skipped when the gradient criterion is off), with the device seeded by
 ///    `cfg.retrain.seed`, so the plan is a function of the model and the config alone;
-/// 2. stages 1-2 ([`build_plan`]) and the shared model ([`build_shared_model`]);
+/// 2. stages 1-2 ([`build_plan`]) and the shared model ([`crate::burn_edges::build_shared_model`]);
 /// 3. retraining on `data` with `cfg.retrain` (checkpointed by `checkpointer`, which also
 ///    resumes an interrupted run), ended early by `cfg.retrain_stop`, whose probe is drawn
 ///    from `validation` (images never trained on; required by
@@ -211,11 +211,16 @@ impl<A: Architecture> Prepared<A> {
     /// values the file holds, never how many nor how they are indexed, so these are the
     /// retrained model's sizes too.
     pub fn file_sizes(&self, save: &SaveOptions) -> Result<FileSizes, SwbError> {
-        format::encoded_sizes(&self.initial, save).map_err(|source| SwbError::Format {
-            path: "<memory>".into(),
-            source,
-        })
+        memory_sizes(&self.initial, save)
     }
+}
+
+/// The sizes of `file` encoded with `save`, an error naming no path (nothing is on disk).
+fn memory_sizes(file: &SharedModelData, save: &SaveOptions) -> Result<FileSizes, SwbError> {
+    format::encoded_sizes(file, save).map_err(|source| SwbError::Format {
+        path: "<memory>".into(),
+        source,
+    })
 }
 
 /// Steps 1-2 of [`compress`]: the gradient pass, the plan and the shared model, seeded by
@@ -280,9 +285,10 @@ pub fn prepare_from<A: Architecture>(
     let device = bayes.devices().first().cloned().unwrap_or_default();
     let table = table_from_tensors(weights)?;
     let (plan, report) = build_plan(&table, &cfg.sharing)?;
-    let shared = build_shared_model(bayes_config, bayes, &table, &plan, &device)?;
-    // What the file would hold now; only its sizes are read (see `Prepared::file_sizes`).
+    // What the file would hold now: the shared model is built from it, and its sizes are the
+    // retrained file's (`Prepared::file_sizes`).
     let initial = initial_swb(bayes_config, bayes, &table, &plan)?;
+    let shared = shared_model_from_initial::<A>(&initial, bayes, &device)?;
     let config = shared_config(bayes_config, plan.k());
     Ok(Prepared {
         shared,
@@ -331,10 +337,7 @@ pub fn retrain<A: Architecture>(
         SharedKl::PerWeight | SharedKl::Codebook => 1.0,
     });
     let file = to_swb(&model.valid(), &config, &table, &plan)?;
-    let sizes = format::encoded_sizes(&file, &cfg.save).map_err(|source| SwbError::Format {
-        path: "<memory>".into(),
-        source,
-    })?;
+    let sizes = memory_sizes(&file, &cfg.save)?;
     report.file_sizes = Some(sizes);
     Ok(Compressed {
         model,

@@ -17,7 +17,7 @@ use burn::prelude::*;
 use crate::Error;
 use crate::calibration;
 use crate::calibration::StoredCalibration;
-use crate::data::{ExperimentData, train_loader};
+use crate::data::ExperimentData;
 use crate::experiment::{Progress, calibration_split, record_bytes, train_stage};
 use crate::method::Method;
 use crate::results::Row;
@@ -124,14 +124,7 @@ pub(crate) fn train_members(
         progress.stage(&name);
         let tc = member_config(&setup.deterministic, i);
         let stage = StageDir::open(setup, &name)?;
-        let loader = train_loader(
-            &setup.dataset,
-            &data.stats,
-            data.train.clone(),
-            tc.batch_size,
-            tc.seed,
-            setup.workers,
-        )?;
+        let loader = crate::experiment::training_loader(setup, data, &tc)?;
         ad.seed(tc.seed);
         out.push(train_stage(
             &stage,

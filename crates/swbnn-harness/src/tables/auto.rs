@@ -10,14 +10,14 @@ use bnn_models::{ModelConfig, Network};
 use bnn_train::{Observer, evaluate};
 use burn::prelude::*;
 use serde::{Deserialize, Serialize};
-use swbnn_ops::data::train_loader;
 use swbnn_ops::search::{
-    Candidate, ChosenFile, SearchConfig, SearchInputs, SearchProgress, SearchReport, search,
+    Candidate, ChosenFile, SearchConfig, SearchInputs, SearchProgress, SearchReport, progress_line,
+    search,
 };
 
 use crate::Error;
 use crate::data::ExperimentData;
-use crate::experiment::{Progress, evaluation_seed, weight_stats};
+use crate::experiment::{Progress, evaluation_seed, training_loader, weight_stats};
 use crate::method::Method;
 use crate::results::Row;
 use crate::setup::Setup;
@@ -68,14 +68,7 @@ pub(crate) fn auto_row(
         Error::Usage("the auto table searches on the validation split: the setup has none".into())
     })?;
     let cfg = &setup.compress;
-    let train = train_loader(
-        &setup.dataset,
-        &data.stats,
-        data.train.clone(),
-        cfg.retrain.batch_size,
-        cfg.retrain.seed,
-        setup.workers,
-    )?;
+    let train = training_loader(setup, data, &cfg.retrain)?;
     let inputs = SearchInputs {
         bayes,
         bayes_config,
@@ -145,8 +138,7 @@ struct Steps<'a>(&'a mut dyn Progress);
 
 impl SearchProgress for Steps<'_> {
     fn candidate(&mut self, c: &Candidate, best: Option<&Candidate>) {
-        let best = best.map_or(String::new(), |b| format!(" (best so far: {})", b.label()));
-        self.0.stage(&format!("auto: {c}{best}"));
+        self.0.stage(&format!("auto: {}", progress_line(c, best)));
     }
 
     fn steps(&mut self) -> &mut dyn Observer {
