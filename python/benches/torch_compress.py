@@ -1,11 +1,20 @@
 """Compressing a bayesian-torch model in PyTorch with ``swbnn.torch``: accuracy, calibration,
 trainable parameters and the time of each stage, against the BNN it came from.
 
-The model is none of the command line's architectures: a small residual CNN
-(conv-bn-relu stem, two residual blocks of widths 16 and 32, a 1568-128-10 head) made
-Bayesian by bayesian-torch's ``dnn_to_bnn`` (Reparameterization layers, its default prior
-N(0, 1) and ``rho`` init -3). Per seed it trains the BNN in PyTorch on Fashion-MNIST
-(Adam, ELBO with KL / N), then:
+The model (``--model``) is none of the command line's architectures:
+
+* ``resnet`` (the default): a small residual CNN (conv-bn-relu stem, two residual blocks of
+  widths 16 and 32, a 1568-128-10 head) made Bayesian by bayesian-torch's ``dnn_to_bnn``
+  (Reparameterization layers, its default prior N(0, 1) and ``rho`` init -3; 221,072
+  Bayesian weights);
+* ``scnn``: bayesian-torch's own MNIST-sized CNN, ``SCNN`` of
+  ``bayesian_torch/models/bayesian/simple_cnn_variational.py`` (conv 1-32, conv 32-64,
+  max-pool, dropout, 9216-128-10; its forward returns ``(log-softmax, kl)``; 1,199,648
+  Bayesian weights);
+* ``mlp``: a wide MLP 784-1200-1200-10 made Bayesian by ``dnn_to_bnn`` (2,392,800 Bayesian
+  weights).
+
+Per seed it trains the BNN in PyTorch on Fashion-MNIST (Adam, ELBO with KL / N), then:
 
 * ``swbnn.torch.compress`` with the validation split as ``val_loader`` (the default stop
   rule: stop once the shared model is as confident as the BNN on validation images, at most
@@ -31,6 +40,11 @@ Nothing is chosen on the test set.
     # a full run: all 55,000 training images, more BNN and stage-3 epochs, on a GPU
     python python/benches/torch_compress.py --data path/to/fashion-mnist --train-images 0 \\
         --epochs 20 --retrain-epochs 10 --device cuda
+
+``--timing-only`` runs the timing part alone (BNN epochs, the second ``compress``), without
+the first ``compress`` and the test-set evaluation: the seed lines then hold the timing fields
+only. ``--device cuda`` runs everything on the GPU (``--threads`` only sets the CPU's torch
+threads).
 
 ``--data`` is a folder with the four IDX files of Fashion-MNIST (``train-images-idx3-ubyte.gz``
 ...). Prints one JSON line per measurement (``bench``: ``bnn_epoch``, ``seed``, ``summary``);
@@ -140,13 +154,64 @@ class SmallResNet(nn.Module):
         return self.fc2(F.relu(self.fc1(x.flatten(1))))
 
 
+class Mlp(nn.Module):
+    """784 -> 1200 -> 1200 -> 10 with ReLUs: a wide dense model."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(784, 1200)
+        self.fc2 = nn.Linear(1200, 1200)
+        self.fc3 = nn.Linear(1200, 10)
+
+    def forward(self, x):
+        return self.fc3(F.relu(self.fc2(F.relu(self.fc1(x.flatten(1))))))
+
+
+#: ``--model`` -> (description, builder). A builder returns the Bayesian model on the CPU.
+def _resnet():
+    model = SmallResNet()
+    dnn_to_bnn(model, dict(BNN_PRIOR))
+    return model
+
+
+def _scnn():
+    # bayesian-torch's own model for MNIST-sized images (1 x 28 x 28): conv 1-32, conv 32-64,
+    # max-pool, 9216-128-10, Conv2d/LinearReparameterization with its N(0, 1) prior and rho
+    # init -3; its forward returns (log-softmax, kl).
+    from bayesian_torch.models.bayesian.simple_cnn_variational import SCNN
+
+    return SCNN()
+
+
+def _mlp():
+    model = Mlp()
+    dnn_to_bnn(model, dict(BNN_PRIOR))
+    return model
+
+
+MODELS = {
+    "resnet": ("small residual CNN (dnn_to_bnn)", _resnet),
+    "scnn": ("bayesian-torch's SCNN (models/bayesian/simple_cnn_variational.py)", _scnn),
+    "mlp": ("MLP 784-1200-1200-10 (dnn_to_bnn)", _mlp),
+}
+
+
+def elbo(model, x, y, n_train):
+    """The user's loss: cross-entropy plus KL / N (the forward's KL for a model whose forward
+    returns ``(out, kl)``, ``get_kl_loss`` for ``dnn_to_bnn`` models)."""
+    out = model(x)
+    if isinstance(out, (tuple, list)):
+        return F.cross_entropy(out[0], y) + out[1] / n_train
+    return F.cross_entropy(out, y) + get_kl_loss(model) / n_train
+
+
 def bnn_epoch(model, loader, opt, n_train, device) -> float:
     """One epoch of the user's ELBO training loop; returns its seconds."""
     model.train()
     t = time.perf_counter()
     for x, y in loader:
         x, y = x.to(device), y.to(device)
-        loss = F.cross_entropy(model(x), y) + get_kl_loss(model) / n_train
+        loss = elbo(model, x, y, n_train)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
@@ -191,8 +256,7 @@ def run_seed(seed, data, args, device):
     val_loader = DataLoader(TensorDataset(xval, yval), batch_size=args.batch_size)
     n_train = len(xtr)
 
-    model = SmallResNet()
-    dnn_to_bnn(model, dict(BNN_PRIOR))
+    model = MODELS[args.model][1]()
     model.to(device)
     opt = torch.optim.Adam(model.parameters(), lr=args.lr)
     epoch_s = []
@@ -204,9 +268,11 @@ def run_seed(seed, data, args, device):
     config = {"retrain": {"prior": {"Normal": {"mu": BNN_PRIOR["prior_mu"], "sigma": BNN_PRIOR["prior_sigma"]}}, "seed": seed}}
     if args.tau_w is not None:
         config["sharing"] = {"outliers": {"tau_w": args.tau_w}}
-    shared, report = swt.compress(
-        model, train_loader, k=args.k, epochs=args.retrain_epochs, val_loader=val_loader, config=config
-    )
+    report = None
+    if not args.timing_only:
+        shared, report = swt.compress(
+            model, train_loader, k=args.k, epochs=args.retrain_epochs, val_loader=val_loader, config=config
+        )
     # The same BNN once more, for exactly --timed-epochs full stage-3 epochs: the time
     # comparison. On a shared machine the fastest epoch is the least disturbed one, so both
     # sides take their fastest epoch (the BNN's first, with warm-up, left out).
@@ -219,26 +285,10 @@ def run_seed(seed, data, args, device):
     stage3_epoch = min(h["seconds"] for h in timed.history)
     bnn_epoch_s = min(epoch_s[1:] if len(epoch_s) > 1 else epoch_s)
 
-    bnn = evaluate(model, xte, yte, args.mc_samples, args.eval_batch, device, seed)
-    sh = evaluate(shared, xte, yte, args.mc_samples, args.eval_batch, device, seed)
-    before, after = report.total["params_before"], report.total["params_after"]
-    assert before == trainable(model) and after == trainable(shared)
-    row = {
-        "bench": "seed",
-        "seed": seed,
-        "train_images": n_train,
-        "bnn": bnn,
-        "shared": sh,
-        "k": report.k,
-        "outliers": report.total["outliers"],
-        "ellipses": report.total["ellipses"],
-        "params_before": before,
-        "params_after": after,
-        "param_reduction_pct": 100.0 * (1.0 - after / before),
-        "stop": None if report.stop is None else report.stop["stopped_after"],
-        "retrain_s": report.timings["retrain_s"],
+    timing = {
         "stages12_s": stages12,
         "stages12_parts_s": {k: t[k] for k in ("gradients_s", "plan_s", "build_s")},
+        "plan_timings_s": {k[len("plan."):]: v for k, v in t.items() if k.startswith("plan.")},
         "stage3_epoch_s": stage3_epoch,
         "bnn_epoch_s": bnn_epoch_s,
         "bnn_epochs_s": epoch_s,
@@ -246,6 +296,29 @@ def run_seed(seed, data, args, device):
         "stages12_over_stage3_epoch": stages12 / stage3_epoch,
         "stage3_epoch_over_bnn_epoch": stage3_epoch / bnn_epoch_s,
     }
+    common = {"bench": "seed", "seed": seed, "model": args.model, "device": str(device), "train_images": n_train}
+    if args.timing_only:
+        row = dict(common, k=timed.k, outliers=timed.total["outliers"], ellipses=timed.total["ellipses"], **timing)
+        emit(**row)
+        return row
+    bnn = evaluate(model, xte, yte, args.mc_samples, args.eval_batch, device, seed)
+    sh = evaluate(shared, xte, yte, args.mc_samples, args.eval_batch, device, seed)
+    before, after = report.total["params_before"], report.total["params_after"]
+    assert before == trainable(model) and after == trainable(shared)
+    row = dict(
+        common,
+        bnn=bnn,
+        shared=sh,
+        k=report.k,
+        outliers=report.total["outliers"],
+        ellipses=report.total["ellipses"],
+        params_before=before,
+        params_after=after,
+        param_reduction_pct=100.0 * (1.0 - after / before),
+        stop=None if report.stop is None else report.stop["stopped_after"],
+        retrain_s=report.timings["retrain_s"],
+        **timing,
+    )
     emit(**row)
     return row
 
@@ -271,12 +344,19 @@ def main(argv=None):
     ap.add_argument("--batch-size", type=int, default=128)
     ap.add_argument("--mc-samples", type=int, default=30)
     ap.add_argument("--eval-batch", type=int, default=1000)
-    ap.add_argument("--device", default="cpu", help="cpu or cuda[:i]")
+    ap.add_argument("--device", default="cpu", help="cpu (default) or cuda[:i]")
+    ap.add_argument("--model", choices=sorted(MODELS), default="resnet",
+                    help="the BNN: " + "; ".join(f"{k}: {v[0]}" for k, v in MODELS.items()))
+    ap.add_argument("--timing-only", action="store_true",
+                    help="only the timed compress (stages 1-2, stage-3 epochs) against BNN epochs: no stop-rule "
+                    "compress, no test-set evaluation")
     ap.add_argument("--threads", type=int, default=2, help="torch.set_num_threads (CPU)")
     args = ap.parse_args(argv)
 
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        ap.error("--device cuda: torch sees no CUDA device")
     xtr, ytr, xte, yte = load_fashion(args.data)
     if args.val_images < 1 or args.val_images >= len(xtr):
         ap.error(f"--val-images must lie in 1..{len(xtr) - 1}")
@@ -286,22 +366,45 @@ def main(argv=None):
         xtr, ytr = xtr[: args.train_images], ytr[: args.train_images]
     if args.test_images:
         xte, yte = xte[: args.test_images], yte[: args.test_images]
+    probe = MODELS[args.model][1]()
+    bayes_weights = sum(f.mu_param().numel() for f in swt._layers.find_layers(probe))
     emit(
         bench="setup", device=str(device), threads=torch.get_num_threads(), torch=torch.__version__,
         train_images=len(xtr), val_images=len(xval), test_images=len(xte), epochs=args.epochs,
         retrain_epochs=args.retrain_epochs, mc_samples=args.mc_samples, cpus=os.cpu_count(),
+        model=args.model, model_description=MODELS[args.model][0], bayesian_weights=bayes_weights,
+        trainable_params=trainable(probe), timed_epochs=args.timed_epochs, timing_only=args.timing_only,
     )
+    del probe
     data = (xtr, ytr, xval, yval, xte, yte)
     rows = [run_seed(args.seed_offset + s, data, args, device) for s in range(args.seeds)]
 
     def agg(f):
         return mean_sd([f(r) for r in rows])
 
+    timing_targets = {
+        "stages12_under_10pct_of_stage3_epoch": {"every_seed": all(r["stages12_over_stage3_epoch"] < 0.10 for r in rows)},
+        "stage3_epoch_within_1.5x_bnn_epoch": {"every_seed": all(r["stage3_epoch_over_bnn_epoch"] <= 1.5 for r in rows)},
+        "stage3_epoch_within_1.2x_bnn_epoch": {"every_seed": all(r["stage3_epoch_over_bnn_epoch"] <= 1.2 for r in rows)},
+    }
+    if args.timing_only:
+        emit(
+            bench="summary", seeds=len(rows), model=args.model, device=str(device),
+            stages12_s=agg(lambda r: r["stages12_s"]), stage3_epoch_s=agg(lambda r: r["stage3_epoch_s"]),
+            bnn_epoch_s=agg(lambda r: r["bnn_epoch_s"]),
+            stages12_over_stage3_epoch=agg(lambda r: r["stages12_over_stage3_epoch"]),
+            stage3_epoch_over_bnn_epoch=agg(lambda r: r["stage3_epoch_over_bnn_epoch"]),
+            targets=timing_targets,
+        )
+        return
+
     d_acc = [r["shared"]["accuracy"] - r["bnn"]["accuracy"] for r in rows]
     d_ece = [r["shared"]["ece"] - r["bnn"]["ece"] for r in rows]
     summary = {
         "bench": "summary",
         "seeds": len(rows),
+        "model": args.model,
+        "device": str(device),
         "bnn": {m: agg(lambda r, m=m: r["bnn"][m]) for m in ("accuracy", "nll", "ece")},
         "shared": {m: agg(lambda r, m=m: r["shared"][m]) for m in ("accuracy", "nll", "ece")},
         "accuracy_drop_points": mean_sd([-d for d in d_acc]),
@@ -318,8 +421,7 @@ def main(argv=None):
             "ece_at_most_bnn_plus_0.005": {
                 "mean": statistics.fmean(d_ece) <= 0.005, "every_seed": all(d <= 0.005 for d in d_ece)},
             "params_95pct_fewer": {"every_seed": all(r["param_reduction_pct"] >= 95.0 for r in rows)},
-            "stages12_under_10pct_of_stage3_epoch": {"every_seed": all(r["stages12_over_stage3_epoch"] < 0.10 for r in rows)},
-            "stage3_epoch_within_1.5x_bnn_epoch": {"every_seed": all(r["stage3_epoch_over_bnn_epoch"] <= 1.5 for r in rows)},
+            **timing_targets,
         },
     }
     emit(**summary)

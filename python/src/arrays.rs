@@ -1,6 +1,7 @@
 //! NumPy arrays in and out: every input is checked (type, dtype, dimensions, emptiness)
-//! before a slice of it is borrowed, and a failed check is a `ValueError` that names the
-//! argument. Other numeric dtypes (float64, integers) and non-contiguous arrays are converted
+//! before a slice of it is borrowed, and a failed check names the argument: a `TypeError` for
+//! what is not an array or holds no numbers of the kind asked, a `ValueError` for a wrong
+//! shape or an empty array. Other numeric dtypes (float64, integers) and non-contiguous arrays are converted
 //! once; a float array is never taken as integer labels.
 
 use numpy::{
@@ -9,7 +10,7 @@ use numpy::{
 };
 use pyo3::prelude::*;
 
-use crate::errors::value_error;
+use crate::errors::{type_error, value_error};
 
 /// A checked, read-only view of a NumPy array of `T`.
 pub struct Input<'py, T: Element> {
@@ -27,7 +28,7 @@ impl<'py, T: Element> Input<'py, T> {
                 .name()
                 .map(|n| n.to_string())
                 .unwrap_or_else(|_| "?".into());
-            value_error(format!(
+            type_error(format!(
                 "{name} must be a numpy.ndarray, got {ty}; convert it with numpy.asarray"
             ))
         })?;
@@ -42,7 +43,7 @@ impl<'py, T: Element> Input<'py, T> {
                 (b'f', b'f' | b'i' | b'u') | (b'i', b'i' | b'u')
             );
             if !convertible {
-                return Err(value_error(format!(
+                return Err(type_error(format!(
                     "{name} must have dtype {want}, got {got}; convert it with {name}.astype(numpy.{want})"
                 )));
             }

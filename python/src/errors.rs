@@ -1,12 +1,19 @@
-//! Rust errors as Python exceptions: bad input is a `ValueError`, a missing file a
-//! `FileNotFoundError`, anything else a `RuntimeError`; the message is the Rust one.
+//! Rust errors as Python exceptions, as Python users expect them: an argument of the wrong
+//! type (not an array, a dtype that holds no numbers) is a `TypeError`, a bad value a
+//! `ValueError`, a missing file a `FileNotFoundError`, anything else a `RuntimeError`; the
+//! message is the Rust one.
 
 use pyo3::PyErr;
-use pyo3::exceptions::{PyFileNotFoundError, PyRuntimeError, PyValueError};
+use pyo3::exceptions::{PyFileNotFoundError, PyRuntimeError, PyTypeError, PyValueError};
 
 /// A `ValueError` with `msg`.
 pub fn value_error(msg: impl Into<String>) -> PyErr {
     PyValueError::new_err(msg.into())
+}
+
+/// A `TypeError` with `msg`: the argument is not of a type the call takes.
+pub fn type_error(msg: impl Into<String>) -> PyErr {
+    PyTypeError::new_err(msg.into())
 }
 
 /// A `RuntimeError` with the full chain of `e`'s messages.

@@ -9,6 +9,7 @@ use bnn_layers::Estimator;
 use bnn_models::Arch;
 use bnn_train::{EpochStats, Observer, StepInfo};
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
 use swbnn_ops::Error;
 use swbnn_ops::ValidationSplit;
 use swbnn_ops::commands::{
@@ -20,29 +21,42 @@ use swbnn_ops::search::{Candidate, SearchConfig, SearchProgress, progress_line};
 use crate::errors::pipeline_error;
 use crate::model::cpu;
 
-/// Progress lines on stderr, only when asked for.
+/// Progress events for the Python side's bars (`swbnn._progress.NativeBars`), only when a
+/// callback was given: `callback(event, info)` with `"step"` (`epoch`, `step`, `steps`,
+/// `loss`), `"epoch"` (`epoch`, `line`) and `"candidate"` (`line`).
 struct Progress {
-    on: bool,
+    callback: Option<Py<PyAny>>,
+}
+
+impl Progress {
+    /// Calls the callback with `event` and the dict `fill` writes. A failing callback (a
+    /// bar that cannot draw) is reported once on stderr by Python and never stops the work.
+    fn send(&self, event: &str, fill: impl FnOnce(&Bound<'_, PyDict>) -> PyResult<()>) {
+        let Some(cb) = &self.callback else { return };
+        Python::attach(|py| {
+            let info = PyDict::new(py);
+            if let Err(e) = fill(&info).and_then(|()| cb.call1(py, (event, info)).map(drop)) {
+                e.write_unraisable(py, Some(cb.bind(py)));
+            }
+        });
+    }
 }
 
 impl Observer for Progress {
     fn on_step(&mut self, info: &StepInfo) {
-        if self.on && (info.step + 1).is_multiple_of(50) {
-            eprintln!(
-                "epoch {} step {}/{}: loss {:.4} ({:.0} img/s)",
-                info.epoch + 1,
-                info.step + 1,
-                info.steps,
-                info.loss,
-                info.images_per_s
-            );
-        }
+        self.send("step", |d| {
+            d.set_item("epoch", info.epoch)?;
+            d.set_item("step", info.step + 1)?;
+            d.set_item("steps", info.steps)?;
+            d.set_item("loss", info.loss)
+        });
     }
 
     fn on_epoch(&mut self, s: &EpochStats) {
-        if self.on {
-            eprintln!("{}", swbnn_ops::commands::epoch_line(s));
-        }
+        self.send("epoch", |d| {
+            d.set_item("epoch", s.epoch)?;
+            d.set_item("line", swbnn_ops::commands::epoch_line(s))
+        });
     }
 }
 
@@ -64,7 +78,7 @@ fn validation(size: Option<usize>) -> ValidationSplit {
 #[pyfunction]
 #[pyo3(signature = (
     dataset, arch, kind, out, *, epochs = 5, seed = 0, data = None, subset = None,
-    estimator = "reparam", resume = false, progress = false, validation = None,
+    estimator = "reparam", resume = false, progress = None, validation = None,
     image_size = None, from_model = None
 ))]
 #[allow(clippy::too_many_arguments)]
@@ -80,7 +94,7 @@ pub fn train_json(
     subset: Option<usize>,
     estimator: &str,
     resume: bool,
-    progress: bool,
+    progress: Option<Py<PyAny>>,
     validation: Option<usize>,
     image_size: Option<usize>,
     from_model: Option<PathBuf>,
@@ -116,7 +130,7 @@ pub fn train_json(
     .map_err(pipeline_error)?;
     py.detach(|| {
         let device = cpu().map_err(|e| usage(e.to_string()))?;
-        let history = commands::train(&request, &device, &mut Progress { on: progress })?;
+        let history = commands::train(&request, &device, &mut Progress { callback: progress })?;
         serde_json::to_string(&history).map_err(Error::json)
     })
     .map_err(pipeline_error)
@@ -127,7 +141,7 @@ pub fn train_json(
 #[pyfunction]
 #[pyo3(signature = (
     model, dataset, out, *, k = None, config = None, epochs = None, data = None,
-    subset = None, force = false, progress = false, validation = None
+    subset = None, force = false, progress = None, validation = None
 ))]
 #[allow(clippy::too_many_arguments)]
 pub fn compress_json(
@@ -141,7 +155,7 @@ pub fn compress_json(
     data: Option<PathBuf>,
     subset: Option<usize>,
     force: bool,
-    progress: bool,
+    progress: Option<Py<PyAny>>,
     validation: Option<usize>,
 ) -> PyResult<String> {
     let request = compress_request(
@@ -156,7 +170,7 @@ pub fn compress_json(
     )?;
     py.detach(|| {
         let device = cpu().map_err(|e| usage(e.to_string()))?;
-        let report = commands::compress(&request, &device, &mut Progress { on: progress })?;
+        let report = commands::compress(&request, &device, &mut Progress { callback: progress })?;
         serde_json::to_string(&report).map_err(Error::json)
     })
     .map_err(pipeline_error)
@@ -193,7 +207,7 @@ fn compress_request(
 #[pyfunction]
 #[pyo3(signature = (
     model, dataset, out, *, search = None, config = None, epochs = None, data = None,
-    subset = None, force = false, progress = false, validation = None
+    subset = None, force = false, progress = None, validation = None
 ))]
 #[allow(clippy::too_many_arguments)]
 pub fn compress_auto_json(
@@ -207,7 +221,7 @@ pub fn compress_auto_json(
     data: Option<PathBuf>,
     subset: Option<usize>,
     force: bool,
-    progress: bool,
+    progress: Option<Py<PyAny>>,
     validation: Option<usize>,
 ) -> PyResult<String> {
     let search: SearchConfig = match search {
@@ -229,7 +243,7 @@ pub fn compress_auto_json(
     py.detach(|| {
         let device = cpu().map_err(|e| usage(e.to_string()))?;
         let mut p = SearchLines {
-            steps: Progress { on: progress },
+            steps: Progress { callback: progress },
         };
         let report = commands::compress_auto(&request, &search, &device, &mut p)?;
         serde_json::to_string(&report).map_err(Error::json)
@@ -237,16 +251,15 @@ pub fn compress_auto_json(
     .map_err(pipeline_error)
 }
 
-/// The search's progress on standard error (with `progress`): each candidate's verdict.
+/// The search's progress events: each candidate's verdict, and the stage-3 steps.
 struct SearchLines {
     steps: Progress,
 }
 
 impl SearchProgress for SearchLines {
     fn candidate(&mut self, c: &Candidate, best: Option<&Candidate>) {
-        if self.steps.on {
-            eprintln!("{}", progress_line(c, best));
-        }
+        let line = progress_line(c, best);
+        self.steps.send("candidate", |d| d.set_item("line", line));
     }
 
     fn steps(&mut self) -> &mut dyn Observer {
@@ -357,6 +370,7 @@ pub fn defaults_json() -> PyResult<String> {
         "confidence_recovered": stop,
         "k": c.sharing.gmm.k,
         "outliers": c.sharing.outliers,
+        "torch_tau_sd": swshare::config::TORCH_TAU_SD,
         "search": SearchConfig::default(),
         "min_validation_images": swbnn_ops::search::MIN_VALIDATION_IMAGES,
     });

@@ -18,9 +18,12 @@ const OUTLIER_SMALL_CLUSTER: i8 = 4;
 /// Runs `swshare::build_plan` on one shareable layer of `mu.len()` weights and returns the
 /// plan's arrays, counts and report as a dict (the `swbnn.SharingPlan` wrapper reads it).
 /// `config` is a `SwshareConfig` JSON text (missing fields take the paper's defaults); `k` and
-/// `seed`, when given, override its GMM's.
+/// `seed`, when given, override its GMM's. `layers`, when given, are the sizes of the
+/// consecutive layers the arrays hold (summing to their length): the outlier threshold's
+/// layer-relative part (`outliers.tau_sd`) is measured per layer. Without it the arrays are
+/// one layer.
 #[pyfunction]
-#[pyo3(signature = (mu, sigma, grad = None, config = None, k = None, seed = None))]
+#[pyo3(signature = (mu, sigma, grad = None, config = None, k = None, seed = None, layers = None))]
 pub fn plan<'py>(
     py: Python<'py>,
     mu: &Bound<'py, PyAny>,
@@ -29,6 +32,7 @@ pub fn plan<'py>(
     config: Option<&str>,
     k: Option<usize>,
     seed: Option<u64>,
+    layers: Option<Vec<usize>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let mut cfg = match config {
         Some(text) => SwshareConfig::from_json(text).map_err(input_error)?,
@@ -54,6 +58,19 @@ pub fn plan<'py>(
             )));
         }
     }
+    let layers = layers.unwrap_or_else(|| vec![n]);
+    if let Some(i) = layers.iter().position(|&l| l == 0) {
+        return Err(value_error(format!(
+            "layers[{i}] is 0: every layer holds weights"
+        )));
+    }
+    let total = layers.iter().try_fold(0usize, |acc, &l| acc.checked_add(l));
+    if total != Some(n) {
+        return Err(value_error(format!(
+            "layers sum to {} but mu has {n} values",
+            total.map_or_else(|| "more than usize holds".to_string(), |t| t.to_string())
+        )));
+    }
     let (mu, sigma) = (mu.slice()?, sigma.slice()?);
     let grad = grad.as_ref().map(|g| g.slice()).transpose()?;
     if let Some(i) = sigma.iter().position(|s| !(s.is_finite() && *s > 0.0)) {
@@ -72,7 +89,20 @@ pub fn plan<'py>(
     let (plan, report) = py
         .detach(|| {
             let mut b = WeightTableBuilder::new();
-            b.push_layer("weights", &[n], true, mu, sigma, grad);
+            let mut start = 0;
+            for (i, &len) in layers.iter().enumerate() {
+                let r = start..start + len;
+                let g = grad.map(|g| &g[r.clone()]);
+                b.push_layer(
+                    &format!("layer{i}"),
+                    &[len],
+                    true,
+                    &mu[r.clone()],
+                    &sigma[r],
+                    g,
+                );
+                start += len;
+            }
             let table = b
                 .build()
                 .map_err(|e| swshare::SwshareError::from(e).to_string())?;

@@ -11,7 +11,8 @@
 * ``swbnn.metrics``: ECE/MCE, NLL, Brier, entropy, mutual information, AUROC/AUPR/FPR@95.
 * ``swbnn.torch`` (needs PyTorch, imported on its own): compress a PyTorch BNN in PyTorch.
 
-Everything runs on the CPU. Bad input raises ``ValueError``.
+Everything runs on the CPU. An argument of the wrong type raises ``TypeError``, a bad value
+``ValueError``, a missing file ``FileNotFoundError``, each with the Rust side's message.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from . import _native, gmm, metrics
+from . import _native, _progress, gmm, metrics
 
 __version__ = _native.__version__
 
@@ -73,14 +74,14 @@ def _images_for_file(x: Any, name: str) -> np.ndarray:
     if x.dtype == np.uint8:
         return x
     if x.dtype.kind not in "fiu":
-        raise ValueError(f"{name} must hold numbers (uint8 or float images), got dtype {x.dtype}")
+        raise TypeError(f"{name} must hold numbers (uint8 or float images), got dtype {x.dtype}")
     return x.astype(np.float32)
 
 
 def _labels_for_file(y: Any, name: str) -> np.ndarray:
     y = np.asarray(y)
     if y.dtype.kind not in "iu":
-        raise ValueError(f"{name} must hold integer class labels, got dtype {y.dtype}")
+        raise TypeError(f"{name} must hold integer class labels, got dtype {y.dtype}")
     return y.astype(np.int64)
 
 
@@ -133,7 +134,7 @@ def _config_json(config: Union[None, str, Dict[str, Any]]) -> Optional[str]:
         return config
     if isinstance(config, dict):
         return json.dumps(config)
-    raise ValueError(f"config must be a dict or JSON text, got {type(config).__name__}")
+    raise TypeError(f"config must be a dict or JSON text, got {type(config).__name__}")
 
 
 @dataclass(frozen=True)
@@ -189,15 +190,18 @@ def plan(
     *,
     k: Optional[int] = None,
     seed: Optional[int] = None,
+    layers: Optional[Sequence[int]] = None,
 ) -> SharingPlan:
     """Runs stages 1-2 of the method on flat float32 ``mu``, ``sigma`` (> 0) and, optionally,
     ``grad`` (the mean ``d loss / d mu``, for the gradient-outlier criterion).
 
     ``config`` is a ``SwshareConfig`` as a dict or JSON text (``{"outliers": ...,
     "gmm": ..., "refine": ...}``; missing fields take the paper's defaults, K = 2000);
-    ``k`` and ``seed`` override its GMM's.
+    ``k`` and ``seed`` override its GMM's. ``layers`` are the sizes of the consecutive layers
+    the arrays hold (default: one layer): the outlier threshold's layer-relative part
+    (``outliers.tau_sd``) is measured on each layer's own means.
     """
-    d = _native.plan(mu, sigma, grad, _config_json(config), k, seed)
+    d = _native.plan(mu, sigma, grad, _config_json(config), k, seed, None if layers is None else [int(n) for n in layers])
     report = json.loads(d.pop("report_json"))
     cfg = json.loads(d.pop("config_json"))
     return SharingPlan(report=report, config=cfg, **d)
@@ -383,8 +387,9 @@ def train(
     ``(n, C, H, W)``; integer labels). ``validation`` images are held out of the training set
     (default 5,000, as the command line; ``subset`` draws from the rest); the model records
     the normalisation measured on the rest. ``start`` is ``--from``: a trained model directory
-    a Bayesian run starts from. Progress goes to stderr only with ``progress=True``."""
-    with _dataset(dataset) as name:
+    a Bayesian run starts from. ``progress=True`` draws a bar per epoch (rate, time left) on
+    stderr."""
+    with _dataset(dataset) as name, _bars(progress) as bars:
         return json.loads(
             _native.train_json(
                 name,
@@ -397,12 +402,25 @@ def train(
                 subset=subset,
                 estimator=estimator,
                 resume=resume,
-                progress=progress,
+                progress=bars,
                 validation=validation,
                 image_size=image_size,
                 from_model=None if start is None else os.fspath(start),
             )
         )
+
+
+@contextlib.contextmanager
+def _bars(on: bool, first_phase: Optional[str] = None) -> Iterator[Optional[_progress.NativeBars]]:
+    """The native commands' progress bars when ``on`` (closed when the call ends)."""
+    if not on:
+        yield None
+        return
+    bars = _progress.NativeBars(first_phase)
+    try:
+        yield bars
+    finally:
+        bars.close()
 
 
 def _search_defaults() -> Dict[str, Any]:
@@ -489,7 +507,9 @@ def compress(
     candidate is within the margins it is a ``ValueError``, unless ``force=True`` (which also
     lets existing files be replaced) writes the one nearest them. ``k`` fixes K, so it is
     refused with ``auto=True``; ``margins``, ``samples`` and ``max_retrains`` are refused
-    without it."""
+    without it. ``progress=True`` draws bars on stderr: the time of stages 1-2, then each
+    stage-3 epoch's steps with their rate and the time left (with ``auto=True``, each
+    candidate's verdict too)."""
     if auto:
         if k is not None:
             raise ValueError("auto=True searches K; k fixes it: give one of the two")
@@ -498,14 +518,14 @@ def compress(
         given = [n for n, v in (("margins", margins), ("samples", samples), ("max_retrains", max_retrains)) if v is not None]
         if given:
             raise ValueError(f"{', '.join(given)} set the search of auto=True; without auto they have no effect")
-    with _dataset(dataset) as name:
+    with _dataset(dataset) as name, _bars(progress, "stages 1-2 (gradient pass, plan)") as bars:
         common = dict(
             config=_config_json(config),
             epochs=epochs,
             data=None if data is None else os.fspath(data),
             subset=subset,
             force=force,
-            progress=progress,
+            progress=bars,
             validation=validation,
         )
         if auto:

@@ -39,17 +39,17 @@ def test_skip_assign_and_score(data_dir):
 
 
 @pytest.mark.parametrize(
-    "points, message",
+    "points, error, message",
     [
-        (np.zeros((10, 3), dtype=np.float32), "shape (n, 2)"),
-        (np.zeros(10, dtype=np.float32), "2 dimensions"),
-        (np.zeros((0, 2), dtype=np.float32), "empty"),
-        (np.zeros((10, 2), dtype=bool), "dtype float32"),
-        ([[0.0, 1.0]], "numpy.ndarray"),
+        (np.zeros((10, 3), dtype=np.float32), ValueError, "shape (n, 2)"),
+        (np.zeros(10, dtype=np.float32), ValueError, "2 dimensions"),
+        (np.zeros((0, 2), dtype=np.float32), ValueError, "empty"),
+        (np.zeros((10, 2), dtype=bool), TypeError, "dtype float32"),
+        ([[0.0, 1.0]], TypeError, "numpy.ndarray"),
     ],
 )
-def test_bad_points(points, message):
-    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+def test_bad_points(points, error, message):
+    with pytest.raises(error, match=message.replace("(", r"\(").replace(")", r"\)")):
         swbnn.gmm.fit(points, k=2)
 
 

@@ -78,19 +78,19 @@ def test_ood_metrics_match_sklearn():
 
 
 @pytest.mark.parametrize(
-    "probs, labels, message",
+    "probs, labels, error, message",
     [
-        (np.full((2, 2), 0.5, np.complex64), np.array([0, 1]), "dtype float32"),
-        (np.full((2, 2), 0.5, np.float32), np.array([0, 1, 1]), "labels"),
-        (np.full((2, 2), 0.7, np.float32), np.array([0, 1]), "sums to"),
-        (np.array([[np.nan, 1]], np.float32), np.array([0]), "non-finite"),
-        (np.full((2, 2), 0.5, np.float32), np.array([0, 2]), "out of range"),
-        (np.full((2, 2), 0.5, np.float32), np.array([0.0, 1.0]), "dtype int64"),
-        (np.zeros((0, 2), np.float32), np.zeros(0, np.int64), "empty"),
+        (np.full((2, 2), 0.5, np.complex64), np.array([0, 1]), TypeError, "dtype float32"),
+        (np.full((2, 2), 0.5, np.float32), np.array([0, 1, 1]), ValueError, "labels"),
+        (np.full((2, 2), 0.7, np.float32), np.array([0, 1]), ValueError, "sums to"),
+        (np.array([[np.nan, 1]], np.float32), np.array([0]), ValueError, "non-finite"),
+        (np.full((2, 2), 0.5, np.float32), np.array([0, 2]), ValueError, "out of range"),
+        (np.full((2, 2), 0.5, np.float32), np.array([0.0, 1.0]), TypeError, "dtype int64"),
+        (np.zeros((0, 2), np.float32), np.zeros(0, np.int64), ValueError, "empty"),
     ],
 )
-def test_bad_input(probs, labels, message):
-    with pytest.raises(ValueError, match=message):
+def test_bad_input(probs, labels, error, message):
+    with pytest.raises(error, match=message):
         metrics.ece(probs, labels)
 
 

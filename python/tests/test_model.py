@@ -46,8 +46,11 @@ def test_bad_images(data_dir, expected):
     x = images(expected["predict"])
     # NumPy's default float64 is converted once, not refused.
     np.testing.assert_array_equal(m.predict(x.astype(np.float64)), m.predict(x))
+    with pytest.raises(TypeError, match="dtype float32"):
+        m.predict(x.astype(np.complex64))
+    with pytest.raises(TypeError, match="numpy.ndarray, got list"):
+        m.predict(x.tolist())
     for bad, message in [
-        (x.astype(np.complex64), "dtype float32"),
         (x[:, :, :4, :].copy(), r"\(n, 1, 8, 8\)"),
         (x[:, :, :, ::2], "shape|C-contiguous"),
         (x.reshape(-1, 64), "4 dimensions"),

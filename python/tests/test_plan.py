@@ -35,18 +35,19 @@ def test_config_and_gradient():
 
 
 @pytest.mark.parametrize(
-    "mu, sigma, message",
+    "mu, sigma, error, message",
     [
-        (np.zeros(5, np.complex64), np.ones(5, np.float32), "mu must have dtype float32"),
-        (np.zeros(5, np.float32), np.ones(4, np.float32), "sigma has 4 values"),
-        (np.zeros(5, np.float32), -np.ones(5, np.float32), "sigma"),
-        (np.array([0, np.nan, 0, 0, 0], np.float32), np.ones(5, np.float32), r"mu\[1\]"),
-        (np.zeros((5, 1), np.float32), np.ones(5, np.float32), "1 dimension"),
-        (np.zeros(0, np.float32), np.ones(0, np.float32), "empty"),
+        (np.zeros(5, np.complex64), np.ones(5, np.float32), TypeError, "mu must have dtype float32"),
+        ([0.0] * 5, np.ones(5, np.float32), TypeError, "mu must be a numpy.ndarray, got list"),
+        (np.zeros(5, np.float32), np.ones(4, np.float32), ValueError, "sigma has 4 values"),
+        (np.zeros(5, np.float32), -np.ones(5, np.float32), ValueError, "sigma"),
+        (np.array([0, np.nan, 0, 0, 0], np.float32), np.ones(5, np.float32), ValueError, r"mu\[1\]"),
+        (np.zeros((5, 1), np.float32), np.ones(5, np.float32), ValueError, "1 dimension"),
+        (np.zeros(0, np.float32), np.ones(0, np.float32), ValueError, "empty"),
     ],
 )
-def test_bad_input(mu, sigma, message):
-    with pytest.raises(ValueError, match=message):
+def test_bad_input(mu, sigma, error, message):
+    with pytest.raises(error, match=message):
         swbnn.plan(mu, sigma, k=2)
 
 
@@ -54,5 +55,5 @@ def test_bad_config():
     mu, sigma = np.zeros(10, np.float32), np.ones(10, np.float32)
     with pytest.raises(ValueError, match="SwshareConfig"):
         swbnn.plan(mu, sigma, config={"no_such_field": 1})
-    with pytest.raises(ValueError):
+    with pytest.raises(TypeError, match="config must be a dict or JSON text, got int"):
         swbnn.plan(mu, sigma, config=3)

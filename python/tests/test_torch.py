@@ -67,12 +67,13 @@ class SmallCNN(nn.Module):
         return x, kl1 + kl2 + kl3 + kl4
 
 
-def train_loop(model, data, n_train, steps=None, lr=1e-2):
+def train_loop(model, data, n_train, steps=None, lr=1e-2, device="cpu"):
     """The user's own bayesian-torch training loop, unchanged before and after compression."""
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     model.train()
     losses = []
     for i, (x, y) in enumerate(data):
+        x, y = x.to(device), y.to(device)
         out, kl = model(x)
         loss = F.cross_entropy(out, y) + kl / n_train
         opt.zero_grad()
@@ -91,7 +92,7 @@ def data():
 
 
 @pytest.fixture(scope="module")
-def trained(data):
+def trained_cpu(data):
     _bt()
     torch.manual_seed(0)
     model = SmallCNN()
@@ -102,7 +103,13 @@ def trained(data):
 
 
 @pytest.fixture(scope="module")
-def compressed(trained, data):
+def trained(trained_cpu, device):
+    """The trained SmallCNN (on the CPU), copied to the test's device."""
+    return copy_of(trained_cpu).to(device)
+
+
+@pytest.fixture(scope="module")
+def compressed(trained, data, device):
     xt, yt, xv, yv = data
     shared, report = swt.compress(
         trained,
@@ -141,6 +148,9 @@ def test_compress_replaces_the_layers_and_reports(trained, compressed):
     assert 1 <= report.k <= 16
     assert len(shared.conv1.shared_codebook) == report.k
     assert shared.conv1.shared_codebook is shared.head[1].shared_codebook
+    for _, layer in swt._layers.shared_layers(shared):  # every tensor on the model's device
+        for t in list(layer.parameters()) + list(layer.buffers()):
+            assert t.device == trained.conv1.mu_kernel.device
     for key in ("gradients_s", "plan_s", "build_s", "retrain_s"):
         assert report.timings[key] >= 0
     s = report.stop
@@ -149,13 +159,15 @@ def test_compress_replaces_the_layers_and_reports(trained, compressed):
     assert "K =" in str(report)
 
 
-def test_forward_and_training_loop_unchanged(compressed, data):
+def test_forward_and_training_loop_unchanged(compressed, data, device):
     shared, _ = compressed
     xt, yt, _, _ = data
+    xt, yt = xt.to(device), yt.to(device)
     out, kl = shared(xt[:8])
     assert out.shape == (8, 10) and kl.dim() == 0 and torch.isfinite(kl)
+    assert out.device == kl.device == xt.device
     before = shared.conv1.shared_codebook.mu.detach().clone()
-    losses = train_loop(copy_of(shared), loader(xt, yt), len(xt), steps=3)
+    losses = train_loop(copy_of(shared), loader(xt.cpu(), yt.cpu()), len(xt), steps=3, device=device)
     assert all(np.isfinite(losses))
     assert torch.equal(shared.conv1.shared_codebook.mu, before)  # trained a copy
     # The codebook is trained by the loop (its gradient is reached through every layer).
@@ -182,14 +194,14 @@ def fixed_predictions(model, x):
         return torch.stack([model(x)[0] for _ in range(3)])
 
 
-def test_save_load_round_trip(compressed, data, tmp_path):
+def test_save_load_round_trip(compressed, data, tmp_path, device):
     shared, _ = compressed
     path = tmp_path / "cnn.swb"
     sizes = swt.save(shared, path)
     assert sizes["total"] == path.stat().st_size > 0
     torch.manual_seed(99)
-    fresh = swt.load(SmallCNN(), path)
-    x = data[2][:16]
+    fresh = swt.load(SmallCNN().to(device), path)
+    x = data[2][:16].to(device)
     assert torch.equal(fixed_predictions(shared, x), fixed_predictions(fresh, x))
     for m in (shared, fresh):
         for _, layer in swt._layers.shared_layers(m):
@@ -215,7 +227,7 @@ def test_load_into_another_architecture_names_the_module(compressed, tmp_path):
         swt.load(fewer, path)
 
 
-def test_dnn_to_bnn_model(data):
+def test_dnn_to_bnn_model(data, device):
     _bt()
     from bayesian_torch.models.dnn_to_bnn import dnn_to_bnn, get_kl_loss
 
@@ -227,9 +239,9 @@ def test_dnn_to_bnn_model(data):
          "type": "Reparameterization", "moped_enable": False},
     )
     xt, yt, _, _ = data
-    shared, report = swt.compress(net, loader(xt, yt), k=8, epochs=1)
+    shared, report = swt.compress(net.to(device), loader(xt, yt), k=8, epochs=1)
     assert report.stop is None and len(report.history) == 1
-    out = shared(xt[:4])
+    out = shared(xt[:4].to(device))
     assert torch.is_tensor(out) and out.shape == (4, 10)  # dnn_to_bnn layers return out alone
     assert torch.isfinite(get_kl_loss(shared))
 
@@ -262,11 +274,12 @@ TbnnConv2d = _stand_in("torchbnn.modules.conv", "BayesConv2d", "weight_mu", "wei
 
 
 @pytest.mark.parametrize("conv,lin", [(BlitzConv2d, BlitzLinear), (TbnnConv2d, TbnnLinear)])
-def test_blitz_and_torchbnn_stand_ins(conv, lin, data, tmp_path):
+def test_blitz_and_torchbnn_stand_ins(conv, lin, data, tmp_path, device):
     torch.manual_seed(2)
-    net = nn.Sequential(conv(1, 4, 5), nn.ReLU(), nn.MaxPool2d(4), nn.Flatten(), lin(4 * 6 * 6, 10))
+    net = nn.Sequential(conv(1, 4, 5), nn.ReLU(), nn.MaxPool2d(4), nn.Flatten(), lin(4 * 6 * 6, 10)).to(device)
     xt, yt, _, _ = data
     shared, report = swt.compress(net, loader(xt, yt), k=8, epochs=1)
+    xt = xt.to(device)
     assert [r["library"] for r in report.layers] == [report.layers[0]["library"]] * 2
     assert isinstance(shared[4], swt.SharedLinear)
     out = shared(xt[:4])
@@ -277,7 +290,7 @@ def test_blitz_and_torchbnn_stand_ins(conv, lin, data, tmp_path):
         sig = F.softplus(layer.outlier_rho.detach())
         assert torch.all(sig > 0)
     swt.save(shared, tmp_path / "m.swb")
-    fresh = swt.load(nn.Sequential(conv(1, 4, 5), nn.ReLU(), nn.MaxPool2d(4), nn.Flatten(), lin(4 * 6 * 6, 10)), tmp_path / "m.swb")
+    fresh = swt.load(nn.Sequential(conv(1, 4, 5), nn.ReLU(), nn.MaxPool2d(4), nn.Flatten(), lin(4 * 6 * 6, 10)).to(device), tmp_path / "m.swb")
     x = xt[:8]
     torch.manual_seed(5)
     a = shared(x)
@@ -285,14 +298,149 @@ def test_blitz_and_torchbnn_stand_ins(conv, lin, data, tmp_path):
     assert torch.equal(a, fresh(x))
 
 
+# The shared layer's fast paths (the KL per codebook entry times its count, one index_select
+# per table) against the per-weight computation they replace.
+def _reference_distribution(layer):
+    """Every weight's ``(mu, sigma)`` the way the shared layer computed it before: the whole
+    table gathered by advanced indexing."""
+    cb = layer.shared_codebook
+    cb_mu, cb_sigma = cb.mu, F.softplus(cb.rho)
+    mus, sigmas = [cb_mu, layer.outlier_mu], [cb_sigma, F.softplus(layer.outlier_rho)]
+    if layer.ellipse_alphas.shape[0] > 0:
+        c, a = layer.ellipse_components, layer.ellipse_alphas
+        m, s = cb_mu[c], cb_sigma[c]
+        mean = (a * m).sum(1)
+        var = (a * (s.square() + (m - mean[:, None]).square())).sum(1)
+        mus.append(mean)
+        sigmas.append(var.clamp_min(1e-30).sqrt())
+    return torch.cat(mus)[layer.index].reshape(layer.shape), torch.cat(sigmas)[layer.index].reshape(layer.shape)
+
+
+def _reference_kl(layer):
+    """The layer's KL share the way it was computed before: ``kl_each`` per weight, summed."""
+    from swbnn.torch._layers import kl_each
+
+    pm, ps = layer.prior
+    mu, sigma = _reference_distribution(layer)
+    each = kl_each(mu.reshape(-1), sigma.reshape(-1), pm, ps)
+    k, n_out = len(layer.shared_codebook), layer.outlier_mu.shape[0]
+    outlier = (layer.index >= k) & (layer.index < k + n_out)
+    kl = each[outlier].sum() + each[~outlier].sum() / layer.n_inliers_total
+    if layer.bias_mu is not None:
+        kl = kl + kl_each(layer.bias_mu, F.softplus(layer.bias_rho), pm, ps).sum()
+    return kl
+
+
+def _mixed_layer(device, kind="linear", shape=(48, 70), k=40, n_out=300, n_ell=25, seed=0):
+    """A shared layer with plain-shared weights (on part of a codebook of ``k``: some entries
+    unused), ``n_out`` outliers and ``n_ell`` ellipse weights (blends of 1 to 5 entries),
+    whose model has more shared weights than it (``n_inliers_total``)."""
+    from swbnn.torch._layers import MAX_BLEND, Codebook, SharedConv2d, SharedLinear, Spec
+
+    g = torch.Generator().manual_seed(seed)
+    n = int(np.prod(shape))
+    perm = torch.randperm(n, generator=g)
+    index = torch.randint(0, k - 5, (n,), generator=g)  # the last 5 entries unused here
+    index[perm[:n_out]] = k + torch.arange(n_out)
+    index[perm[n_out : n_out + n_ell]] = k + n_out + torch.arange(n_ell)
+    comps = torch.randint(0, k, (n_ell, MAX_BLEND), generator=g)
+    alphas = torch.rand(n_ell, MAX_BLEND, generator=g)
+    for r in range(n_ell):  # 1..5 components, as the plan's padded rows
+        alphas[r, 1 + r % MAX_BLEND :] = 0.0
+        comps[r, 1 + r % MAX_BLEND :] = 0
+    alphas = alphas / alphas.sum(1, keepdim=True)
+    cb = Codebook(0.1 * torch.randn(k, generator=g), -4.0 + torch.randn(k, generator=g))
+    cls = SharedLinear if kind == "linear" else SharedConv2d
+    spec = Spec("bayesian-torch", kind, "mu_weight", "rho_weight", "mu_bias", "rho_bias", "rho", True)
+    layer = cls(
+        cb, True, shape, index, 0.3 * torch.randn(n_out, generator=g), -3.0 + torch.randn(n_out, generator=g),
+        torch.full((n_out,), 2, dtype=torch.int8), comps, alphas,
+        (0.1 * torch.randn(shape[0], generator=g), -4.0 + torch.randn(shape[0], generator=g)),
+        spec, "test", (0.0, 0.1), n - n_out + 1000,
+    )
+    if kind == "conv2d":
+        layer.set_geometry(1, 1, 1, 1)
+    return layer.to(device)
+
+
+def _grads(layer, loss):
+    params = [p for p in layer.parameters()]
+    return params, torch.autograd.grad(loss, params, allow_unused=True)
+
+
+@pytest.mark.parametrize("kind,shape", [("linear", (48, 70)), ("conv2d", (16, 8, 3, 3))])
+def test_fast_kl_equals_the_per_weight_kl(device, kind, shape):
+    layer = _mixed_layer(device, kind, shape, n_out=200 if kind == "linear" else 60, n_ell=25)
+    c = layer.counts()
+    assert c["outliers"] > 0 and c["ellipses"] > 0 and c["shared"] > 0
+    fast, ref = layer.kl_loss(), _reference_kl(layer)
+    assert fast.device == ref.device and fast.device.type == device.type
+    assert torch.allclose(fast, ref, rtol=1e-6, atol=0), (float(fast), float(ref))
+    # The same gradients (codebook mu and rho, outliers, biases).
+    params, g_fast = _grads(layer, layer.kl_loss())
+    _, g_ref = _grads(layer, _reference_kl(layer))
+    for p, a, b in zip(params, g_fast, g_ref):
+        assert a is not None and b is not None
+        assert torch.allclose(a, b, rtol=1e-5, atol=1e-7 * float(b.abs().max())), p.shape
+    # The inlier part alone also matches (the outliers do not hide a mistake in it).
+    with torch.no_grad():
+        layer.outlier_mu.zero_()
+    assert torch.allclose(layer.kl_loss(), _reference_kl(layer), rtol=1e-6, atol=0)
+
+
+@pytest.mark.parametrize("kind,shape", [("linear", (48, 70)), ("conv2d", (16, 8, 3, 3))])
+def test_fast_distribution_equals_the_per_weight_gather(device, kind, shape):
+    layer = _mixed_layer(device, kind, shape, n_out=200 if kind == "linear" else 60, n_ell=25)
+    mu, sigma = layer.distribution()
+    mu_ref, sigma_ref = _reference_distribution(layer)
+    assert mu.shape == sigma.shape == tuple(shape)
+    assert torch.allclose(mu, mu_ref, rtol=1e-6, atol=0) and torch.allclose(sigma, sigma_ref, rtol=1e-6, atol=0)
+    # The gradients of a weight sample on the same noise.
+    eps = torch.randn(shape, generator=torch.Generator().manual_seed(1)).to(device)
+    w_out = torch.randn(shape, generator=torch.Generator().manual_seed(2)).to(device)
+    params, g_fast = _grads(layer, ((mu + sigma * eps) * w_out).sum())
+    mu_ref, sigma_ref = _reference_distribution(layer)
+    _, g_ref = _grads(layer, ((mu_ref + sigma_ref * eps) * w_out).sum())
+    for p, a, b in zip(params, g_fast, g_ref):
+        if b is None:  # the biases take no part in the weight distribution
+            assert a is None
+            continue
+        assert torch.allclose(a, b, rtol=1e-5, atol=1e-6 * float(b.abs().max())), p.shape
+    # A forward pass samples from that distribution: with sampling off it is the mean network.
+    layer.sampling = False
+    x = torch.randn((2, shape[1]) if kind == "linear" else (2, shape[1], 6, 6)).to(device)
+    out, kl = layer(x)
+    want = F.linear(x, mu_ref, layer.bias_mu) if kind == "linear" else F.conv2d(x, mu_ref, layer.bias_mu, 1, 1)
+    assert torch.allclose(out, want, rtol=1e-5, atol=1e-6)
+    assert torch.allclose(kl, _reference_kl(layer), rtol=1e-6, atol=0)
+
+
+def test_the_index_buffers_follow_the_layer(device):
+    """The index-derived buffers are not in the state dict, move with ``.to()``, survive a
+    deep copy and follow a change of ``index``."""
+    layer = _mixed_layer("cpu")
+    keys = set(layer.state_dict())
+    assert not any(k.startswith("_") for k in keys) and "index" in keys
+    layer = layer.to(device)
+    assert all(b.device.type == device.type for b in list(layer.buffers()) + list(layer.parameters()))
+    twin = copy_of(layer)
+    assert torch.allclose(twin.kl_loss(), _reference_kl(layer), rtol=1e-6, atol=0)
+    with torch.no_grad():  # every weight onto codebook entry 3, in place
+        layer.index.fill_(3)
+    mu, _ = layer.distribution()
+    assert torch.all(mu == layer.shared_codebook.mu[3])
+    assert torch.allclose(layer.kl_loss(), _reference_kl(layer), rtol=1e-6, atol=0)
+    assert layer.counts()["weights"] == layer.index.numel()
+
+
 # Bad input: clear errors.
-def test_no_bayesian_layers(data):
+def test_no_bayesian_layers(data, device):
     xt, yt, _, _ = data
     with pytest.raises(ValueError, match="no Bayesian layers"):
-        swt.compress(nn.Sequential(nn.Flatten(), nn.Linear(784, 10)), loader(xt, yt), k=4, epochs=0)
+        swt.compress(nn.Sequential(nn.Flatten(), nn.Linear(784, 10)).to(device), loader(xt, yt), k=4, epochs=0)
 
 
-def test_unknown_library(data):
+def test_unknown_library(data, device):
     class Mine(nn.Module):
         def __init__(self):
             super().__init__()
@@ -304,51 +452,51 @@ def test_unknown_library(data):
 
     xt, yt, _, _ = data
     with pytest.raises(ValueError, match=r"module `1` \(.*Mine\) has Bayesian parameters but is not a supported layer"):
-        swt.compress(nn.Sequential(nn.Identity(), Mine()), loader(xt, yt), k=4, epochs=0)
+        swt.compress(nn.Sequential(nn.Identity(), Mine()).to(device), loader(xt, yt), k=4, epochs=0)
 
 
-def _mlp():
+def _mlp(device="cpu"):
     torch.manual_seed(3)
-    return nn.Sequential(nn.Flatten(), BlitzLinear(784, 10))
+    return nn.Sequential(nn.Flatten(), BlitzLinear(784, 10)).to(device)
 
 
-def test_loader_with_a_wrong_shape(data):
+def test_loader_with_a_wrong_shape(data, device):
     xt, yt, _, _ = data
     with pytest.raises(ValueError, match=r"cannot run a batch of images \(64, 3, 28, 28\)"):
-        swt.compress(_mlp(), loader(xt.repeat(1, 3, 1, 1), yt), k=4, epochs=0)
+        swt.compress(_mlp(device), loader(xt.repeat(1, 3, 1, 1), yt), k=4, epochs=0)
     with pytest.raises(ValueError, match="one label per image"):
-        swt.compress(_mlp(), loader(xt, yt[:, None].repeat(1, 2)), k=4, epochs=0)
-    with pytest.raises(ValueError, match=r"\(images, labels\) pairs"):
-        swt.compress(_mlp(), [xt[:8]], num_train=8, k=4, epochs=0)
+        swt.compress(_mlp(device), loader(xt, yt[:, None].repeat(1, 2)), k=4, epochs=0)
+    with pytest.raises(TypeError, match=r"\(images, labels\) pairs"):
+        swt.compress(_mlp(device), [xt[:8]], num_train=8, k=4, epochs=0)
 
 
-def test_k_larger_than_the_inliers(data):
+def test_k_larger_than_the_inliers(data, device):
     xt, yt, _, _ = data
-    with pytest.raises(ValueError, match="larger than the inlier"):
-        swt.compress(_mlp(), loader(xt, yt), k=100_000, epochs=0)
+    with pytest.raises(ValueError, match="larger than the inlier|needs at least K = 100000 inlier"):
+        swt.compress(_mlp(device), loader(xt, yt), k=100_000, epochs=0)
 
 
-def test_nan_weights(data):
+def test_nan_weights(data, device):
     xt, yt, _, _ = data
-    m = _mlp()
+    m = _mlp(device)
     with torch.no_grad():
         m[1].weight_mu[3, 5] = float("nan")
     with pytest.raises(ValueError, match=r"module `1`: weight mu is not finite at index 2357"):
         swt.compress(m, loader(xt, yt), k=4, epochs=0)
 
 
-def test_confidence_rule_needs_validation(data):
+def test_confidence_rule_needs_validation(data, device):
     xt, yt, _, _ = data
     with pytest.raises(ValueError, match="val_loader"):
-        swt.compress(_mlp(), loader(xt, yt), k=4, epochs=1, config={"retrain_stop": {"confidence-recovered": {}}})
+        swt.compress(_mlp(device), loader(xt, yt), k=4, epochs=1, config={"retrain_stop": {"confidence-recovered": {}}})
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
-def test_cuda(trained, data):
+def test_cuda(trained_cpu, data):
     xt, yt, xv, yv = data
     import copy
 
-    m = copy.deepcopy(trained).cuda()
+    m = copy.deepcopy(trained_cpu).cuda()
     shared, report = swt.compress(m, loader(xt, yt), k=16, epochs=1, val_loader=loader(xv, yv))
     out, kl = shared(xt[:8].cuda())
     assert out.is_cuda and kl.is_cuda
@@ -486,23 +634,23 @@ def _fixed_noise_sampler(layer):
 
     def sample():
         mu, sigma = layer.distribution()
-        w = mu + sigma * fixed_noise(mu.numel()).reshape(mu.shape)
+        w = mu + sigma * fixed_noise(mu.numel()).reshape(mu.shape).to(mu.device)
         b = None
         if layer.bias_mu is not None:
-            b = layer.bias_mu + F.softplus(layer.bias_rho) * fixed_noise(layer.bias_mu.numel())
+            b = layer.bias_mu + F.softplus(layer.bias_rho) * fixed_noise(layer.bias_mu.numel()).to(mu.device)
         return w, b
 
     return sample
 
 
-def test_command_line_swb_loads_into_bayesian_torch_lenet5(tmp_path):
+def test_command_line_swb_loads_into_bayesian_torch_lenet5(tmp_path, device):
     _bt()
     import json
 
-    model = swt.load(BtLeNet5(), _interop("lenet5-shared.swb"))
+    model = swt.load(BtLeNet5().to(device), _interop("lenet5-shared.swb"))
     case = json.loads(_interop("expected.json").read_text())["lenet5"]
     recorded = json.loads(_interop("shared-logits.json").read_text())
-    x = torch.tensor(case["input"], dtype=torch.float32).reshape(case["input_shape"])
+    x = torch.tensor(case["input"], dtype=torch.float32).reshape(case["input_shape"]).to(device)
     layers = [m for m in model.modules() if isinstance(m, swt.SharedLayer)]
     assert [type(m).__name__ for m in layers] == ["SharedConv2d"] * 2 + ["SharedLinear"] * 3
     assert tuple(model.fc1.shape) == (120, 16)  # the file's [16, 120], transposed
@@ -515,6 +663,7 @@ def test_command_line_swb_loads_into_bayesian_torch_lenet5(tmp_path):
             m.sampling = True
             m._sample = _fixed_noise_sampler(m)
         fixed = model(x)
+    mean, fixed = mean.cpu(), fixed.cpu()
     np.testing.assert_allclose(mean.reshape(-1).numpy(), np.asarray(recorded["mean"], np.float32), rtol=0, atol=1e-5)
     np.testing.assert_allclose(fixed.reshape(-1).numpy(), np.asarray(recorded["fixed"], np.float32), rtol=0, atol=1e-5)
     # The two numbers differ: the fixed-noise sample is no mean network.
@@ -547,7 +696,7 @@ def _near_deterministic_copy(src, dst):
         ("resnet20", BtResNet20, (6, 1, 28, 28)),
     ],
 )
-def test_command_line_swb_predicts_as_the_rust_model(fixture, net, shape, tmp_path):
+def test_command_line_swb_predicts_as_the_rust_model(fixture, net, shape, tmp_path, device):
     """swbnn.torch.load + predict in PyTorch against the Rust model's own prediction
     (swbnn.Model.predict, the code of `swbnn eval`) on the same file, made deterministic."""
     _bt()
@@ -558,9 +707,9 @@ def test_command_line_swb_predicts_as_the_rust_model(fixture, net, shape, tmp_pa
     path = _near_deterministic_copy(src, tmp_path / "m.swb")
     x = 4.0 * torch.randn(shape, generator=torch.Generator().manual_seed(3))
     rust = swbnn.load(path).predict(x.numpy(), samples=1, seed=0)
-    model = swt.load(net(), path).eval()
+    model = swt.load(net().to(device), path).eval()
     with torch.no_grad():
-        ours = F.softmax(model(x), dim=1).numpy()
+        ours = F.softmax(model(x.to(device)), dim=1).cpu().numpy()
     np.testing.assert_allclose(ours, rust, rtol=0, atol=1e-5)
     # Not a trivial agreement: the predictions differ between images.
     assert np.abs(rust - rust[:1]).max() > 1e-4
@@ -586,7 +735,7 @@ def _command_line_fixture(name):
 
 
 @pytest.mark.parametrize("fixture", ["lenet5", "tiny", "resnet20"])
-def test_command_line_swb_saves_back_in_the_command_line_format(fixture, tmp_path):
+def test_command_line_swb_saves_back_in_the_command_line_format(fixture, tmp_path, device):
     """load -> save gives back the file's content (read by the native reader) and its Rust
     predictions, without naming the config again: the loaded model remembers it."""
     _bt()
@@ -597,7 +746,7 @@ def test_command_line_swb_saves_back_in_the_command_line_format(fixture, tmp_pat
 
     src, net, shape = _command_line_fixture(fixture)
     src = src()
-    model = swt.load(net(), src)
+    model = swt.load(net().to(device), src)
     back = tmp_path / "back.swb"
     sizes = swt.save(model, back)
     assert sizes["total"] == back.stat().st_size
@@ -614,12 +763,12 @@ def test_command_line_swb_saves_back_in_the_command_line_format(fixture, tmp_pat
     # command_line=False keeps the PyTorch format, which load() reads back as such.
     swt.save(model, tmp_path / "torch.swb", command_line=False)
     assert json.loads(json.loads(_native.swb_load(str(tmp_path / "torch.swb")))["arch"])["format"] == "swbnn-torch-v1"
-    again = swt.load(net(), tmp_path / "torch.swb")
+    again = swt.load(net().to(device), tmp_path / "torch.swb")
     assert not hasattr(again, swt._file._REMEMBERED)
 
 
 @pytest.mark.parametrize("fixture", ["lenet5", "tiny", "resnet20"])
-def test_torch_edits_reach_the_rust_model(fixture, tmp_path):
+def test_torch_edits_reach_the_rust_model(fixture, tmp_path, device):
     """A command-line model changed in PyTorch (codebook, outliers, biases, batch norm) and
     saved: the Rust model of the written file predicts as the PyTorch module (mean network)."""
     _bt()
@@ -627,43 +776,47 @@ def test_torch_edits_reach_the_rust_model(fixture, tmp_path):
 
     src, net, shape = _command_line_fixture(fixture)
     src = src()
-    model = swt.load(net(), src).eval()
+    model = swt.load(net().to(device), src).eval()
     g = torch.Generator().manual_seed(7)
+
+    def noise(t):
+        return 0.05 * torch.randn(t.shape, generator=g).to(t.device)
+
     layers = [m for _, m in swt._layers.shared_layers(model)]
     with torch.no_grad():
-        layers[0].shared_codebook.mu.add_(0.05 * torch.randn(layers[0].shared_codebook.mu.shape, generator=g))
+        layers[0].shared_codebook.mu.add_(noise(layers[0].shared_codebook.mu))
         for m in layers:
-            m.outlier_mu.add_(0.05 * torch.randn(m.outlier_mu.shape, generator=g))
+            m.outlier_mu.add_(noise(m.outlier_mu))
             if m.bias_mu is not None:
-                m.bias_mu.add_(0.05 * torch.randn(m.bias_mu.shape, generator=g))
+                m.bias_mu.add_(noise(m.bias_mu))
             m.sampling = False
         for m in model.modules():
             if isinstance(m, nn.BatchNorm2d):
-                m.running_mean.add_(0.05 * torch.randn(m.running_mean.shape, generator=g))
+                m.running_mean.add_(noise(m.running_mean))
                 m.weight.mul_(1.1)
     path = tmp_path / "edited.swb"
     swt.save(model, path)
     x = 4.0 * torch.randn(shape, generator=torch.Generator().manual_seed(3))
     rust = swbnn.load(path).predict(x.numpy(), samples=1)  # one pass: the mean network
     with torch.no_grad():
-        ours = F.softmax(model(x), dim=1).numpy()
+        ours = F.softmax(model(x.to(device)), dim=1).cpu().numpy()
     np.testing.assert_allclose(ours, rust, rtol=0, atol=1e-5)
     # Not the original file's predictions: the edits were written.
     assert np.abs(swbnn.load(src).predict(x.numpy(), samples=1) - rust).max() > 1e-3
 
 
 @pytest.fixture(scope="module")
-def torch_resnet20():
+def torch_resnet20(device):
     """The bayesian-torch ResNet-20 of the fixture, compressed in PyTorch (no command line)."""
     _bt()
     torch.manual_seed(0)
-    net = random_batch_norm(BtResNet20()).eval()
+    net = random_batch_norm(BtResNet20()).eval().to(device)
     x, y = images(128)
     shared, _ = swt.compress(net, loader(x, y), k=8, epochs=0)
     return shared.eval(), x[:16]
 
 
-def test_torch_compressed_resnet20_loads_in_rust(torch_resnet20, tmp_path):
+def test_torch_compressed_resnet20_loads_in_rust(torch_resnet20, tmp_path, device):
     import swbnn
 
     shared, x = torch_resnet20
@@ -676,13 +829,13 @@ def test_torch_compressed_resnet20_loads_in_rust(torch_resnet20, tmp_path):
         m.sampling = False
     try:
         with torch.no_grad():
-            ours = F.softmax(shared(x), dim=1).numpy()
+            ours = F.softmax(shared(x.to(device)), dim=1).cpu().numpy()
     finally:
         for _, m in swt._layers.shared_layers(shared):
             m.sampling = True
     np.testing.assert_allclose(ours, rust.predict(x.numpy(), samples=1), rtol=0, atol=1e-5)
     # The file loads back into PyTorch with the same tensors and remembers the config.
-    fresh = swt.load(BtResNet20(), path)
+    fresh = swt.load(BtResNet20().to(device), path)
     for (p, a), (_, b) in zip(swt._layers.shared_layers(shared), swt._layers.shared_layers(fresh)):
         assert torch.equal(a.index, b.index) and torch.equal(a.outlier_mu, b.outlier_mu), p
     swt.save(fresh, tmp_path / "again.swb")

@@ -2,6 +2,8 @@
 ``Model.predict`` on raw uint8 images gives what ``swbnn.evaluate`` (the command line's eval)
 measures on them."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -91,3 +93,23 @@ def test_bad_arrays_are_refused_with_what_is_wrong(tmp_path):
         swbnn.train((bad, y), "mlp", "deterministic", tmp_path / "c", validation=0)
     with pytest.raises(ValueError, match="name .* or NumPy arrays"):
         swbnn.train((x,), "mlp", "deterministic", tmp_path / "d")
+
+
+def test_progress_bars_show_rate_and_time_left(tmp_path, capfd):
+    """``progress=True``: a bar per epoch on stderr with the steps, their rate and the time
+    left (tqdm's ``[elapsed<left, rate]``), and stages 1-2 before stage 3's bars; without it,
+    nothing is printed."""
+    x, y = _images(900, 8, 3)
+    bnn, swb = tmp_path / "bnn", tmp_path / "m.swb"
+    swbnn.train((x, y), "mlp", "bayesian", bnn, epochs=1, validation=500)
+    quiet = capfd.readouterr()
+    assert quiet.err == "" and quiet.out == ""
+    swbnn.compress(bnn, (x, y), swb, k=8, epochs=1, validation=500, progress=True)
+    err = capfd.readouterr().err
+    assert "stages 1-2 (gradient pass, plan)" in err
+    assert "epoch 1" in err
+    # tqdm's rate and time left: "[00:01<00:00, 12.3step/s"
+    assert re.search(r"<\d\d:\d\d, +[\d.]+(step/s|s/step)", err), err
+    swbnn.train((x, y), "mlp", "deterministic", tmp_path / "det", epochs=1, validation=500, progress=True)
+    err = capfd.readouterr().err
+    assert re.search(r"epoch 1: .*\d+/\d+ \[", err), err

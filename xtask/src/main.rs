@@ -3,6 +3,7 @@
 mod bench;
 mod fuzz;
 mod gpu;
+mod wheel;
 
 // Training allocates and frees many tensor buffers of a few megabytes per step; glibc's malloc
 // returns them to the kernel and page-faults them back in (7 % of a Bayesian MLP step in perf);
@@ -192,6 +193,17 @@ enum Command {
         /// Test images in it.
         #[arg(long, default_value_t = 2_000, value_parser = swbnn::args::positive)]
         test_images: usize,
+    },
+    /// The Python package as a wheel that `pip install` takes without a Rust toolchain:
+    /// abi3 (CPython >= 3.9), manylinux2014 (glibc >= 2.17, x86-64), linked by zig. Needs
+    /// `maturin` and the `ziglang` package (`pip install maturin ziglang`).
+    Wheel {
+        /// Cargo profile: `release` for users; `dev` reuses what `cargo test` built.
+        #[arg(long, default_value = "release")]
+        profile: String,
+        /// Output folder (default `wheels/` in Cargo's target folder).
+        #[arg(long)]
+        out: Option<PathBuf>,
     },
 }
 
@@ -485,6 +497,14 @@ fn main() -> Result<()> {
                     test_images,
                 },
             )?;
+        }
+        Command::Wheel { profile, out } => {
+            let root = repo_root();
+            let target = std::env::var_os("CARGO_TARGET_DIR")
+                .map_or_else(|| root.join("target"), PathBuf::from);
+            let out = out.unwrap_or_else(|| target.join("wheels"));
+            let wheel = wheel::build(&root, &wheel::WheelRequest { profile, out })?;
+            println!("{}", wheel.display());
         }
     }
     Ok(())

@@ -6,6 +6,10 @@
 //!
 //! Each process is this test binary again, running only `mc_inference_in_a_child_process`,
 //! which does nothing unless `SWBNN_GPU_CACHE_CHILD` is set.
+//!
+//! `SWBNN_GPU_CACHE_ARCH` picks the network (default `lenet5`; CI runs `mlp`, whose fewer
+//! kernels keep the four processes within minutes on lavapipe), and `SWBNN_REQUIRE_WGPU=1`
+//! turns a missing adapter into a failure (CI, where lavapipe is installed).
 #![cfg(feature = "wgpu")]
 
 use std::path::{Path, PathBuf};
@@ -20,10 +24,20 @@ use burn::tensor::Distribution;
 use burn::tensor::activation::softmax;
 
 const CHILD_ENV: &str = "SWBNN_GPU_CACHE_CHILD";
+const ARCH_ENV: &str = "SWBNN_GPU_CACHE_ARCH";
+const REQUIRE_ENV: &str = "SWBNN_REQUIRE_WGPU";
+
+/// The network of `SWBNN_GPU_CACHE_ARCH` (LeNet-5 when unset).
+fn arch() -> Arch {
+    std::env::var(ARCH_ENV).map_or(Arch::Lenet5, |name| {
+        name.parse()
+            .unwrap_or_else(|e| panic!("{ARCH_ENV}={name}: {e}"))
+    })
+}
 const MC_SAMPLES: usize = 3;
 const BATCH: usize = 8;
 
-/// The child's work: Monte-Carlo inference of a Bayesian LeNet-5 on the wgpu device, caches
+/// The child's work: Monte-Carlo inference of a Bayesian LeNet-5 (or [`arch`]) on the wgpu device, caches
 /// from `SWBNN_CACHE_DIR`, compiles and tunes logged into `SWBNN_KERNEL_LOG`.
 #[test]
 fn mc_inference_in_a_child_process() {
@@ -39,7 +53,7 @@ fn mc_inference_in_a_child_process() {
         }
     };
     let started = Instant::now();
-    let model = ModelConfig::for_input(Arch::Lenet5, Kind::Bayesian, 10, 1, 28)
+    let model = ModelConfig::for_input(arch(), Kind::Bayesian, 10, 1, 28)
         .init(&device)
         .unwrap();
     let model = set_sampling(model, true);
@@ -93,6 +107,10 @@ fn child(cache: &Path, log: &Path) -> Option<Run> {
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     if let Some(line) = stdout.lines().find(|l| l.contains("CHILD unavailable")) {
+        assert!(
+            std::env::var_os(REQUIRE_ENV).is_none(),
+            "{REQUIRE_ENV} is set but the child found no wgpu adapter: {line}\n{stderr}"
+        );
         eprintln!("skipped: no wgpu adapter here ({line})");
         return None;
     }

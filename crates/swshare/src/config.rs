@@ -123,6 +123,13 @@ pub fn merge_json(base: &mut serde_json::Value, patch: serde_json::Value) {
     }
 }
 
+/// The `tau_sd` that `swbnn.torch` compresses with by default: PyTorch libraries initialise
+/// every posterior mean from one distribution whatever the fan-in (bayesian-torch: `N(0,
+/// 0.1)`), so the paper's fixed `tau_w` marks a share of every layer's bulk as outliers.
+/// Chosen on the validation split of a development seed (docs/benchmarks.md); the command
+/// line keeps the paper's rule (`tau_sd = 0`) until the zoo's models are checked with it.
+pub const TORCH_TAU_SD: f64 = 3.0;
+
 /// Stage 1: which weights keep their own distribution (paper section 3.1, "Outliers vs.
 /// Inliers Classification").
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -132,6 +139,12 @@ pub struct OutlierConfig {
     /// Default 0.2: paper section 3.1 ("e.g. tau = 0.2"), appendix table `T_w = ±0.2`, and the
     /// `tau_w` ablation table (0.2 gives the best trade-off).
     pub tau_w: f64,
+    /// `z`: a layer's mean threshold is `max(tau_w, z * sd)`, `sd` the standard deviation of
+    /// that layer's `mu`, so a layer whose means are spread wide (an initialisation that
+    /// ignores fan-in, such as bayesian-torch's `N(0, 0.1)` for every layer) keeps its tail as
+    /// outliers, not a fixed share of its bulk. `0` is the paper's rule (`tau_w` alone).
+    /// Default 0.
+    pub tau_sd: f64,
     /// `P_g`: the fraction of shareable weights with the largest `|d loss / d mu|` that become
     /// outliers ([`crate::OutlierCause::Gradient`]). Default 0.01: paper section 3.1 ("top 1%")
     /// and appendix table (`P_g` = top 1 %). `0` disables the criterion. The count is
@@ -146,6 +159,7 @@ impl Default for OutlierConfig {
     fn default() -> Self {
         Self {
             tau_w: 0.2,
+            tau_sd: 0.0,
             grad_top_fraction: 0.01,
             grad_batches: 10,
         }
@@ -159,6 +173,13 @@ impl OutlierConfig {
             return Err(SwshareError::config(
                 "outliers.tau_w",
                 self.tau_w,
+                "must be finite and >= 0",
+            ));
+        }
+        if !(self.tau_sd.is_finite() && self.tau_sd >= 0.0) {
+            return Err(SwshareError::config(
+                "outliers.tau_sd",
+                self.tau_sd,
                 "must be finite and >= 0",
             ));
         }

@@ -2,8 +2,10 @@
 //!
 //! Works on the shareable weights only, in shareable-position order. A weight is an outlier
 //! when
-//! * `|mu| > tau_w` ([`OutlierCause::MeanThreshold`]; compared in `f32`, the table's
-//!   precision, with `tau_w` rounded to `f32`), or
+//! * `|mu| > max(tau_w, tau_sd * sd_l)` ([`OutlierCause::MeanThreshold`]), `sd_l` the
+//!   standard deviation of the means of the weight's layer (`tau_sd = 0`, the default: the
+//!   paper's `|mu| > tau_w`); compared in `f32`, the table's precision, with the threshold
+//!   rounded to `f32`, or
 //! * its `|d loss / d mu|` is among the `floor(P_g * n_shareable)` largest of all shareable
 //!   weights ([`OutlierCause::Gradient`]).
 //!
@@ -100,6 +102,22 @@ pub fn top_abs_positions(grad: &[f32], count: usize) -> Vec<u32> {
     keyed.into_iter().map(|(_, i)| i).collect()
 }
 
+/// The mean threshold of a layer whose means are `mu`: `max(tau_w, tau_sd * sd(mu))` in
+/// `f32` (the population standard deviation, accumulated in `f64`).
+pub fn mean_threshold(mu: &[f32], cfg: &OutlierConfig) -> f32 {
+    if cfg.tau_sd == 0.0 || mu.is_empty() {
+        return cfg.tau_w as f32;
+    }
+    let n = mu.len() as f64;
+    let mean = mu.iter().map(|&m| f64::from(m)).sum::<f64>() / n;
+    let var = mu
+        .iter()
+        .map(|&m| (f64::from(m) - mean).powi(2))
+        .sum::<f64>()
+        / n;
+    cfg.tau_w.max(cfg.tau_sd * var.sqrt()) as f32
+}
+
 /// Stage 1: classifies every shareable weight of `table` as inlier or outlier.
 ///
 /// Without gradients in the table the gradient criterion is skipped.
@@ -110,12 +128,15 @@ pub fn detect_outliers(
     cfg.validate()?;
     // Compared in f32, the table's precision: a stored mean equal to `tau_w as f32` (e.g.
     // 0.2f32, which is slightly above 0.2) is not an outlier.
-    let tau = cfg.tau_w as f32;
-    let mut causes: Vec<Option<OutlierCause>> = table
-        .shareable_ranges()
-        .flat_map(|r| table.mu()[r].iter())
-        .map(|&m| (m.abs() > tau).then_some(OutlierCause::MeanThreshold))
-        .collect();
+    let mut causes: Vec<Option<OutlierCause>> = Vec::with_capacity(table.n_shareable());
+    for r in table.shareable_ranges() {
+        let mu = &table.mu()[r];
+        let tau = mean_threshold(mu, cfg);
+        causes.extend(
+            mu.iter()
+                .map(|&m| (m.abs() > tau).then_some(OutlierCause::MeanThreshold)),
+        );
+    }
     if let Some(grad) = table.grad_mu() {
         let g = table.gather_shareable(grad);
         let count = gradient_top_count(cfg.grad_top_fraction, g.len());
@@ -161,6 +182,40 @@ mod tests {
         assert_eq!(m.n_gradient(), 0);
         // The unshareable layer (|mu| = 5) is not part of the mask.
         assert_eq!(m.len(), 6);
+    }
+
+    #[test]
+    fn the_threshold_follows_each_layers_spread() {
+        // Layer a: sd 0.2236 (mean 0); layer b: sd 0.1083 (mean 0.0625).
+        let (a, b) = ([-0.3f32, -0.1, 0.1, 0.3], [0.0f32, 0.0, 0.0, 0.25]);
+        let mut builder = WeightTableBuilder::new();
+        builder
+            .push_layer("a", &[4], true, &a, &[0.01; 4], None)
+            .push_layer("b", &[4], true, &b, &[0.01; 4], None);
+        let t = builder.build().unwrap();
+        let outliers = |tau_sd: f64| -> Vec<usize> {
+            let cfg = OutlierConfig {
+                tau_sd,
+                ..OutlierConfig::default()
+            };
+            let m = detect_outliers(&t, &cfg).unwrap();
+            (0..8).filter(|&i| m.causes()[i].is_some()).collect()
+        };
+        // The paper's rule: |mu| > 0.2.
+        assert_eq!(outliers(0.0), vec![0, 3, 7]);
+        // 1.2 * 0.2236 = 0.268 < 0.3: a's tails stay; b's 1.2 * 0.108 < tau_w keeps 0.2.
+        assert_eq!(outliers(1.2), vec![0, 3, 7]);
+        // 1.5 * 0.2236 = 0.335 > 0.3: a has none; b's threshold is still tau_w.
+        assert_eq!(outliers(1.5), vec![7]);
+        let cfg = |tau_sd| OutlierConfig {
+            tau_sd,
+            ..OutlierConfig::default()
+        };
+        assert!((mean_threshold(&a, &cfg(1.5)) - 1.5 * 0.05f32.sqrt()).abs() < 1e-6);
+        assert_eq!(mean_threshold(&b, &cfg(1.5)), 0.2f32);
+        for bad in [-1.0, f64::NAN, f64::INFINITY] {
+            assert!(detect_outliers(&t, &cfg(bad)).is_err(), "{bad}");
+        }
     }
 
     #[test]

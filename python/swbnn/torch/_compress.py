@@ -14,7 +14,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .. import _native
+from .. import _native, _progress
 from .. import plan as _plan
 from ._build import install, layers_from_plan, raw_rho
 from ._layers import SharedLayer, find_layers, kl_each
@@ -41,9 +41,12 @@ RETRAIN_DEFAULTS: Dict[str, Any] = {
 CONFIDENCE_RECOVERED: Dict[str, Any] = dict(_RUST["confidence_recovered"]["confidence-recovered"])
 #: The paper's K (swshare's `DEFAULT_K`).
 DEFAULT_K: int = _RUST["k"]
+#: Stage 1's thresholds; ``tau_sd`` (the layer-relative part of the mean threshold) is
+#: ``swshare::config::TORCH_TAU_SD``: PyTorch libraries initialise every mean from one
+#: distribution whatever the fan-in.
 OUTLIER_DEFAULTS: Dict[str, Any] = {
     key: _RUST["outliers"][key] for key in ("tau_w", "grad_top_fraction", "grad_batches")
-}
+} | {"tau_sd": _RUST["torch_tau_sd"]}
 _RHO = re.compile(r"(^|[._])rho$")
 
 
@@ -129,7 +132,7 @@ def _config(config: Union[None, str, Dict[str, Any]]) -> Dict[str, Any]:
     elif isinstance(config, str):
         config = json.loads(config)
     if not isinstance(config, dict):
-        raise ValueError(f"config must be a dict or JSON text, got {type(config).__name__}")
+        raise TypeError(f"config must be a dict or JSON text, got {type(config).__name__}")
     if "save" in config:
         raise ValueError("config: the `save` section is swbnn.torch.save's keyword arguments (entropy_index, int8_outliers)")
     unknown = set(config) - {"sharing", "retrain", "retrain_stop"}
@@ -179,12 +182,12 @@ def _logits(out) -> torch.Tensor:
 
 def _batch(batch, device, what: str) -> Tuple[torch.Tensor, torch.Tensor]:
     if isinstance(batch, dict):
-        raise ValueError(f"{what} yields dicts; it must yield (images, labels) pairs")
+        raise TypeError(f"{what} yields dicts; it must yield (images, labels) pairs")
     if not isinstance(batch, (tuple, list)) or len(batch) < 2:
-        raise ValueError(f"{what} must yield (images, labels) pairs, got {type(batch).__name__}")
+        raise TypeError(f"{what} must yield (images, labels) pairs, got {type(batch).__name__}")
     x, y = batch[0], batch[1]
     if not torch.is_tensor(x) or not torch.is_tensor(y):
-        raise ValueError(f"{what} must yield tensors, got ({type(x).__name__}, {type(y).__name__})")
+        raise TypeError(f"{what} must yield tensors, got ({type(x).__name__}, {type(y).__name__})")
     if not x.is_floating_point():
         raise ValueError(f"{what}: images must be floating point, got {x.dtype}")
     if y.dim() != 1 or y.is_floating_point() or y.shape[0] != x.shape[0]:
@@ -253,7 +256,7 @@ def compress(
     samples: Optional[int] = None,
     max_retrains: Optional[int] = None,
     force: bool = False,
-):
+) -> Tuple[torch.nn.Module, CompressReport]:
     """Compresses a trained Bayesian ``model`` by stochastic weight sharing (2DGBNN).
 
     Returns ``(shared_model, report)``: a copy of ``model`` whose Bayesian layers are
@@ -307,7 +310,7 @@ def compress(
     if given:
         raise ValueError(f"{', '.join(given)} set the search of auto=True; without auto they have no effect")
     if not isinstance(model, torch.nn.Module):
-        raise ValueError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     cfg = _config(config)
     rt = cfg["retrain"]
     if epochs is None:
@@ -368,8 +371,9 @@ def compress(
         want = int(out_cfg["grad_batches"]) if float(out_cfg["grad_top_fraction"]) > 0 else 1
         was = work.training
         work.eval()
-        sums = [torch.zeros_like(m) for m in mus]
-        for batch in train_loader:
+        # Summed on the model's device, copied to the CPU once (no transfer per batch).
+        sums = [torch.zeros(m.numel(), dtype=torch.float32, device=device) for m in mus]
+        for batch in _progress.track(train_loader, want, "gradient pass", on=progress):
             x, y = _batch(batch, device, "train_loader")
             logits = _forward(work, x, y, "train_loader")
             if float(out_cfg["grad_top_fraction"]) > 0:
@@ -386,14 +390,14 @@ def compress(
                 gs = torch.autograd.grad(loss, [f.mu_param() for f in found], allow_unused=True)
                 for s, g in zip(sums, gs):
                     if g is not None:
-                        s += g.detach().float().reshape(-1).cpu()
+                        s += g.detach().float().reshape(-1)
             n_batches += 1
             if n_batches >= want:
                 break
         if n_batches == 0:
             raise ValueError("train_loader yields no batch")
         if float(out_cfg["grad_top_fraction"]) > 0:
-            grad = torch.cat(sums) / n_batches
+            grad = torch.cat(sums).cpu() / n_batches
         timings["gradients_s"] = time.perf_counter() - t
 
         # The stop rule's probe and the source's confidence (before any layer is replaced).
@@ -429,14 +433,22 @@ def compress(
         if k_eff is not None:
             if int(k_eff) < 1:
                 raise ValueError(f"k must be >= 1, got {k_eff}")
+            # With a layer-relative threshold the inliers are known only to the plan.
             upper = int((np.abs(mu_all) <= np.float32(out_cfg["tau_w"])).sum())
-            if int(k_eff) > upper:
+            if float(out_cfg.get("tau_sd", 0.0)) == 0.0 and int(k_eff) > upper:
                 raise PlanError(
                     f"K = {k_eff} is larger than the inlier weights (at most {upper} of "
                     f"{mu_all.size} have |mu| <= tau_w = {out_cfg['tau_w']}); choose a smaller k"
                 )
         try:
-            plan = _plan(mu_all, sigma_all, grad_all, cfg["sharing"] or None, k=k, seed=None)
+            sharing = dict(cfg["sharing"]) | {"outliers": out_cfg}
+            plan_bar = _progress.bar(1, "plan (stages 1-2, Rust)", unit="plan") if progress else None
+            try:
+                plan = _plan(mu_all, sigma_all, grad_all, sharing, k=k, seed=None, layers=[int(m.numel()) for m in mus])
+            finally:
+                if plan_bar is not None:
+                    plan_bar.update(1)
+                    plan_bar.close()
         except ValueError as e:
             raise PlanError(f"stages 1-2 (swbnn.plan) failed: {e}") from e
         timings["plan_s"] = time.perf_counter() - t
@@ -539,11 +551,28 @@ def _retrain(work, shared_layers, loader, n_train, epochs, rt, stop_cfg, probe, 
     history = []
     global_step = 0
     work.train()
+
+    acc_dtype = torch.float64 if device.type in ("cpu", "cuda") else torch.float32
+
+    def sync():
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
+    def row(sums, n, epoch, t0):
+        # The loss terms are summed on the device and read once per epoch (no sync per step).
+        means = (torch.stack(sums) / n).tolist()
+        sync()
+        return dict(zip(("loss", "nll", "kl"), means)) | {"epoch": epoch, "seconds": time.perf_counter() - t0}
+
     for epoch in range(epochs):
+        sync()
         t0 = time.perf_counter()
-        sums = {"loss": 0.0, "nll": 0.0, "kl": 0.0}
+        sums = [torch.zeros((), dtype=acc_dtype, device=device) for _ in range(3)]
         n = 0
+        bar = _progress.bar(steps, f"stage 3, epoch {epoch + 1}/{epochs}") if progress else None
         for step, batch in enumerate(loader):
+            if bar is not None:
+                bar.update(1)
             if stop_cfg is not None and step in checks:
                 done = epoch + step / steps if steps else float(epoch)
                 conf = _confidence(work, probe, stop_cfg["samples"], seed, global_step, devices)
@@ -551,7 +580,9 @@ def _retrain(work, shared_layers, loader, n_train, epochs, rt, stop_cfg, probe, 
                 if conf >= trace["source_confidence"]:
                     trace["stopped_after"] = done
                     if n:
-                        history.append({k: v / n for k, v in sums.items()} | {"epoch": epoch, "seconds": time.perf_counter() - t0})
+                        history.append(row(sums, n, epoch, t0))
+                    if bar is not None:
+                        bar.close()
                     return history
             x, y = _batch(batch, device, "train_loader")
             logits = _forward(work, x, y, "train_loader")
@@ -562,14 +593,15 @@ def _retrain(work, shared_layers, loader, n_train, epochs, rt, stop_cfg, probe, 
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
-            sums["loss"] += loss.item()
-            sums["nll"] += nll.item()
-            sums["kl"] += kl.item()
+            for acc, v in zip(sums, (loss, nll, kl)):
+                acc += v.detach().to(acc_dtype)
             n += 1
             global_step += 1
+        if bar is not None:
+            bar.close()
         if n:
-            row = {k: v / n for k, v in sums.items()} | {"epoch": epoch, "seconds": time.perf_counter() - t0}
-            history.append(row)
+            r = row(sums, n, epoch, t0)
+            history.append(r)
             if progress:
-                print(f"swbnn.torch: epoch {epoch + 1}/{epochs} loss {row['loss']:.4f} nll {row['nll']:.4f} ({row['seconds']:.1f}s)")
+                _progress.write(f"swbnn.torch: epoch {epoch + 1}/{epochs} loss {r['loss']:.4f} nll {r['nll']:.4f} ({r['seconds']:.1f}s)")
     return history

@@ -231,14 +231,59 @@ class SharedLayer(nn.Module):
         self.n_inliers_total = max(int(n_inliers_total), 1)
         self.sampling = True
         self.dnn_to_bnn_flag = False
+        self._derive()
+
+    def _derive(self) -> None:
+        """Buffers that depend only on ``index`` and the table's layout, computed once (not
+        at each forward pass) and kept out of the state dict: the flat index, and for the KL
+        the table entries the layer's weights use with their counts, split into outlier
+        entries and shared (plain or ellipse) ones. They move with ``.to(device)``, and are
+        derived again before the next use when ``index`` changes (in place or replaced) or the
+        table's layout does (codebook size, number of outliers or ellipse weights)."""
+        k = len(self.shared_codebook)
+        n_out = int(self.outlier_mu.shape[0])
+        t = k + n_out + int(self.ellipse_alphas.shape[0])
+        flat = self.index.reshape(-1)
+        if flat.numel() and (int(flat.min()) < 0 or int(flat.max()) >= t):
+            raise ValueError(
+                f"shared layer: index values must lie in 0..{t - 1} (K = {k}, {n_out} outliers, "
+                f"{t - k - n_out} ellipse weights), got {int(flat.min())}..{int(flat.max())}"
+            )
+        counts = torch.bincount(flat, minlength=t)
+        used = counts.nonzero().reshape(-1)
+        outlier = (used >= k) & (used < k + n_out)
+        persistent = False
+        self.register_buffer("_flat_index", flat.contiguous(), persistent=persistent)
+        self.register_buffer("_kl_outlier_entries", used[outlier].contiguous(), persistent=persistent)
+        # Counts stay integers (exact whatever dtype the layer is cast to).
+        self.register_buffer("_kl_outlier_counts", counts[used[outlier]], persistent=persistent)
+        self.register_buffer("_kl_shared_entries", used[~outlier].contiguous(), persistent=persistent)
+        self.register_buffer("_kl_shared_counts", counts[used[~outlier]], persistent=persistent)
+        self._derived = self._key()
 
     @property
     def shared_codebook(self) -> Codebook:
         cb = self._modules.get("codebook")
         return cb if cb is not None else self.__dict__["_codebook_ref"]
 
-    def distribution(self) -> Tuple[torch.Tensor, torch.Tensor]:
-        """Per-weight ``(mu, sigma)`` in the weight's shape, with gradients."""
+    def _key(self) -> tuple:
+        i = self.index
+        try:
+            version = i._version
+        except RuntimeError:  # an inference tensor tracks no version
+            version = -1
+        return (i.data_ptr(), version, tuple(i.shape), i.device, len(self.shared_codebook),
+                int(self.outlier_mu.shape[0]), int(self.ellipse_alphas.shape[0]))
+
+    def _fresh(self) -> None:
+        """Re-derives the index buffers if ``index`` or the table's layout changed since."""
+        if self._derived != self._key():
+            self._derive()
+
+    def table(self) -> Tuple[torch.Tensor, torch.Tensor]:
+        """``(mu, sigma)`` of the layer's table, with gradients: the K codebook entries, the
+        layer's outliers, then its ellipse weights' blends (``index`` points into it).
+        ``softplus`` runs on these entries, not on every weight."""
         cb = self.shared_codebook
         cb_mu, cb_sigma = cb.mu, sigma_of_rho(cb.rho)
         mus, sigmas = [cb_mu, self.outlier_mu], [cb_sigma, sigma_of_rho(self.outlier_rho)]
@@ -249,13 +294,19 @@ class SharedLayer(nn.Module):
             var = (a * (s.square() + (m - mean[:, None]).square())).sum(1)
             mus.append(mean)
             sigmas.append(var.clamp_min(1e-30).sqrt())
-        mu = torch.cat(mus)[self.index].reshape(self.shape)
-        sigma = torch.cat(sigmas)[self.index].reshape(self.shape)
+        return torch.cat(mus), torch.cat(sigmas)
+
+    def distribution(self) -> Tuple[torch.Tensor, torch.Tensor]:
+        """Per-weight ``(mu, sigma)`` in the weight's shape, with gradients."""
+        self._fresh()
+        mu_t, sigma_t = self.table()
+        mu = mu_t.index_select(0, self._flat_index).reshape(self.shape)
+        sigma = sigma_t.index_select(0, self._flat_index).reshape(self.shape)
         return mu, sigma
 
     def _sample(self) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
         mu, sigma = self.distribution()
-        w = mu + sigma * torch.randn_like(mu) if self.sampling else mu
+        w = torch.addcmul(mu, sigma, torch.randn_like(mu)) if self.sampling else mu
         b = None
         if self.bias_mu is not None:
             b = self.bias_mu
@@ -266,14 +317,20 @@ class SharedLayer(nn.Module):
     def kl_loss(self) -> torch.Tensor:
         """This layer's share of the paper's mixture KL: its outliers' and biases' own KL, plus
         its shared (plain and ellipse) weights' KL divided by the number of shared weights of
-        the whole model; the shares of all layers add up to the model's KL."""
+        the whole model; the shares of all layers add up to the model's KL.
+
+        The KL of a weight depends only on the table entry it points to, so it is computed
+        once per used entry and weighted by the entry's count of weights (the same sum as
+        over the weights, to float rounding; the same gradients)."""
+        self._fresh()
         pm, ps = self.prior
-        mu, sigma = self.distribution()
-        each = kl_each(mu.reshape(-1), sigma.reshape(-1), pm, ps)
-        k = len(self.shared_codebook)
-        n_out = self.outlier_mu.shape[0]
-        outlier = (self.index >= k) & (self.index < k + n_out)
-        kl = each[outlier].sum() + each[~outlier].sum() / self.n_inliers_total
+        mu_t, sigma_t = self.table()
+        o, s = self._kl_outlier_entries, self._kl_shared_entries
+        kl_out = kl_each(mu_t.index_select(0, o), sigma_t.index_select(0, o), pm, ps)
+        kl_sh = kl_each(mu_t.index_select(0, s), sigma_t.index_select(0, s), pm, ps)
+        kl_out = kl_out * self._kl_outlier_counts.to(kl_out.dtype)
+        kl_sh = kl_sh * self._kl_shared_counts.to(kl_sh.dtype)
+        kl = kl_out.sum() + kl_sh.sum() / self.n_inliers_total
         if self.bias_mu is not None:
             kl = kl + kl_each(self.bias_mu, sigma_of_rho(self.bias_rho), pm, ps).sum()
         return kl
