@@ -24,6 +24,7 @@ const OUTLIER_SMALL_CLUSTER: i8 = 4;
 /// one layer.
 #[pyfunction]
 #[pyo3(signature = (mu, sigma, grad = None, config = None, k = None, seed = None, layers = None))]
+#[allow(clippy::too_many_arguments)]
 pub fn plan<'py>(
     py: Python<'py>,
     mu: &Bound<'py, PyAny>,
@@ -94,7 +95,7 @@ pub fn plan<'py>(
                 let r = start..start + len;
                 let g = grad.map(|g| &g[r.clone()]);
                 b.push_layer(
-                    &format!("layer{i}"),
+                    format!("layer{i}"),
                     &[len],
                     true,
                     &mu[r.clone()],

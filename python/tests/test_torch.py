@@ -132,7 +132,7 @@ def test_the_defaults_are_the_rust_pipelines():
     assert c.RETRAIN_DEFAULTS["prior"] == {"Normal": {"mu": 0.0, "sigma": 0.1}}
     assert c.CONFIDENCE_RECOVERED == {"probe_images": 2048, "samples": 8, "checks_per_epoch": 8}
     assert c.DEFAULT_K == 2000
-    assert c.OUTLIER_DEFAULTS == {"tau_w": 0.2, "grad_top_fraction": 0.01, "grad_batches": 10}
+    assert c.OUTLIER_DEFAULTS == {"tau_w": 0.2, "grad_top_fraction": 0.01, "grad_batches": 10, "tau_sd": 3.0}
 
 
 def test_compress_replaces_the_layers_and_reports(trained, compressed):
@@ -472,8 +472,13 @@ def test_loader_with_a_wrong_shape(data, device):
 
 def test_k_larger_than_the_inliers(data, device):
     xt, yt, _, _ = data
-    with pytest.raises(ValueError, match="larger than the inlier|needs at least K = 100000 inlier"):
-        swt.compress(_mlp(device), loader(xt, yt), k=100_000, epochs=0)
+    # 7,840 weights: the plan refuses K = 30,000 (the layer-relative threshold leaves the count
+    # of inliers to the plan).
+    with pytest.raises(ValueError, match="needs at least K = 30000 inlier"):
+        swt.compress(_mlp(device), loader(xt, yt), k=30_000, epochs=0)
+    # With the paper's fixed threshold the count is known before the plan.
+    with pytest.raises(ValueError, match="larger than the inlier"):
+        swt.compress(_mlp(device), loader(xt, yt), k=30_000, epochs=0, config={"sharing": {"outliers": {"tau_sd": 0}}})
 
 
 def test_nan_weights(data, device):

@@ -85,7 +85,7 @@ def test_bad_arrays_are_refused_with_what_is_wrong(tmp_path):
     x, y = _images(20, 8, 1)
     with pytest.raises(ValueError, match="20 images and y_train 19 labels"):
         swbnn.train((x, y[:19]), "mlp", "deterministic", tmp_path / "a", validation=0)
-    with pytest.raises(ValueError, match="integer class labels"):
+    with pytest.raises(TypeError, match="integer class labels"):
         swbnn.train((x, y.astype(np.float32)), "mlp", "deterministic", tmp_path / "b", validation=0)
     bad = x.astype(np.float32)
     bad[3, 0, 0] = np.nan
