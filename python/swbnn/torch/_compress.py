@@ -433,9 +433,11 @@ def compress(
         if k_eff is not None:
             if int(k_eff) < 1:
                 raise ValueError(f"k must be >= 1, got {k_eff}")
-            # With a layer-relative threshold the inliers are known only to the plan.
-            upper = int((np.abs(mu_all) <= np.float32(out_cfg["tau_w"])).sum())
-            if float(out_cfg.get("tau_sd", 0.0)) == 0.0 and int(k_eff) > upper:
+            # With a layer-relative threshold the inliers are known only to the plan, which
+            # refuses such a K itself.
+            fixed = float(out_cfg.get("tau_sd", 0.0)) == 0.0
+            upper = int((np.abs(mu_all) <= np.float32(out_cfg["tau_w"])).sum()) if fixed else None
+            if upper is not None and int(k_eff) > upper:
                 raise PlanError(
                     f"K = {k_eff} is larger than the inlier weights (at most {upper} of "
                     f"{mu_all.size} have |mu| <= tau_w = {out_cfg['tau_w']}); choose a smaller k"
