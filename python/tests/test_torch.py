@@ -151,8 +151,10 @@ def test_compress_replaces_the_layers_and_reports(trained, compressed):
     for _, layer in swt._layers.shared_layers(shared):  # every tensor on the model's device
         for t in list(layer.parameters()) + list(layer.buffers()):
             assert t.device == trained.conv1.mu_kernel.device
-    for key in ("gradients_s", "plan_s", "build_s", "retrain_s"):
+    for key in ("gradients_s", "plan_s", "build_s", "retrain_s", "gradients_cpu_s", "plan_cpu_s", "build_cpu_s"):
         assert report.timings[key] >= 0
+    # The gradient pass and the plan do work: the process spends CPU time on them.
+    assert report.timings["gradients_cpu_s"] + report.timings["plan_cpu_s"] > 0
     s = report.stop
     assert s is not None and s["probe_images"] == 128 and 0 < s["source_confidence"] <= 1
     assert s["checks"] and s["checks"][0]["epochs_done"] == 0
@@ -241,6 +243,7 @@ def test_dnn_to_bnn_model(data, device):
     xt, yt, _, _ = data
     shared, report = swt.compress(net.to(device), loader(xt, yt), k=8, epochs=1)
     assert report.stop is None and len(report.history) == 1
+    assert report.history[0]["cpu_seconds"] > 0 and report.history[0]["seconds"] > 0
     out = shared(xt[:4].to(device))
     assert torch.is_tensor(out) and out.shape == (4, 10)  # dnn_to_bnn layers return out alone
     assert torch.isfinite(get_kl_loss(shared))

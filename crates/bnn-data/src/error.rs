@@ -89,6 +89,19 @@ pub enum DataError {
         /// What the user can do, one per line.
         remedies: String,
     },
+    /// One cell (or one row) of a text table such as a CSV file is wrong: the message names
+    /// the file, the 1-based line and the column.
+    #[error("{path}: line {line}, column `{column}`: {reason}")]
+    Cell {
+        /// The offending file.
+        path: PathBuf,
+        /// The 1-based line of the file the row starts on (the header is line 1).
+        line: u64,
+        /// The column's name from the header (or `#k` for a field past the header's end).
+        column: String,
+        /// What is wrong with the cell.
+        reason: String,
+    },
     /// A worker thread of the batch loader panicked or vanished.
     #[error("loader worker failed: {0}")]
     Worker(String),

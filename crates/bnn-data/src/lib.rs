@@ -24,6 +24,25 @@
 //! - [`Locator`] finds a data set (`--data DIR`, `$SWBNN_DATA`, the user cache,
 //!   `/usr/share/datasets`) or downloads it with checksum verification.
 //!
+//! # Tabular (regression) data
+//!
+//! A [`TabularDataset`] holds `f32` features `[n, d]` and `f32` targets `[n, t]` (row-major,
+//! every value finite, optional column names); [`TabularDataset::split_last`] takes a
+//! validation split from the end. It is read from:
+//!
+//! - CSV files, named as a [`CsvSource`]: `csv:TRAIN.csv` or `csv:TRAIN.csv,test=TEST.csv`
+//!   (the test file after `,test=`, with the same header). A header row names the columns;
+//!   the caller names the target columns (`--target NAME`, repeatable) and every other column
+//!   is a feature ([`read_csv`], [`CsvSource::load`]).
+//! - A NumPy `.npz` whose `y_train` (and `y_test`) are floating point, `[n]` or `[n, t]`, with
+//!   `x_*` tables `[n, d]` or images `[n, h, w(, c)]` flattened to `d` features
+//!   ([`read_npz_tabular`]); [`npz_is_regression`] tells such a file from an image
+//!   classification one ([`load_npz`]) by `y_train`'s dtype.
+//!
+//! A [`Standardizer`] fitted on the training split (per-column mean and population standard
+//! deviation) standardises features and targets, and brings predictions and predictive
+//! standard deviations back to the original units.
+//!
 //! ```
 //! use bnn_data::{Compose, DataLoader, Dataset, InMemoryDataset, LoaderConfig, NormStats,
 //!                Normalize, RandomCrop, RandomHorizontalFlip};
@@ -67,10 +86,14 @@ mod locate;
 mod mat;
 mod memory;
 mod npz;
+mod npz_tabular;
 mod rng;
 mod source;
+mod standardize;
 mod subset;
 mod svhn;
+mod tabular;
+mod tabular_csv;
 mod tiles;
 mod transform;
 
@@ -108,10 +131,14 @@ pub use npz::{
     MAX_COMPRESSION_RATIO, MAX_NPY_BYTES, MAX_NPY_HEADER_BYTES, SPARSE_LABEL_SLACK, load_npz,
     npz_has_test,
 };
+pub use npz_tabular::{npz_is_regression, read_npz_tabular};
 pub use rng::{SampleRng, derive_seed};
 pub use source::DataSource;
+pub use standardize::{ColumnRole, Standardizer};
 pub use subset::{ClassSubset, Subset};
 pub use svhn::{load_svhn, load_svhn_mat, svhn_file};
+pub use tabular::{MAX_TABULAR_BYTES, TabularDataset, TabularSplits};
+pub use tabular_csv::{CsvSource, read_csv};
 pub use tiles::{TILE_GRID, TileShuffled};
 pub use transform::{
     CenterCrop, ColorJitter, Compose, HorizontalFlip, Image, NormStats, Normalize, PadMode,

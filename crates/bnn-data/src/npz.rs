@@ -39,7 +39,7 @@ pub const SPARSE_LABEL_SLACK: usize = 16;
 
 /// The element types the reader takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Dtype {
+pub(crate) enum Dtype {
     U8,
     F32,
     F64,
@@ -69,7 +69,7 @@ impl Dtype {
         })
     }
 
-    fn size(self) -> usize {
+    pub(crate) fn size(self) -> usize {
         match self {
             Dtype::U8 => 1,
             Dtype::F32 => 4,
@@ -80,10 +80,10 @@ impl Dtype {
 }
 
 /// One array of a `.npz`: its type, shape and raw little-endian bytes.
-struct NpyArray {
-    dtype: Dtype,
-    shape: Vec<usize>,
-    data: Vec<u8>,
+pub(crate) struct NpyArray {
+    pub(crate) dtype: Dtype,
+    pub(crate) shape: Vec<usize>,
+    pub(crate) data: Vec<u8>,
 }
 
 /// The longest `.npy` header read, in bytes: NumPy's own default limit when it loads one
@@ -97,12 +97,12 @@ pub const MAX_NPY_HEADER_BYTES: usize = 10_000;
 pub const MAX_COMPRESSION_RATIO: u64 = 1032;
 
 /// The type, shape and byte length of one `.npy` array, from its header.
-struct NpyHeader {
-    dtype: Dtype,
-    descr: String,
-    shape: Vec<usize>,
+pub(crate) struct NpyHeader {
+    pub(crate) dtype: Dtype,
+    pub(crate) descr: String,
+    pub(crate) shape: Vec<usize>,
     /// Bytes of the array's data: the shape's product times the element size.
-    data_bytes: u64,
+    pub(crate) data_bytes: u64,
 }
 
 /// Parses the text of a `.npy` header (the dictionary after the magic and the length).
@@ -160,17 +160,16 @@ fn read_up_to(reader: &mut impl Read, n: u64, out: &mut Vec<u8>) -> std::io::Res
     reader.take(n).read_to_end(out).map(|_| ())
 }
 
-/// Reads the member `key` (`entry`) of the `.npz` at `path`, within `budget` bytes (lowered by
-/// what it takes). Before anything is inflated past its header: the entry's declared size must
-/// be one deflate can reach from its stored size ([`MAX_COMPRESSION_RATIO`]) and the one the
-/// header's shape and dtype need, and within the budget; then no more than that is read.
-fn read_member(
+/// Reads the `.npy` header of the member `key` (`entry`) of the `.npz` at `path`, leaving
+/// `entry` at the start of the array's data. Before anything is inflated past the header: the
+/// entry's declared size (`sizes`: declared, stored) must be one deflate can reach from its
+/// stored size ([`MAX_COMPRESSION_RATIO`]) and the one the header's shape and dtype need.
+pub(crate) fn read_npy_header(
     entry: &mut impl Read,
     sizes: (u64, u64),
     path: &Path,
     key: &str,
-    budget: &mut u64,
-) -> Result<NpyArray> {
+) -> Result<NpyHeader> {
     let bad = |reason: String| DataError::format(path, format!("array `{key}`: {reason}"));
     let (declared, stored) = sizes;
     if declared > stored.saturating_mul(MAX_COMPRESSION_RATIO) {
@@ -220,14 +219,44 @@ fn read_member(
             head.len()
         )));
     }
-    if needs > *budget {
+    Ok(header)
+}
+
+/// What a reader holds in memory besides an array's own bytes, charged to the budget with
+/// them: nothing for images (converted within the same size), an `f32` copy of every element
+/// for tabular data.
+pub(crate) type ExtraCost = fn(&NpyHeader) -> u64;
+
+/// Reads the member `key` (`entry`) of the `.npz` at `path`, within `budget` bytes (lowered by
+/// what it takes: its data plus `extra` of its header). Before anything is inflated past its
+/// header ([`read_npy_header`]) the bytes are checked against the budget; then no more than the
+/// header declares is read.
+fn read_member(
+    entry: &mut impl Read,
+    sizes: (u64, u64),
+    path: &Path,
+    key: &str,
+    budget: &mut u64,
+    extra: ExtraCost,
+) -> Result<NpyArray> {
+    let bad = |reason: String| DataError::format(path, format!("array `{key}`: {reason}"));
+    let io = |e: std::io::Error| bad(format!("{e}"));
+    let header = read_npy_header(entry, sizes, path, key)?;
+    let needs = header.data_bytes;
+    let copy = extra(&header);
+    let charged = needs.saturating_add(copy);
+    if charged > *budget {
+        let what = match copy {
+            0 => format!("{needs} bytes"),
+            _ => format!("{charged} bytes ({needs} stored, {copy} converted)"),
+        };
         return Err(bad(format!(
-            "{needs} bytes (shape {:?} of {}), more than the {} bytes a data set may take on \
+            "{what} (shape {:?} of {}), more than the {} bytes a data set may take on \
              this machine (a quarter of its available memory, at most {MAX_NPY_BYTES})",
             header.shape, header.descr, *budget
         )));
     }
-    *budget -= needs;
+    *budget -= charged;
     // Grown in steps, never past what the header declares: a stream that inflates to more is
     // cut there, and its extra bytes are an error below.
     let needs = needs as usize;
@@ -249,9 +278,9 @@ fn read_member(
             data.len()
         )));
     }
-    let mut extra = Vec::new();
-    read_up_to(entry, 1, &mut extra).map_err(io)?;
-    if !extra.is_empty() {
+    let mut rest = Vec::new();
+    read_up_to(entry, 1, &mut rest).map_err(io)?;
+    if !rest.is_empty() {
         return Err(bad(format!(
             "more bytes than shape {:?} of {} needs ({needs})",
             header.shape, header.descr
@@ -292,7 +321,7 @@ fn central_names(path: &Path, start: u64) -> Vec<String> {
 
 /// Opens the `.npz` at `path` as a zip archive; a member named twice is an error naming it
 /// (the archive would read only one copy).
-fn open_zip(path: &Path) -> Result<zip::ZipArchive<std::io::BufReader<std::fs::File>>> {
+pub(crate) fn open_zip(path: &Path) -> Result<zip::ZipArchive<std::io::BufReader<std::fs::File>>> {
     let file = std::fs::File::open(path).map_err(|e| DataError::io(path, e))?;
     let zip = zip::ZipArchive::new(std::io::BufReader::new(file))
         .map_err(|e| DataError::format(path, format!("not a .npz file (a zip archive): {e}")))?;
@@ -314,6 +343,17 @@ fn open_zip(path: &Path) -> Result<zip::ZipArchive<std::io::BufReader<std::fs::F
 /// Reads the arrays named `keys` from the `.npz` at `path` (`None` for a key it lacks), all of
 /// them within `budget` bytes.
 fn read_arrays(path: &Path, keys: &[&str], budget: u64) -> Result<Vec<Option<NpyArray>>> {
+    read_arrays_charged(path, keys, budget, |_| 0)
+}
+
+/// [`read_arrays`] with `extra` bytes of each array's header charged to the budget besides its
+/// data ([`ExtraCost`]).
+pub(crate) fn read_arrays_charged(
+    path: &Path,
+    keys: &[&str],
+    budget: u64,
+    extra: ExtraCost,
+) -> Result<Vec<Option<NpyArray>>> {
     let mut zip = open_zip(path)?;
     let mut budget = budget;
     let mut out = Vec::with_capacity(keys.len());
@@ -334,6 +374,7 @@ fn read_arrays(path: &Path, keys: &[&str], budget: u64) -> Result<Vec<Option<Npy
             path,
             key,
             &mut budget,
+            extra,
         )?));
     }
     Ok(out)
@@ -643,7 +684,7 @@ fn load_npz_within(path: &Path, split: Split, budget: u64) -> Result<InMemoryDat
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::Dataset;
     use std::io::Write;

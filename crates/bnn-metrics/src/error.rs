@@ -106,6 +106,44 @@ pub enum MetricsError {
         "mutual information is unavailable: the prediction was not built from Monte Carlo samples"
     )]
     MissingMutualInformation,
+    /// A value that must be strictly positive (a standard deviation) is zero or negative.
+    #[error("{what}: value {} at row {row}, column {col} must be > 0", crate::Short(*.value))]
+    NonPositive {
+        /// Which input holds the value.
+        what: &'static str,
+        /// Row (example) index.
+        row: usize,
+        /// Column (target) index.
+        col: usize,
+        /// The offending value.
+        value: f64,
+    },
+    /// A per-example query (a CDF, a quantile, an interval) named an example or target that
+    /// does not exist.
+    #[error("{what}: index {index} is out of range for {len}")]
+    IndexOutOfRange {
+        /// Which index was wrong (example or target).
+        what: &'static str,
+        /// The index that was passed.
+        index: usize,
+        /// The number of examples or targets.
+        len: usize,
+    },
+    /// A split-conformal fit at `level` has too few calibration points: it needs
+    /// `n >= ceil(1 / (1 - level))`, so that the conformal quantile (the
+    /// `ceil((n + 1) * level)`-th smallest score) exists.
+    #[error(
+        "conformal level {} needs at least {needed} calibration points, got n = {n}",
+        crate::Short(*.level)
+    )]
+    TooFewCalibrationPoints {
+        /// The requested coverage level.
+        level: f64,
+        /// Number of calibration points given.
+        n: usize,
+        /// The minimum number for this level.
+        needed: usize,
+    },
 }
 
 /// Result alias used throughout the crate.

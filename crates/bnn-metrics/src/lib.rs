@@ -17,6 +17,15 @@
 //! * Out-of-distribution detection (in-distribution = positive class): [`auroc`],
 //!   [`average_precision`], [`fpr_at_tpr`], [`roc_curve`], and [`OodSummary`] with the score
 //!   chosen by [`OodScore`]. Ties are handled as scikit-learn does.
+//! * Regression: [`McRegression`] keeps `S` Monte Carlo samples of a Gaussian head
+//!   (mean and standard deviation per output) and builds the mixture [`RegressionPredictive`]
+//!   (mean, aleatoric / epistemic / total variance, CDF, quantiles, central intervals);
+//!   metrics [`rmse`], [`gaussian_nll`], closed-form [`crps`], [`interval_coverage`], [`pit`],
+//!   [`pit_calibration_error`], [`regression_reliability`], and [`RegressionSummary`].
+//! * Split-conformal calibration on a held-out split: randomised Adaptive Prediction Sets
+//!   ([`ApsCalibration`]) for classification and normalised-residual intervals
+//!   ([`NormalizedIntervalCalibration`]) for regression, with [`conformal_quantile`] at
+//!   `k = ceil((n + 1) level)`.
 //! * Aside from the metrics, [`mod@file`] reads a user-given file within a bound; the model
 //!   readers of the crates above share it (it says why it lives here).
 //!
@@ -47,12 +56,15 @@
 
 mod calibration;
 mod classification;
+mod conformal;
 mod error;
 pub mod file;
 mod mc;
+mod normal;
 mod number;
 mod ood;
 mod probabilities;
+mod regression;
 mod summary;
 mod temperature;
 mod uncertainty;
@@ -63,11 +75,21 @@ pub use calibration::{
     reliability_diagram,
 };
 pub use classification::{NLL_EPSILON, accuracy, brier, mean_confidence, nll};
+pub use conformal::{
+    ApsCalibration, ConformalIntervalSummary, ConformalSetSummary, NormalizedIntervalCalibration,
+    conformal_min_n, conformal_quantile,
+};
 pub use error::{MetricsError, Result};
 pub use mc::{DEFAULT_MC_SAMPLES, McPredictive, Predictive, mutual_information};
+pub use normal::{normal_cdf, normal_pdf};
 pub use number::Short;
 pub use ood::{OodScore, OodSummary, RocCurve, auroc, average_precision, fpr_at_tpr, roc_curve};
 pub use probabilities::{Label, Probabilities, ROW_SUM_TOLERANCE};
+pub use regression::{
+    CoveragePoint, DEFAULT_INTERVAL_LEVELS, DEFAULT_RELIABILITY_LEVELS, IntervalCoverage,
+    McRegression, RegressionPredictive, RegressionSummary, crps, gaussian_nll, interval_coverage,
+    pit, pit_calibration_error, regression_reliability, rmse,
+};
 pub use summary::EvalSummary;
 pub use temperature::{
     McLogits, TEMPERATURE_RANGE, TemperatureFit, fit_temperature, validate_temperature,

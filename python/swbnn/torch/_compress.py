@@ -60,8 +60,10 @@ class CompressReport:
     """What :func:`compress` did. ``layers``: one row per replaced layer (path, library,
     class, shape, weights, outliers, ellipses, shared, params_before, params_after);
     ``total``: the model's trainable parameters before/after and the counts summed;
-    ``timings``: seconds per stage; ``stop``: the stop rule's trace (``None`` for a fixed
-    number of epochs); ``plan``: the Rust plan report; ``history``: one row per epoch;
+    ``timings``: wall-clock seconds per stage (``*_s``) and the process's CPU seconds
+    (``*_cpu_s``, all threads; on a shared machine the steadier measure); ``stop``: the stop rule's trace (``None`` for a fixed
+    number of epochs); ``plan``: the Rust plan report; ``history``: one row per epoch
+    (loss, nll, kl, epoch, ``seconds``, ``cpu_seconds``);
     ``search``: with ``auto=True``, the whole search (``None`` otherwise)."""
 
     k: int
@@ -362,7 +364,7 @@ def compress(
         found = find_layers(work)
 
         # Stage 1's gradient pass: mean d(-ELBO)/d mu over the first batches.
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         mus = [f.mu_param().detach().float().reshape(-1).cpu() for f in found]
         sigmas = [f.weight()[1].reshape(-1).cpu() for f in found]
         rhos = [raw_rho(f, f.spec.weight_mu, f.spec.weight_scale).cpu() for f in found]
@@ -399,6 +401,7 @@ def compress(
         if float(out_cfg["grad_top_fraction"]) > 0:
             grad = torch.cat(sums).cpu() / n_batches
         timings["gradients_s"] = time.perf_counter() - t
+        timings["gradients_cpu_s"] = time.process_time() - c
 
         # The stop rule's probe and the source's confidence (before any layer is replaced).
         probe: List[torch.Tensor] = []
@@ -425,7 +428,7 @@ def compress(
         work.train(was)
 
         # Stages 1-2 in the Rust core, on all layers' weights in module order.
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         mu_all = torch.cat(mus).numpy().astype(np.float32)
         sigma_all = torch.cat(sigmas).numpy().astype(np.float32)
         grad_all = None if grad is None else grad.numpy().astype(np.float32)
@@ -454,11 +457,12 @@ def compress(
         except ValueError as e:
             raise PlanError(f"stages 1-2 (swbnn.plan) failed: {e}") from e
         timings["plan_s"] = time.perf_counter() - t
+        timings["plan_cpu_s"] = time.process_time() - c
         for key, v in ((plan.report or {}).get("timings") or {}).items():
             if isinstance(v, (int, float)) and key != "total_s":
                 timings[f"plan.{key}"] = float(v)
 
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         per_layer = layers_from_plan(plan, found, mus, rhos)
         cb_rho = torch.from_numpy(np.asarray(plan.init_sigma, np.float64))
         from ._layers import softplus_inv
@@ -472,6 +476,7 @@ def compress(
             prior,
         )
         timings["build_s"] = time.perf_counter() - t
+        timings["build_cpu_s"] = time.process_time() - c
 
         # Stage 3: retraining with the ELBO, the mixture KL and the two parameter groups.
         t = time.perf_counter()
@@ -560,15 +565,16 @@ def _retrain(work, shared_layers, loader, n_train, epochs, rt, stop_cfg, probe, 
         if device.type == "cuda":
             torch.cuda.synchronize(device)
 
-    def row(sums, n, epoch, t0):
+    def row(sums, n, epoch, t0, c0):
         # The loss terms are summed on the device and read once per epoch (no sync per step).
         means = (torch.stack(sums) / n).tolist()
         sync()
-        return dict(zip(("loss", "nll", "kl"), means)) | {"epoch": epoch, "seconds": time.perf_counter() - t0}
+        timed = {"seconds": time.perf_counter() - t0, "cpu_seconds": time.process_time() - c0}
+        return dict(zip(("loss", "nll", "kl"), means)) | {"epoch": epoch} | timed
 
     for epoch in range(epochs):
         sync()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         sums = [torch.zeros((), dtype=acc_dtype, device=device) for _ in range(3)]
         n = 0
         bar = _progress.bar(steps, f"stage 3, epoch {epoch + 1}/{epochs}") if progress else None
@@ -582,7 +588,7 @@ def _retrain(work, shared_layers, loader, n_train, epochs, rt, stop_cfg, probe, 
                 if conf >= trace["source_confidence"]:
                     trace["stopped_after"] = done
                     if n:
-                        history.append(row(sums, n, epoch, t0))
+                        history.append(row(sums, n, epoch, t0, c0))
                     if bar is not None:
                         bar.close()
                     return history
@@ -602,7 +608,7 @@ def _retrain(work, shared_layers, loader, n_train, epochs, rt, stop_cfg, probe, 
         if bar is not None:
             bar.close()
         if n:
-            r = row(sums, n, epoch, t0)
+            r = row(sums, n, epoch, t0, c0)
             history.append(r)
             if progress:
                 _progress.write(f"swbnn.torch: epoch {epoch + 1}/{epochs} loss {r['loss']:.4f} nll {r['nll']:.4f} ({r['seconds']:.1f}s)")
