@@ -476,34 +476,27 @@ impl Cell<'_> {
         1.0 / self.mu.len() as f64
     }
 
-    fn cdf(&self, y: f64) -> f64 {
+    /// The mixture's mean of `f((y - mu) / sigma, sigma)` over its components.
+    fn mix(&self, y: f64, f: impl Fn(f64, f64) -> f64) -> f64 {
         let sum: f64 = self
             .mu
             .iter()
             .zip(self.sigma)
-            .map(|(&m, &s)| normal_cdf((y - m) / s))
+            .map(|(&m, &s)| f((y - m) / s, s))
             .sum();
         sum * self.weight()
+    }
+
+    fn cdf(&self, y: f64) -> f64 {
+        self.mix(y, |z, _| normal_cdf(z))
     }
 
     fn sf(&self, y: f64) -> f64 {
-        let sum: f64 = self
-            .mu
-            .iter()
-            .zip(self.sigma)
-            .map(|(&m, &s)| normal_sf((y - m) / s))
-            .sum();
-        sum * self.weight()
+        self.mix(y, |z, _| normal_sf(z))
     }
 
     fn pdf(&self, y: f64) -> f64 {
-        let sum: f64 = self
-            .mu
-            .iter()
-            .zip(self.sigma)
-            .map(|(&m, &s)| normal_pdf((y - m) / s) / s)
-            .sum();
-        sum * self.weight()
+        self.mix(y, |z, s| normal_pdf(z) / s)
     }
 
     /// Lower tail (`upper == false`): the `x` with `F(x) = prob`; upper tail: the `x` with
