@@ -316,19 +316,28 @@ pub fn evaluate_json(
     py.detach(|| {
         let device = cpu().map_err(|e| usage(e.to_string()))?;
         let out = commands::eval(&request, &device)?;
-        // The metrics at the temperature asked for, else the raw ones.
+        // The metrics at the temperature asked for, else the raw ones; the conformal sets'
+        // coverage and size under "conformal" when the model holds a conformal calibration.
         let ev = out.calibrated.map_or(out.evaluation, |(_, ev)| ev);
-        serde_json::to_string(&ev).map_err(Error::json)
+        let mut v = serde_json::to_value(&ev).map_err(Error::json)?;
+        if let (Some(c), Some(map)) = (&out.conformal, v.as_object_mut()) {
+            map.insert(
+                "conformal".into(),
+                serde_json::to_value(c).map_err(Error::json)?,
+            );
+        }
+        serde_json::to_string(&v).map_err(Error::json)
     })
     .map_err(pipeline_error)
 }
 
-/// Fits a model's temperature on the validation split it held out and stores it with the
-/// model, as `swbnn calibrate` does; returns the fit as JSON text.
+/// Fits a model's temperature (and, with `conformal`, conformal prediction sets at that level)
+/// on the validation split it held out and stores it with the model, as `swbnn calibrate`
+/// does; returns the fit as JSON text.
 #[pyfunction]
 #[pyo3(signature = (
     model, dataset, *, samples = 30, seed = 0, data = None, validation = None,
-    validation_seed = None
+    validation_seed = None, conformal = None
 ))]
 #[allow(clippy::too_many_arguments)]
 pub fn calibrate_json(
@@ -340,6 +349,7 @@ pub fn calibrate_json(
     data: Option<PathBuf>,
     validation: Option<usize>,
     validation_seed: Option<u64>,
+    conformal: Option<f64>,
 ) -> PyResult<String> {
     let request = CalibrateRequest {
         data_dir: data,
@@ -347,6 +357,7 @@ pub fn calibrate_json(
         validation_seed,
         samples,
         seed,
+        conformal,
         ..CalibrateRequest::new(model, source(dataset).map_err(pipeline_error)?)
     };
     py.detach(|| {

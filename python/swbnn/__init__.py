@@ -552,7 +552,9 @@ def evaluate(
     does; returns the evaluation (summary, OOD metrics, uncertainty diagnostics).
     ``dataset`` as in :func:`train`; arrays ``(x, y)`` are the test split itself. With
     ``temperature``, or ``calibrated=True`` for the model's stored one, each sample's logits
-    are divided by it first."""
+    are divided by it first. A model calibrated with ``calibrate(..., conformal=LEVEL)`` also
+    gets ``conformal``: ``level``, the test split's ``coverage`` and ``mean_set_size``, ``n``,
+    and the ``temperature`` and ``calibration_images`` of its fit."""
     with _dataset(dataset, test_only=True) as name:
         return _evaluate(model, name, samples, seed, ood, ood_dir, data, subset, temperature, calibrated)
 
@@ -566,12 +568,20 @@ def calibrate(
     data: Optional[PathLike] = None,
     validation: Optional[int] = None,
     validation_seed: Optional[int] = None,
+    conformal: Optional[float] = None,
 ) -> Dict[str, Any]:
     """Fits the model's temperature by NLL on the validation split it held out of
     ``dataset``'s training split (the split it records, unless ``validation`` and
     ``validation_seed`` name it) and stores it with the model, as ``swbnn calibrate`` does;
     returns ``temperature``, ``nll_before``, ``nll_after``, ``at_bound``, ``images`` and
-    ``samples``. ``dataset`` as in :func:`train`: the data the model was trained on."""
+    ``samples``. ``dataset`` as in :func:`train`: the data the model was trained on.
+
+    With ``conformal`` (a level strictly between 0 and 1, e.g. 0.9), split-conformal
+    prediction sets (adaptive prediction sets) are fitted after the temperature on the same
+    split and stored too; the result then holds ``conformal`` (``method``, ``temperature``,
+    ``level``, ``qhat``, ``n``), and :func:`evaluate` reports the sets' ``coverage`` and
+    ``mean_set_size`` on the test split under ``conformal``. Without it, a conformal
+    calibration the model held is removed."""
     with _dataset(dataset) as name:
         return json.loads(
             _native.calibrate_json(
@@ -582,6 +592,7 @@ def calibrate(
                 data=None if data is None else os.fspath(data),
                 validation=validation,
                 validation_seed=validation_seed,
+                conformal=conformal,
             )
         )
 

@@ -497,6 +497,153 @@ impl NormalizedIntervalCalibration {
     }
 }
 
+/// A fitted split-conformal calibration as a model stores it: what a test-time prediction needs
+/// to give sets or intervals with the calibrated coverage.
+///
+/// A classifier's sets are computed on the Monte-Carlo predictive at `temperature` (the
+/// temperature fitted on the same validation split just before, or 1): temperature scaling and
+/// conformal calibration compose, temperature first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "method", rename_all = "snake_case", deny_unknown_fields)]
+pub enum ConformalCalibration {
+    /// Classification: randomised Adaptive Prediction Sets ([`ApsCalibration`]).
+    Aps {
+        /// The temperature the predictive's logits are divided by before the scores.
+        temperature: f64,
+        /// The nominal coverage level, in `(0, 1)`.
+        level: f64,
+        /// The conformal threshold on the APS values, in `[0, 1]`.
+        qhat: f64,
+        /// Number of calibration examples.
+        n: usize,
+    },
+    /// Regression: normalised-residual intervals ([`NormalizedIntervalCalibration`]).
+    NormalizedInterval {
+        /// The nominal coverage level, in `(0, 1)`.
+        level: f64,
+        /// The threshold on `|y - mean| / std`, one per target.
+        qhat: Vec<f64>,
+        /// Number of calibration examples.
+        n: usize,
+    },
+}
+
+impl ConformalCalibration {
+    /// The APS calibration `aps`, fitted on the predictive at `temperature`.
+    pub fn aps(aps: ApsCalibration, temperature: f64) -> Self {
+        ConformalCalibration::Aps {
+            temperature,
+            level: aps.level,
+            qhat: aps.qhat,
+            n: aps.n,
+        }
+    }
+
+    /// The normalised-interval calibration `cal`.
+    pub fn intervals(cal: NormalizedIntervalCalibration) -> Self {
+        ConformalCalibration::NormalizedInterval {
+            level: cal.level,
+            qhat: cal.qhat,
+            n: cal.n,
+        }
+    }
+
+    /// The nominal coverage level.
+    pub fn level(&self) -> f64 {
+        match self {
+            ConformalCalibration::Aps { level, .. }
+            | ConformalCalibration::NormalizedInterval { level, .. } => *level,
+        }
+    }
+
+    /// Number of calibration examples it was fitted on.
+    pub fn n(&self) -> usize {
+        match self {
+            ConformalCalibration::Aps { n, .. }
+            | ConformalCalibration::NormalizedInterval { n, .. } => *n,
+        }
+    }
+
+    /// The method's name as files and reports write it: `"aps"` or `"normalized_interval"`.
+    pub fn method(&self) -> &'static str {
+        match self {
+            ConformalCalibration::Aps { .. } => "aps",
+            ConformalCalibration::NormalizedInterval { .. } => "normalized_interval",
+        }
+    }
+
+    /// The APS calibration and its temperature; `None` for a regression calibration.
+    pub fn as_aps(&self) -> Option<(ApsCalibration, f64)> {
+        match *self {
+            ConformalCalibration::Aps {
+                temperature,
+                level,
+                qhat,
+                n,
+            } => Some((ApsCalibration { level, qhat, n }, temperature)),
+            ConformalCalibration::NormalizedInterval { .. } => None,
+        }
+    }
+
+    /// The normalised-interval calibration; `None` for a classification calibration.
+    pub fn as_intervals(&self) -> Option<NormalizedIntervalCalibration> {
+        match self {
+            ConformalCalibration::NormalizedInterval { level, qhat, n } => {
+                Some(NormalizedIntervalCalibration {
+                    level: *level,
+                    qhat: qhat.clone(),
+                    n: *n,
+                })
+            }
+            ConformalCalibration::Aps { .. } => None,
+        }
+    }
+
+    /// Checks what a stored calibration must hold: a level in `(0, 1)`, at least
+    /// [`conformal_min_n`] calibration examples, an APS threshold in `[0, 1]` and a valid
+    /// temperature ([`crate::validate_temperature`]), interval thresholds finite, `>= 0`, at
+    /// least one.
+    ///
+    /// # Errors
+    /// [`MetricsError::InvalidParameter`] or [`MetricsError::TooFewCalibrationPoints`] naming
+    /// the value.
+    pub fn validate(&self) -> Result<()> {
+        let level = self.level();
+        let needed = conformal_min_n(level)?;
+        if self.n() < needed {
+            return Err(MetricsError::TooFewCalibrationPoints {
+                level,
+                n: self.n(),
+                needed,
+            });
+        }
+        let bad_qhat = |q: f64, reason| MetricsError::InvalidParameter {
+            name: "qhat",
+            value: q,
+            reason,
+        };
+        match self {
+            ConformalCalibration::Aps {
+                temperature, qhat, ..
+            } => {
+                crate::validate_temperature(*temperature)?;
+                if !(0.0..=1.0).contains(qhat) {
+                    return Err(bad_qhat(*qhat, "must lie in [0, 1]"));
+                }
+            }
+            ConformalCalibration::NormalizedInterval { qhat, .. } => {
+                if qhat.is_empty() {
+                    return Err(bad_qhat(f64::NAN, "needs one threshold per target"));
+                }
+                if let Some(&q) = qhat.iter().find(|q| !(q.is_finite() && **q >= 0.0)) {
+                    return Err(bad_qhat(q, "must be finite and >= 0"));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 fn check_targets(pred: &RegressionPredictive, y: &[f32]) -> Result<()> {
     pred.check_y(y)
 }
@@ -507,6 +654,68 @@ mod tests {
 
     fn probs(rows: &[[f32; 3]]) -> Probabilities {
         Probabilities::new(rows.concat(), rows.len(), 3).unwrap()
+    }
+
+    #[test]
+    fn a_stored_calibration_is_checked_whole() {
+        let aps = ConformalCalibration::aps(
+            ApsCalibration {
+                level: 0.9,
+                qhat: 0.93,
+                n: 500,
+            },
+            1.25,
+        );
+        aps.validate().unwrap();
+        assert_eq!((aps.level(), aps.n(), aps.method()), (0.9, 500, "aps"));
+        assert_eq!(aps.as_aps().unwrap().1, 1.25);
+        assert!(aps.as_intervals().is_none());
+        let json = serde_json::to_string(&aps).unwrap();
+        assert!(json.contains(r#""method":"aps""#), "{json}");
+        assert_eq!(
+            serde_json::from_str::<ConformalCalibration>(&json).unwrap(),
+            aps
+        );
+        let with = |f: &dyn Fn(&mut ConformalCalibration)| {
+            let mut c = aps.clone();
+            f(&mut c);
+            c.validate().unwrap_err().to_string()
+        };
+        let set = |t: f64, l: f64, q: f64, m: usize| {
+            move |c: &mut ConformalCalibration| {
+                *c = ConformalCalibration::Aps {
+                    temperature: t,
+                    level: l,
+                    qhat: q,
+                    n: m,
+                }
+            }
+        };
+        assert!(with(&set(1.0, 1.0, 0.5, 500)).contains("level"));
+        assert!(with(&set(1.0, 0.9, 0.5, 9)).contains("n = 9"));
+        assert!(with(&set(1.0, 0.9, 1.5, 500)).contains("qhat"));
+        assert!(with(&set(1.0, 0.9, f64::NAN, 500)).contains("qhat"));
+        assert!(with(&set(0.0, 0.9, 0.5, 500)).contains("temperature"));
+        let iv = ConformalCalibration::intervals(NormalizedIntervalCalibration {
+            level: 0.95,
+            qhat: vec![1.9, 2.1],
+            n: 40,
+        });
+        iv.validate().unwrap();
+        assert_eq!(iv.method(), "normalized_interval");
+        assert_eq!(iv.as_intervals().unwrap().qhat, vec![1.9, 2.1]);
+        let bad = ConformalCalibration::NormalizedInterval {
+            level: 0.95,
+            qhat: vec![-1.0],
+            n: 40,
+        };
+        assert!(bad.validate().unwrap_err().to_string().contains("qhat"));
+        let empty = ConformalCalibration::NormalizedInterval {
+            level: 0.95,
+            qhat: vec![],
+            n: 40,
+        };
+        assert!(empty.validate().is_err());
     }
 
     #[test]

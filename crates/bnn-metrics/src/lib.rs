@@ -76,8 +76,8 @@ pub use calibration::{
 };
 pub use classification::{NLL_EPSILON, accuracy, brier, mean_confidence, nll};
 pub use conformal::{
-    ApsCalibration, ConformalIntervalSummary, ConformalSetSummary, NormalizedIntervalCalibration,
-    conformal_min_n, conformal_quantile,
+    ApsCalibration, ConformalCalibration, ConformalIntervalSummary, ConformalSetSummary,
+    NormalizedIntervalCalibration, conformal_min_n, conformal_quantile,
 };
 pub use error::{MetricsError, Result};
 pub use mc::{DEFAULT_MC_SAMPLES, McPredictive, Predictive, mutual_information};

@@ -20,7 +20,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use bnn_data::{DataLoader, DataSource, Dataset};
-use bnn_metrics::{TemperatureFit, validate_temperature};
+use bnn_metrics::{
+    ApsCalibration, ConformalCalibration, TemperatureFit, conformal_min_n, validate_temperature,
+};
 use bnn_models::{ModelConfig, Network};
 use bnn_train::{LogitSamples, predict_ensemble_logits, predict_logits};
 use serde::{Deserialize, Serialize};
@@ -34,8 +36,9 @@ use bnn_train::{ModelDir, QBNN_FILE, read_json, write_json};
 
 pub use bnn_train::CALIBRATION_FILE;
 
-/// A temperature fitted on held-out data, with what the fit saw.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+/// A temperature fitted on held-out data, with what the fit saw, and the conformal calibration
+/// fitted after it on the same split, if one was asked for.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Calibration {
     /// The fitted temperature (within [`bnn_metrics::TEMPERATURE_RANGE`]).
     pub temperature: f64,
@@ -51,10 +54,14 @@ pub struct Calibration {
     /// Monte-Carlo passes per image (ensemble members for an ensemble; 1 for a deterministic
     /// network).
     pub samples: usize,
+    /// The split-conformal calibration (`swbnn calibrate --conformal LEVEL`), fitted on the
+    /// predictive at `temperature`; absent when none was asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conformal: Option<ConformalCalibration>,
 }
 
 impl Calibration {
-    /// The calibration of a fit on `logits`.
+    /// The calibration of a fit on `logits` (no conformal calibration).
     pub fn of(fit: &TemperatureFit, logits: &LogitSamples) -> Self {
         Self {
             temperature: fit.temperature,
@@ -63,8 +70,46 @@ impl Calibration {
             at_bound: fit.at_bound,
             images: logits.n,
             samples: logits.samples,
+            conformal: None,
         }
     }
+}
+
+/// Fits adaptive prediction sets at `level` on `logits` (the validation split's Monte-Carlo
+/// logits) at `temperature`: each pass's logits divided by it, the probabilities averaged
+/// over passes, then [`ApsCalibration::fit`] with uniforms from `seed`. Why APS: its sets
+/// follow the predictive's own ranking and shape (a confident image gets one class, an
+/// ambiguous one several), it needs no tuning parameter, and randomised it covers with
+/// probability in `[level, level + 1/(n + 1)]` whatever the model (Romano, Sesia & Candes
+/// 2020); RAPS adds a size penalty with two parameters that would need their own split.
+pub fn fit_aps(
+    logits: &LogitSamples,
+    temperature: f64,
+    level: f64,
+    seed: u64,
+) -> Result<ConformalCalibration, Error> {
+    let predictive = logits.mc()?.predictive(temperature)?;
+    let aps = ApsCalibration::fit(predictive.probabilities(), &logits.labels, level, seed)?;
+    Ok(ConformalCalibration::aps(aps, temperature))
+}
+
+/// Refuses a conformal `level` outside `(0, 1)` and a validation split of fewer than
+/// `ceil(1 / (1 - level))` images ([`conformal_min_n`]), before any work.
+pub fn check_conformal_level(level: f64, split: ValidationSplit) -> Result<(), Error> {
+    let needed = conformal_min_n(level).map_err(|_| {
+        Error::Usage(format!(
+            "--conformal {level}: the coverage level must lie strictly between 0 and 1 \
+             (0.9 asks that 90% of prediction sets hold the true class)"
+        ))
+    })?;
+    if split.size < needed {
+        return Err(Error::Usage(format!(
+            "--conformal {level} needs at least {needed} validation images (1 / (1 - level)); \
+             the validation split holds {}",
+            split.size
+        )));
+    }
+    Ok(())
 }
 
 /// Fits the temperature of `model` on `validation` with `samples` Monte-Carlo passes (one for
@@ -284,7 +329,18 @@ impl ModelFile {
         })
     }
 
-    /// Stores `calibration`'s temperature with the model, atomically: in the `.swb` or `.qbnn`
+    /// The stored conformal calibration; `None` when none was fitted. A stored one that fails
+    /// [`ConformalCalibration::validate`] is an error naming the file.
+    pub fn conformal(&self) -> Result<Option<ConformalCalibration>, Error> {
+        Ok(match self {
+            ModelFile::Swb(p) => format::load(p)?.conformal,
+            ModelFile::Qbnn(p) => qbnn::load(p)?.conformal,
+            ModelFile::Dir(d) => d.read_calibration()?.and_then(|c| c.conformal),
+        })
+    }
+
+    /// Stores `calibration` with the model (its temperature and its conformal calibration,
+    /// replacing both: a file holds what the last `swbnn calibrate` fitted), atomically: in the `.swb` or `.qbnn`
     /// file (the model's bytes unchanged), or as [`CALIBRATION_FILE`] in a model directory. A
     /// file in a run's stage directory, whose [`CALIBRATION_FILE`] records the run's fit, gets
     /// that record replaced too, so a resumed run keeps the new temperature.
@@ -294,12 +350,17 @@ impl ModelFile {
         match self {
             ModelFile::Swb(p) => {
                 let p = crate::checks::resolve_links("the model", p)?;
-                format::set_temperature(&p, Some(calibration.temperature))?
+                format::set_calibration(
+                    &p,
+                    Some(calibration.temperature),
+                    calibration.conformal.as_ref(),
+                )?
             }
             ModelFile::Qbnn(p) => {
                 let p = crate::checks::resolve_links("the model", p)?;
                 let data = qbnn::QbnnData {
                     temperature: Some(calibration.temperature),
+                    conformal: calibration.conformal.clone(),
                     ..qbnn::load(&p)?
                 };
                 qbnn::save(&p, &data)?;
@@ -364,12 +425,20 @@ impl StoredCalibration for ModelDir {
         let c: Calibration = read_json(&path)?;
         validate_temperature(c.temperature)
             .map_err(|e| Error::Usage(format!("{}: {e}", path.display())))?;
+        if let Some(conformal) = &c.conformal {
+            conformal.validate().map_err(|e| {
+                Error::Usage(format!("{}: conformal calibration: {e}", path.display()))
+            })?;
+        }
         Ok(Some(c))
     }
 
     /// Writes `calibration` as the directory's [`CALIBRATION_FILE`], atomically.
     fn write_calibration(&self, calibration: &Calibration) -> Result<(), Error> {
         validate_temperature(calibration.temperature)?;
+        if let Some(c) = &calibration.conformal {
+            c.validate()?;
+        }
         std::fs::create_dir_all(self.path()).map_err(|e| Error::io(self.path(), e))?;
         Ok(write_json(&self.calibration_path(), calibration)?)
     }
@@ -383,6 +452,7 @@ mod tests {
     fn calibration(t: f64) -> Calibration {
         Calibration {
             temperature: t,
+            conformal: None,
             nll_before: 0.5,
             nll_after: 0.4,
             at_bound: false,
@@ -449,6 +519,7 @@ mod tests {
             outlier_causes: vec![OutlierCause::Gradient],
             unshared: vec![],
             temperature: None,
+            conformal: None,
         };
         format::save(&swb, &model, &SaveOptions::default()).unwrap();
         let file = ModelFile::at(&swb);
@@ -475,6 +546,7 @@ mod tests {
             }],
             folded_norms: vec![],
             temperature: None,
+            conformal: None,
         };
         qbnn::save(&q, &data).unwrap();
         let file = ModelFile::at(&q);

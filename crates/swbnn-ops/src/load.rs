@@ -54,6 +54,21 @@ impl LoadedModel {
             LoadedFrom::Qbnn | LoadedFrom::Directory => ModelFile::at(path).temperature(),
         }
     }
+
+    /// The conformal calibration stored with the model at `path` (`swbnn calibrate
+    /// --conformal`), if any.
+    pub fn stored_conformal(
+        &self,
+        path: &Path,
+    ) -> Result<Option<bnn_metrics::ConformalCalibration>, Error> {
+        match &self.from {
+            LoadedFrom::Shared { data, .. } => Ok(data.conformal.clone()),
+            LoadedFrom::FullBnn { .. } => {
+                Ok(format::load_full_bnn(ModelFile::at(path).path())?.conformal)
+            }
+            LoadedFrom::Qbnn | LoadedFrom::Directory => ModelFile::at(path).conformal(),
+        }
+    }
 }
 
 /// Loads the model at `path` onto `device`: any kind the module docs list. Parameters that

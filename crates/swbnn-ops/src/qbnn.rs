@@ -257,6 +257,7 @@ pub fn quantize(bayes: &Network, config: &ModelConfig, sigma_bits: u8) -> Result
             })
             .collect(),
         temperature: None,
+        conformal: None,
     })
 }
 

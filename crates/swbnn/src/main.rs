@@ -283,6 +283,12 @@ enum Command {
         /// Seed of the Monte-Carlo weight samples: the same seed gives the same temperature.
         #[arg(long, default_value_t = 0)]
         seed: u64,
+        /// Also fit split-conformal prediction sets (adaptive prediction sets) that hold the
+        /// true class with this probability (strictly between 0 and 1, e.g. 0.9), on the same
+        /// validation split, after the temperature; `swbnn eval` then reports their coverage
+        /// and size. Without it, a conformal calibration the model held is removed.
+        #[arg(long, value_name = "LEVEL")]
+        conformal: Option<f64>,
     },
     /// Draw a figure (reliability, ood, weights, per-class, corruptions, size-quality, search)
     /// of a run directory, a .swb file, a training directory or a `*.search.json`, as PNG or
@@ -574,6 +580,7 @@ fn run() -> Result<()> {
                             "temperature": t,
                             "evaluation": ev,
                         })),
+                        "conformal": out.conformal,
                         "weights": out.weights,
                         "corruptions": out.corruptions,
                         "ood_set": out.ood_source.as_ref().map(|(dir, files)| serde_json::json!({
@@ -601,6 +608,16 @@ fn run() -> Result<()> {
                         model.display()
                     );
                 }
+                if let Some(c) = &out.conformal {
+                    println!(
+                        "conformal sets (APS, level {}, T = {:.4}): coverage {:.4}, mean set size {:.3} over {} images",
+                        c.summary.level,
+                        c.temperature,
+                        c.summary.coverage,
+                        c.summary.mean_set_size,
+                        c.summary.n
+                    );
+                }
                 if !out.corruptions.is_empty() {
                     print!(
                         "{}",
@@ -617,6 +634,7 @@ fn run() -> Result<()> {
             validation_seed,
             samples,
             seed,
+            conformal,
         } => {
             let request = CalibrateRequest {
                 data_dir: data,
@@ -624,6 +642,7 @@ fn run() -> Result<()> {
                 validation_seed,
                 samples,
                 seed,
+                conformal,
                 ..CalibrateRequest::new(model, dataset)
             };
             let out = commands::calibrate(&request, &device)?;
@@ -644,6 +663,12 @@ fn run() -> Result<()> {
                     fit.samples,
                     out.stored_in.display()
                 );
+                if let Some((aps, _)) = fit.conformal.as_ref().and_then(|c| c.as_aps()) {
+                    println!(
+                        "conformal prediction sets (APS) at level {}: threshold {:.4} on {} validation images",
+                        aps.level, aps.qhat, aps.n
+                    );
+                }
             }
             if fit.at_bound {
                 eprintln!(

@@ -1301,6 +1301,99 @@ fn calibrate_stores_the_temperature_and_eval_reports_it_beside_the_raw_metrics()
     assert!(err.contains("temperature"), "{err}");
 }
 
+/// `calibrate --conformal 0.9` stores adaptive prediction sets fitted after the temperature on
+/// the validation split (in the `.swb` file; in a model directory's `calibration.json`), and
+/// `eval --json` reports their level, test coverage and mean set size under `"conformal"`. The
+/// coverage of 1,000 test images lies within five binomial standard deviations of the level,
+/// whatever the (barely trained) model. A plain `calibrate` removes it; a level outside
+/// (0, 1) or too high for the split is refused before any work.
+#[test]
+fn calibrate_conformal_stores_prediction_sets_and_eval_reports_their_coverage() {
+    let m = models();
+    let tmp = tempfile::tempdir().unwrap();
+    let swb = tmp.path().join("m.swb");
+    let det = tmp.path().join("det");
+    copy_model(&m.swb, &swb);
+    copy_model(&m.det, &det);
+    let calibrate = |model: &Path, extra: &[&str]| -> serde_json::Value {
+        let mut a = vec![
+            "calibrate",
+            s(model),
+            "--dataset",
+            "fashion-mnist",
+            "--samples",
+            "3",
+            "--json",
+        ];
+        a.extend(extra);
+        json(&ok(&a))
+    };
+    let eval = |model: &Path| -> serde_json::Value {
+        json(&ok(&[
+            "eval",
+            s(model),
+            "--dataset",
+            "fashion-mnist",
+            "--subset",
+            "1000",
+            "--samples",
+            "3",
+            "--json",
+        ]))
+    };
+    for model in [&swb, &det] {
+        assert!(eval(model)["conformal"].is_null());
+        let fit = calibrate(model, &["--conformal", "0.9"]);
+        let c = &fit["conformal"];
+        assert_eq!(c["method"], "aps", "{fit}");
+        assert_eq!(c["level"], 0.9);
+        assert_eq!(c["n"], 5000);
+        assert_eq!(c["temperature"], fit["temperature"]);
+        let q = c["qhat"].as_f64().unwrap();
+        assert!((0.0..=1.0).contains(&q), "{fit}");
+
+        let out = eval(model);
+        let e = &out["conformal"];
+        assert_eq!(e["level"], 0.9, "{out}");
+        assert_eq!(e["n"], 1000);
+        assert_eq!(e["calibration_images"], 5000);
+        assert_eq!(e["temperature"], fit["temperature"]);
+        let coverage = e["coverage"].as_f64().unwrap();
+        let sd = (0.9f64 * 0.1 / 1000.0).sqrt();
+        assert!(
+            (coverage - 0.9).abs() < 5.0 * sd,
+            "coverage {coverage}: {out}"
+        );
+        let size = e["mean_set_size"].as_f64().unwrap();
+        assert!((0.5..=10.0).contains(&size), "{out}");
+        // The same seed gives the same sets.
+        assert_eq!(eval(model)["conformal"], out["conformal"]);
+        // A plain calibrate refits the temperature and drops the conformal sets.
+        assert!(calibrate(model, &[])["conformal"].is_null());
+        assert!(eval(model)["conformal"].is_null());
+    }
+    for bad in ["1", "0", "-0.5", "1.5", "nan", "inf"] {
+        let flag = format!("--conformal={bad}");
+        let err = refused(
+            &["calibrate", s(&swb), "--dataset", "fashion-mnist", &flag],
+            "between 0 and 1",
+        );
+        assert!(err.contains("--conformal"), "{err}");
+    }
+    // 5,000 validation images allow levels up to 1 - 1/5000; 0.9999 needs 10,000.
+    refused(
+        &[
+            "calibrate",
+            s(&swb),
+            "--dataset",
+            "fashion-mnist",
+            "--conformal",
+            "0.9999",
+        ],
+        "at least 10000 validation images",
+    );
+}
+
 /// `export --force` onto its own input destroyed it ("not a .swb file" afterwards; a model
 /// directory's `model.bpk` the same way): every command that writes refuses its own inputs,
 /// compared as files (a hard link too), not by name.

@@ -93,6 +93,7 @@ fn synthetic_model(zipf_s: f64, seed: u64) -> SharedModelData {
         outlier_causes: vec![],
         unshared: unshared(&norms, &mut rng),
         temperature: None,
+        conformal: None,
     };
     for _ in 0..n {
         let u: f64 = rng.random();

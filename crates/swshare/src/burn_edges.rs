@@ -227,6 +227,7 @@ pub fn initial_swb<A: Architecture>(
         outlier_causes: plan.outliers().map(|(_, c)| c).collect(),
         unshared,
         temperature: None,
+        conformal: None,
     })
 }
 
@@ -328,6 +329,7 @@ pub fn to_swb<A: Architecture>(
             .map(to_format)
             .collect(),
         temperature: None,
+        conformal: None,
     })
 }
 
@@ -613,6 +615,7 @@ pub fn uniform_swb<A: Architecture>(
         outlier_causes: Vec::new(),
         unshared,
         temperature: None,
+        conformal: None,
     })
 }
 
@@ -734,6 +737,7 @@ pub fn full_bnn_data<A: Architecture>(
             .map(to_format)
             .collect(),
         temperature: None,
+        conformal: None,
     })
 }
 

@@ -159,6 +159,7 @@ fn cost_seed(k: u32, layers: &[usize]) -> SharedModelData {
         outlier_causes: vec![OutlierCause::Gradient],
         unshared: Vec::new(),
         temperature: None,
+        conformal: None,
     }
 }
 

@@ -461,7 +461,7 @@ fn qbnn_row(
             device,
             evaluation_seed(setup, Method::Qbnn),
         )?;
-        let t = fit.map(|c| c.temperature);
+        let t = fit.as_ref().map(|c| c.temperature);
         if let Some(c) = &fit {
             // The file carries its temperature; its size is the row's.
             let with_t = swshare::format::qbnn::QbnnData {

@@ -1,15 +1,18 @@
-//! `swbnn calibrate`: a model's temperature, fitted by NLL on images it never trained on and
+//! `swbnn calibrate`: a model's temperature, fitted by NLL on images it never trained on, and
+//! (with `conformal`) split-conformal prediction sets fitted after it on the same images,
 //! stored with it.
 
 use std::path::PathBuf;
 
 use bnn_data::{DataSource, Split};
+use bnn_train::predict_logits;
 use burn::prelude::*;
 
 use super::within;
 use crate::Error;
 use crate::calibration::{
-    Calibration, ModelFile, check_split_held_out, fit, recorded_split, split_for, validation_split,
+    Calibration, ModelFile, check_conformal_level, check_split_held_out, fit_aps, recorded_split,
+    split_for, validation_split,
 };
 use crate::checks;
 use crate::data::{
@@ -38,6 +41,9 @@ pub struct CalibrateRequest {
     pub seed: u64,
     /// Loader threads.
     pub workers: usize,
+    /// Also fit split-conformal prediction sets at this coverage level (in `(0, 1)`), after
+    /// the temperature and on the same validation split.
+    pub conformal: Option<f64>,
 }
 
 impl CalibrateRequest {
@@ -52,6 +58,7 @@ impl CalibrateRequest {
             samples: 30,
             seed: 0,
             workers: 2,
+            conformal: None,
         }
     }
 }
@@ -75,6 +82,16 @@ pub struct CalibrateOutcome {
 pub fn calibrate(request: &CalibrateRequest, device: &Device) -> Result<CalibrateOutcome, Error> {
     let r = request;
     crate::limits::check_samples(r.samples, 0, "").map_err(Error::Usage)?;
+    if let Some(level) = r.conformal {
+        // The level alone first; the split's size once the split is known.
+        check_conformal_level(
+            level,
+            ValidationSplit {
+                size: usize::MAX,
+                seed: 0,
+            },
+        )?;
+    }
     // The model is rewritten in place: through a link to the file it names, only when this
     // user may write it.
     let model = match ModelFile::at(&r.model) {
@@ -93,6 +110,9 @@ pub fn calibrate(request: &CalibrateRequest, device: &Device) -> Result<Calibrat
         r.validation_seed.or(recorded.map(|s| s.seed)),
     )?;
     check_split_held_out(&model, config, split)?;
+    if let Some(level) = r.conformal {
+        check_conformal_level(level, split)?;
+    }
     let opened = open_source(
         &r.dataset,
         Split::Train,
@@ -110,10 +130,17 @@ pub fn calibrate(request: &CalibrateRequest, device: &Device) -> Result<Calibrat
     let loader = eval_loader(model_norm(config, &r.dataset)?, held_out, 256, r.workers)?;
     let _rng = bnn_layers::lock_device_rng();
     device.seed(r.seed);
-    let fit = fit(&loaded.net, &loader, r.samples).map_err(within(format_args!(
-        "fitting the temperature of {}",
-        model.display()
-    )))?;
+    let fitting = format!("fitting the calibration of {}", model.display());
+    let logits = predict_logits(&loaded.net, &loader, r.samples).map_err(within(&fitting))?;
+    let mut fit = Calibration::of(
+        &logits.fit_temperature().map_err(within(&fitting))?,
+        &logits,
+    );
+    if let Some(level) = r.conformal {
+        // Temperature first: the sets are fitted on the tempered predictive.
+        fit.conformal =
+            Some(fit_aps(&logits, fit.temperature, level, r.seed).map_err(within(&fitting))?);
+    }
     file.store(&fit).map_err(within(format_args!(
         "storing the temperature in {}",
         model.display()

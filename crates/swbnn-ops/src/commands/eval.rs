@@ -1,4 +1,5 @@
-//! `swbnn eval`: accuracy, NLL, ECE and OOD AUROC of any model file on a test split.
+//! `swbnn eval`: accuracy, NLL, ECE and OOD AUROC of any model file on a test split, and the
+//! coverage and size of its conformal prediction sets when it holds a conformal calibration.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -13,7 +14,7 @@ use crate::corruptions::CorruptionRow;
 use crate::corruptions::{evaluate_corruptions, weight_stats};
 use crate::data::{EvalData, eval_loader, model_norm, open_eval_data};
 use crate::load::load_model;
-use bnn_metrics::WeightStats;
+use bnn_metrics::{ConformalSetSummary, WeightStats};
 
 /// Which temperature an evaluation also reports, beside the raw predictive.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -98,12 +99,30 @@ pub struct EvalOutcome {
     pub calibrated: Option<(f64, Evaluation)>,
     /// The fitted temperature the model holds, whether or not it was applied.
     pub stored_temperature: Option<f64>,
+    /// The model's conformal prediction sets on the test split (`swbnn calibrate
+    /// --conformal`): the level, the coverage and the mean set size; `None` for a model
+    /// without a conformal calibration.
+    pub conformal: Option<ConformalEvaluation>,
     /// Statistics of the posterior's weights, by layer.
     pub weights: Vec<WeightStats>,
     /// The corrupted test sets' rows (empty unless asked for).
     pub corruptions: Vec<CorruptionRow>,
     /// The OOD set's folder and the SHA-256 of each file it was read from, by name.
     pub ood_source: Option<(PathBuf, BTreeMap<String, String>)>,
+}
+
+/// A stored conformal calibration applied to a test split.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct ConformalEvaluation {
+    /// The method: `"aps"` (adaptive prediction sets).
+    pub method: &'static str,
+    /// The temperature the sets were computed at (the conformal calibration's own).
+    pub temperature: f64,
+    /// Validation images the calibration was fitted on.
+    pub calibration_images: usize,
+    /// The target level, the empirical coverage, the mean set size and the test images.
+    #[serde(flatten)]
+    pub summary: ConformalSetSummary,
 }
 
 /// Runs `request` on `device`. The same request and seed give the same numbers, whichever
@@ -113,6 +132,17 @@ pub fn eval(request: &EvalRequest, device: &Device) -> Result<EvalOutcome, Error
     r.check()?;
     let loaded = load_model(&r.model, device)?;
     let stored = loaded.stored_temperature(&r.model)?;
+    let conformal = loaded.stored_conformal(&r.model)?;
+    let aps = match &conformal {
+        Some(c) => Some(c.as_aps().ok_or_else(|| {
+            Error::Usage(format!(
+                "{} holds a regression conformal calibration ({}), but is a classifier",
+                r.model.display(),
+                c.method()
+            ))
+        })?),
+        None => None,
+    };
     let temperature = match r.scaling {
         Scaling::Raw => None,
         Scaling::Given(t) => Some(t),
@@ -155,7 +185,11 @@ pub fn eval(request: &EvalRequest, device: &Device) -> Result<EvalOutcome, Error
     };
     let _rng = bnn_layers::lock_device_rng();
     device.seed(r.seed);
-    let temperatures: Vec<f64> = std::iter::once(1.0).chain(temperature).collect();
+    // Raw, then the temperature asked for, then the conformal calibration's own.
+    let temperatures: Vec<f64> = std::iter::once(1.0)
+        .chain(temperature)
+        .chain(aps.map(|(_, t)| t))
+        .collect();
     let mut evs = evaluate_tempered(
         &loaded.net,
         &test_loader,
@@ -164,12 +198,28 @@ pub fn eval(request: &EvalRequest, device: &Device) -> Result<EvalOutcome, Error
         &temperatures,
     )
     .map_err(|e| Error::Usage(format!("evaluating {}: {e}", r.model.display())))?
-    .into_iter()
-    .map(|(ev, _, _)| ev);
+    .into_iter();
     let evaluation = evs
         .next()
-        .ok_or_else(|| Error::Usage("no evaluation at temperature 1".into()))?;
-    let calibrated = temperature.zip(evs.next());
+        .ok_or_else(|| Error::Usage("no evaluation at temperature 1".into()))?
+        .0;
+    let calibrated = match temperature {
+        Some(t) => evs.next().map(|(ev, _, _)| (t, ev)),
+        None => None,
+    };
+    let conformal = match (aps, evs.next(), &conformal) {
+        (Some((aps, t)), Some((_, pred, _)), Some(stored)) => Some(ConformalEvaluation {
+            method: stored.method(),
+            temperature: t,
+            calibration_images: aps.n,
+            summary: aps
+                .evaluate(pred.predictive.probabilities(), &pred.labels, r.seed)
+                .map_err(|e| {
+                    Error::Usage(format!("the conformal sets of {}: {e}", r.model.display()))
+                })?,
+        }),
+        _ => None,
+    };
     let corruptions = match r.corruptions {
         true => evaluate_corruptions(
             &loaded.net,
@@ -187,6 +237,7 @@ pub fn eval(request: &EvalRequest, device: &Device) -> Result<EvalOutcome, Error
         evaluation,
         calibrated,
         stored_temperature: stored,
+        conformal,
         weights: weight_stats(&loaded.net)?,
         corruptions,
         ood_source,

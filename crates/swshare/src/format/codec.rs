@@ -17,6 +17,7 @@ use super::quant::QuantizedU8;
 use super::wire::{self, Reader};
 use super::{FileSizes, ModelMeta, SaveOptions};
 use crate::fate::OutlierCause;
+use bnn_metrics::ConformalCalibration;
 
 fn corrupt(section: &'static str, detail: impl Into<String>) -> FormatError {
     FormatError::Corrupt {
@@ -234,31 +235,104 @@ fn read_unshared(r: &mut Reader<'_>) -> Result<Vec<NamedTensor>, FormatError> {
         .collect()
 }
 
-const CALIBRATION_NONE: u64 = 0;
-const CALIBRATION_TEMPERATURE: u64 = 1;
+/// Bit 0 of the calibration tag: a temperature follows.
+const CALIBRATION_TEMPERATURE: u32 = 1;
+/// Bit 1 of the calibration tag: a conformal calibration follows (after the temperature).
+const CALIBRATION_CONFORMAL: u32 = 2;
+const CONFORMAL_APS: u64 = 0;
+const CONFORMAL_NORMALIZED_INTERVAL: u64 = 1;
 
-/// Calibration section (format version 3): tag 0 (none) or tag 1 and the temperature `f64`.
-pub(crate) fn put_calibration(out: &mut Vec<u8>, temperature: Option<f64>) {
-    match temperature {
-        None => wire::put_varint(out, CALIBRATION_NONE),
-        Some(t) => {
-            wire::put_varint(out, CALIBRATION_TEMPERATURE);
-            out.extend_from_slice(&t.to_le_bytes());
+/// Calibration section (format version 3): a tag whose bit 0 says a temperature `f64` follows
+/// and bit 1 a conformal calibration (tag 0: none; 1: a temperature, as files before conformal
+/// calibration wrote; 2: a conformal calibration; 3: both). The conformal calibration is its
+/// method (varint: 0 APS, 1 normalised interval), its level `f64` and calibration count
+/// (varint), then for APS its temperature and threshold (`f64` each), for intervals the count
+/// of thresholds (varint) and the thresholds (`f64` each).
+pub(crate) fn put_calibration(
+    out: &mut Vec<u8>,
+    temperature: Option<f64>,
+    conformal: Option<&ConformalCalibration>,
+) {
+    let mut tag = 0;
+    if temperature.is_some() {
+        tag |= CALIBRATION_TEMPERATURE;
+    }
+    if conformal.is_some() {
+        tag |= CALIBRATION_CONFORMAL;
+    }
+    wire::put_varint(out, u64::from(tag));
+    if let Some(t) = temperature {
+        out.extend_from_slice(&t.to_le_bytes());
+    }
+    let Some(c) = conformal else { return };
+    let method = match c {
+        ConformalCalibration::Aps { .. } => CONFORMAL_APS,
+        ConformalCalibration::NormalizedInterval { .. } => CONFORMAL_NORMALIZED_INTERVAL,
+    };
+    wire::put_varint(out, method);
+    out.extend_from_slice(&c.level().to_le_bytes());
+    wire::put_varint(out, c.n() as u64);
+    match c {
+        ConformalCalibration::Aps {
+            temperature, qhat, ..
+        } => {
+            out.extend_from_slice(&temperature.to_le_bytes());
+            out.extend_from_slice(&qhat.to_le_bytes());
+        }
+        ConformalCalibration::NormalizedInterval { qhat, .. } => {
+            wire::put_len(out, qhat.len());
+            for q in qhat {
+                out.extend_from_slice(&q.to_le_bytes());
+            }
         }
     }
 }
 
-/// Reads the calibration section; its temperature must pass
-/// [`bnn_metrics::validate_temperature`].
-pub(crate) fn read_calibration(r: &mut Reader<'_>) -> Result<Option<f64>, FormatError> {
+/// A file's calibration section: the temperature and the conformal calibration, each checked
+/// ([`bnn_metrics::validate_temperature`], [`ConformalCalibration::validate`]).
+pub(crate) type StoredCalibration = (Option<f64>, Option<ConformalCalibration>);
+
+/// Reads the calibration section ([`put_calibration`]).
+pub(crate) fn read_calibration(r: &mut Reader<'_>) -> Result<StoredCalibration, FormatError> {
     r.section("calibration");
-    if u64::from(r.tag("calibration", 2)?) == CALIBRATION_NONE {
-        return Ok(None);
+    let tag = r.tag(
+        "calibration",
+        (CALIBRATION_TEMPERATURE | CALIBRATION_CONFORMAL) + 1,
+    )?;
+    let temperature = if tag & CALIBRATION_TEMPERATURE != 0 {
+        let start = r.offset();
+        let t = r.f64("temperature")?;
+        model::validate_temperature(Some(t)).map_err(|e| r.error_at(start, e))?;
+        Some(t)
+    } else {
+        None
+    };
+    if tag & CALIBRATION_CONFORMAL == 0 {
+        return Ok((temperature, None));
     }
     let start = r.offset();
-    let t = r.f64("temperature")?;
-    model::validate_temperature(Some(t)).map_err(|e| r.error_at(start, e))?;
-    Ok(Some(t))
+    let method = r.varint("conformal method", CONFORMAL_NORMALIZED_INTERVAL)?;
+    let level = r.f64("conformal level")?;
+    let n = r.varint("conformal calibration count", u64::MAX)?;
+    let n = usize::try_from(n).map_err(|_| r.error_at(start, "calibration count overflows"))?;
+    let conformal = if method == CONFORMAL_APS {
+        ConformalCalibration::Aps {
+            temperature: r.f64("conformal temperature")?,
+            qhat: r.f64("conformal threshold")?,
+            level,
+            n,
+        }
+    } else {
+        let count = r.len("conformal threshold count", 8)?;
+        let qhat = (0..count)
+            .map(|_| r.f64("conformal threshold"))
+            .collect::<Result<Vec<f64>, FormatError>>()?;
+        ConformalCalibration::NormalizedInterval { level, qhat, n }
+    };
+    conformal
+        .validate()
+        .map_err(|e| r.error_at(start, format!("conformal calibration: {e}")))?;
+    Ok((temperature, Some(conformal)))
 }
 
 fn cause_to_bits(c: OutlierCause) -> u8 {
@@ -387,7 +461,7 @@ fn encode_shared_with(
     if validate {
         model.validate().map_err(FormatError::InvalidModel)?;
     }
-    if version < CALIBRATION_VERSION && model.temperature.is_some() {
+    if version < CALIBRATION_VERSION && (model.temperature.is_some() || model.conformal.is_some()) {
         return Err(FormatError::InvalidModel(format!(
             "a format version {version} file cannot hold a temperature"
         )));
@@ -427,7 +501,7 @@ fn encode_shared_with(
     put_unshared(&mut payload, &model.unshared);
     let unshared = size(&payload);
     if version >= CALIBRATION_VERSION {
-        put_calibration(&mut payload, model.temperature);
+        put_calibration(&mut payload, model.temperature, model.conformal.as_ref());
     }
     let calibration = size(&payload);
     let bytes = frame(FileKind::Shared, version, &payload);
@@ -495,10 +569,10 @@ fn decode_shared_at(
     let (outlier_mu, outlier_rho, causes) = read_outliers(&mut r)?;
     let unshared = read_unshared(&mut r)?;
     let calibration_at = r.offset() - HEADER_LEN;
-    let temperature = if version >= CALIBRATION_VERSION {
+    let (temperature, conformal) = if version >= CALIBRATION_VERSION {
         read_calibration(&mut r)?
     } else {
-        None
+        (None, None)
     };
     r.finish()?;
 
@@ -519,6 +593,7 @@ fn decode_shared_at(
         outlier_causes,
         unshared,
         temperature,
+        conformal,
     };
     model.validate().map_err(|e| corrupt("model", e))?;
     Ok((model, calibration_at))
@@ -567,7 +642,7 @@ fn encode_full_at(
     put_pair(&mut payload, mu, rho);
     put_unshared(&mut payload, unshared);
     if version >= CALIBRATION_VERSION {
-        put_calibration(&mut payload, temperature);
+        put_calibration(&mut payload, temperature, None);
     }
     Ok(frame(FileKind::FullBnn, version, &payload))
 }
@@ -586,10 +661,10 @@ fn decode_full_at(bytes: &[u8]) -> Result<(FullBnnData, usize), FormatError> {
     let (mu, rho) = read_pair(&mut r, "weight")?;
     let unshared = read_unshared(&mut r)?;
     let calibration_at = r.offset() - HEADER_LEN;
-    let temperature = if version >= CALIBRATION_VERSION {
+    let (temperature, conformal) = if version >= CALIBRATION_VERSION {
         read_calibration(&mut r)?
     } else {
-        None
+        (None, None)
     };
     r.finish()?;
     let data = FullBnnData {
@@ -599,31 +674,53 @@ fn decode_full_at(bytes: &[u8]) -> Result<(FullBnnData, usize), FormatError> {
         rho,
         unshared,
         temperature,
+        conformal,
     };
     data.validate().map_err(|e| corrupt("model", e))?;
     Ok((data, calibration_at))
 }
 
-/// The bytes of a `.swb` or full-BNN file of any readable version with its temperature
-/// replaced by `temperature`, as a current-version file: the file is decoded and checked
-/// whole first, and every section before the calibration keeps its bytes (a version 1 file's
-/// Huffman index among them).
-pub(crate) fn with_temperature(
+/// The bytes of a `.swb` or full-BNN file of any readable version with its calibration
+/// section replaced by `temperature` and `conformal` (`None` removes one), as a current-version
+/// file: the file is decoded and checked whole first, and every section before the
+/// calibration keeps its bytes (a version 1 file's Huffman index among them).
+pub(crate) fn with_calibration(
     bytes: &[u8],
     temperature: Option<f64>,
+    conformal: Option<&ConformalCalibration>,
 ) -> Result<Vec<u8>, FormatError> {
     model::validate_temperature(temperature).map_err(FormatError::InvalidModel)?;
-    let kind = match bytes.get(MAGIC_AND_VERSION) {
-        Some(1) => FileKind::FullBnn,
-        _ => FileKind::Shared,
-    };
-    let calibration_at = match kind {
+    model::validate_conformal(conformal).map_err(FormatError::InvalidModel)?;
+    let calibration_at = match file_kind(bytes) {
         FileKind::Shared => decode_shared_at(bytes, &mut |_| Ok(()))?.1,
         FileKind::FullBnn => decode_full_at(bytes)?.1,
     };
     let mut payload = bytes[HEADER_LEN..HEADER_LEN + calibration_at].to_vec();
-    put_calibration(&mut payload, temperature);
-    Ok(frame(kind, FORMAT_VERSION, &payload))
+    put_calibration(&mut payload, temperature, conformal);
+    Ok(frame(file_kind(bytes), FORMAT_VERSION, &payload))
+}
+
+/// A `.swb` or full-BNN file's calibration section, after decoding and checking the whole
+/// file.
+pub(crate) fn calibration_of(bytes: &[u8]) -> Result<StoredCalibration, FormatError> {
+    Ok(match file_kind(bytes) {
+        FileKind::Shared => {
+            let m = decode_shared(bytes, &mut |_| Ok(()))?;
+            (m.temperature, m.conformal)
+        }
+        FileKind::FullBnn => {
+            let m = decode_full(bytes)?;
+            (m.temperature, m.conformal)
+        }
+    })
+}
+
+/// The kind a file's bytes claim (the reader checks the claim).
+fn file_kind(bytes: &[u8]) -> FileKind {
+    match bytes.get(MAGIC_AND_VERSION) {
+        Some(1) => FileKind::FullBnn,
+        _ => FileKind::Shared,
+    }
 }
 
 /// Offset of the kind byte: after the magic and the version.

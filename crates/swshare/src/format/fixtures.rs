@@ -93,6 +93,7 @@ pub(crate) fn fixture_model(k: u32, n: usize) -> SharedModelData {
             },
         ],
         temperature: None,
+        conformal: None,
     }
 }
 
@@ -107,6 +108,7 @@ pub(crate) fn fixture_full() -> FullBnnData {
         rho: (0..n).map(|i| -6.0 + i as f32 * 0.0078125).collect(),
         unshared: m.unshared,
         temperature: None,
+        conformal: None,
     }
 }
 
@@ -145,6 +147,7 @@ pub(crate) fn qbnn_sample(sigma_bits: u8) -> QbnnData {
             epsilon: 1e-5,
         }],
         temperature: None,
+        conformal: None,
     }
 }
 

@@ -5,6 +5,7 @@
 //! complete new one, never a partial write. On failure the temporary file is removed and the
 //! old file is left untouched.
 
+use bnn_metrics::ConformalCalibration;
 use std::path::Path;
 
 use super::codec;
@@ -66,13 +67,29 @@ pub fn load_full_bnn(path: impl AsRef<Path>) -> Result<FullBnnData, SwbError> {
     codec::decode_full(&read(path)?).map_err(|e| format_err(path, e))
 }
 
-/// Replaces the calibration temperature of the `.swb` or full-BNN file at `path`
-/// ([`with_temperature`](super::with_temperature)), atomically: the file is rewritten as a
-/// current-version file with the same model, or left untouched on error.
+/// Replaces the calibration temperature of the `.swb` or full-BNN file at `path`, keeping its
+/// conformal calibration ([`set_calibration`]).
 pub fn set_temperature(path: impl AsRef<Path>, temperature: Option<f64>) -> Result<(), SwbError> {
     let path = path.as_ref();
-    let bytes =
-        codec::with_temperature(&read(path)?, temperature).map_err(|e| format_err(path, e))?;
+    let bytes = read(path)?;
+    let (_, conformal) = codec::calibration_of(&bytes).map_err(|e| format_err(path, e))?;
+    let bytes = codec::with_calibration(&bytes, temperature, conformal.as_ref())
+        .map_err(|e| format_err(path, e))?;
+    write_atomic(path, &bytes)
+}
+
+/// Replaces the calibration section (the temperature and the conformal calibration; `None`
+/// removes one) of the `.swb` or full-BNN file at `path` ([`with_calibration`](super::with_calibration)),
+/// atomically: the file is rewritten as a current-version file with the same model, or left
+/// untouched on error.
+pub fn set_calibration(
+    path: impl AsRef<Path>,
+    temperature: Option<f64>,
+    conformal: Option<&ConformalCalibration>,
+) -> Result<(), SwbError> {
+    let path = path.as_ref();
+    let bytes = codec::with_calibration(&read(path)?, temperature, conformal)
+        .map_err(|e| format_err(path, e))?;
     write_atomic(path, &bytes)
 }
 

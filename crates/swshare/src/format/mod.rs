@@ -17,7 +17,7 @@
 //! | alphas | var. | per ellipse weight: 1..=5 distinct codebook indices and their alphas (`f32`, summing to 1) |
 //! | outliers | var. | outlier `mu` and `rho` as `f32` or 8-bit ([`quant`]), causes packed 2 bits each |
 //! | unshared | var. | every other parameter tensor: path, shape, `f32` data |
-//! | calibration | 1 or 9 | the fitted temperature, if any (version 3) |
+//! | calibration | 1 or more | the fitted temperature and the conformal calibration, if any (version 3; [`with_calibration`]) |
 //! | checksum | 4 | CRC-32 of everything before it, `u32` LE |
 //!
 //! Integers and lengths inside the sections are variable-length (one byte below 251, else a
@@ -31,7 +31,9 @@
 //!
 //! **Versions.** Version 3 adds the calibration section: the temperature that post-hoc
 //! calibration fitted on held-out data ([`SharedModelData::temperature`], `None` when none was
-//! fitted), which [`with_temperature`] and [`set_temperature`] replace in an existing file.
+//! fitted) and, since conformal calibration, the split-conformal calibration
+//! ([`SharedModelData::conformal`]; tags 2 and 3 of the section, which files without one never
+//! hold), which [`with_calibration`] and [`set_calibration`] replace in an existing file.
 //! Version 2 differs from version 1 only in the index section: it may hold the adaptive
 //! range-coded variant, and the writer no longer produces Huffman indices. Readers load
 //! versions [`OLDEST_READABLE_VERSION`]`..=`[`FORMAT_VERSION`] (so version 1 and 2 files still
@@ -68,6 +70,7 @@
 //!     outlier_causes: vec![OutlierCause::MeanThreshold],
 //!     unshared: vec![],
 //!     temperature: Some(1.5),
+//!     conformal: None,
 //! };
 //! let opts = SaveOptions { entropy_index: true, int8_outliers: false };
 //! let bytes = format::to_bytes(&model, &opts).unwrap();
@@ -100,7 +103,7 @@ pub use header::{FORMAT_VERSION, HEADER_LEN, MAGIC, OLDEST_READABLE_VERSION};
 pub use index::IndexWidth;
 pub use io::{
     MAX_FILE_LEN, file_error, load, load_checked, load_full_bnn, save, save_full_bnn,
-    set_temperature, write_atomic,
+    set_calibration, set_temperature, write_atomic,
 };
 pub use kind::FileKind;
 pub use model::{EllipseEntry, FullBnnData, LayerShape, NamedTensor, SharedModelData};
@@ -209,12 +212,24 @@ pub fn full_bnn_to_bytes(
 }
 
 /// The bytes of a `.swb` or full-BNN file (any readable version) with its calibration
-/// temperature replaced by `temperature` (`None` removes it), written as a current-version
-/// file. The file is decoded and checked whole first; every section before the calibration
-/// keeps its bytes, so the model is unchanged. A temperature outside
-/// [`bnn_metrics::TEMPERATURE_RANGE`] or not finite is [`FormatError::InvalidModel`].
+/// temperature replaced by `temperature` (`None` removes it) and its conformal calibration
+/// kept, written as a current-version file. The file is decoded and checked whole first; every
+/// section before the calibration keeps its bytes, so the model is unchanged. A temperature
+/// outside [`bnn_metrics::TEMPERATURE_RANGE`] or not finite is [`FormatError::InvalidModel`].
 pub fn with_temperature(bytes: &[u8], temperature: Option<f64>) -> Result<Vec<u8>, FormatError> {
-    codec::with_temperature(bytes, temperature)
+    let (_, conformal) = codec::calibration_of(bytes)?;
+    codec::with_calibration(bytes, temperature, conformal.as_ref())
+}
+
+/// [`with_temperature`], replacing the conformal calibration as well (`None` removes it); one
+/// that fails [`bnn_metrics::ConformalCalibration::validate`] is
+/// [`FormatError::InvalidModel`].
+pub fn with_calibration(
+    bytes: &[u8],
+    temperature: Option<f64>,
+    conformal: Option<&bnn_metrics::ConformalCalibration>,
+) -> Result<Vec<u8>, FormatError> {
+    codec::with_calibration(bytes, temperature, conformal)
 }
 
 /// Decodes the bytes of a full-BNN file.

@@ -1,5 +1,6 @@
 //! The logical content of a `.swb` file, independent of how it is encoded.
 
+use bnn_metrics::ConformalCalibration;
 use serde::{Deserialize, Serialize};
 
 use crate::fate::{OutlierCause, WeightFate};
@@ -74,6 +75,10 @@ pub struct SharedModelData {
     /// predictive, as `T = 1`. Files before format version 3 hold none.
     #[serde(default)]
     pub temperature: Option<f64>,
+    /// The split-conformal calibration fitted on held-out data (`swbnn calibrate
+    /// --conformal`), `None` when none was fitted.
+    #[serde(default)]
+    pub conformal: Option<ConformalCalibration>,
 }
 
 /// A plain (not shared) Bayesian model: every weight keeps its own `(mu, rho)`.
@@ -94,6 +99,9 @@ pub struct FullBnnData {
     /// The fitted calibration temperature, as [`SharedModelData::temperature`].
     #[serde(default)]
     pub temperature: Option<f64>,
+    /// The conformal calibration, as [`SharedModelData::conformal`].
+    #[serde(default)]
+    pub conformal: Option<ConformalCalibration>,
 }
 
 /// Total weight count of `layers`, or a description of the first shape that overflows `usize`.
@@ -116,6 +124,14 @@ fn check_finite(what: &str, values: &[f32]) -> Result<(), String> {
         Some(i) => Err(format!("{what}[{i}] is {}", values[i])),
         None => Ok(()),
     }
+}
+
+/// Checks a stored conformal calibration ([`ConformalCalibration::validate`]).
+pub(crate) fn validate_conformal(conformal: Option<&ConformalCalibration>) -> Result<(), String> {
+    conformal.map_or(Ok(()), |c| {
+        c.validate()
+            .map_err(|e| format!("conformal calibration: {e}"))
+    })
 }
 
 /// Checks a stored calibration temperature ([`bnn_metrics::validate_temperature`]: finite and
@@ -254,7 +270,8 @@ impl SharedModelData {
             }
         }
         validate_unshared(&self.unshared)?;
-        validate_temperature(self.temperature)
+        validate_temperature(self.temperature)?;
+        validate_conformal(self.conformal.as_ref())
     }
 }
 
@@ -263,7 +280,8 @@ impl FullBnnData {
     /// tensor matches its shape.
     pub fn validate(&self) -> Result<(), String> {
         validate_full(&self.layers, &self.mu, &self.rho, &self.unshared)?;
-        validate_temperature(self.temperature)
+        validate_temperature(self.temperature)?;
+        validate_conformal(self.conformal.as_ref())
     }
 }
 

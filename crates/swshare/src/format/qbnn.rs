@@ -48,6 +48,7 @@
 //!     ],
 //!     folded_norms: vec![],
 //!     temperature: None,
+//!     conformal: None,
 //! };
 //! let bytes = qbnn::to_bytes(&data).unwrap();
 //! assert_eq!(qbnn::from_bytes(&bytes).unwrap(), data);
@@ -307,6 +308,11 @@ pub struct QbnnData {
     /// hold none.
     #[serde(default)]
     pub temperature: Option<f64>,
+    /// The conformal calibration, as
+    /// [`SharedModelData::conformal`](super::SharedModelData::conformal); version 1 files
+    /// hold none.
+    #[serde(default)]
+    pub conformal: Option<bnn_metrics::ConformalCalibration>,
 }
 
 const VALUES_F32: u32 = 0;
@@ -348,7 +354,7 @@ fn put_payload(out: &mut Vec<u8>, data: &QbnnData, version: u16) {
         out.extend_from_slice(&n.epsilon.to_le_bytes());
     }
     if version >= 2 {
-        put_calibration(out, data.temperature);
+        put_calibration(out, data.temperature, data.conformal.as_ref());
     }
 }
 
@@ -393,10 +399,10 @@ fn read_payload(r: &mut Reader<'_>, version: u16) -> Result<QbnnData, FormatErro
             })
         })
         .collect::<Result<Vec<_>, FormatError>>()?;
-    let temperature = if version >= 2 {
+    let (temperature, conformal) = if version >= 2 {
         read_calibration(r)?
     } else {
-        None
+        (None, None)
     };
     Ok(QbnnData {
         arch,
@@ -404,6 +410,7 @@ fn read_payload(r: &mut Reader<'_>, version: u16) -> Result<QbnnData, FormatErro
         tensors,
         folded_norms,
         temperature,
+        conformal,
     })
 }
 
@@ -461,7 +468,8 @@ fn check(data: &QbnnData) -> Result<(), FormatError> {
             QValues::F32(_) => {}
         }
     }
-    super::model::validate_temperature(data.temperature).map_err(invalid)
+    super::model::validate_temperature(data.temperature).map_err(invalid)?;
+    super::model::validate_conformal(data.conformal.as_ref()).map_err(invalid)
 }
 
 /// Encodes `data` into the bytes of a `.qbnn` file.
@@ -472,7 +480,7 @@ pub fn to_bytes(data: &QbnnData) -> Result<Vec<u8>, FormatError> {
 /// The bytes the version 1 writer produced (tests of old files).
 #[cfg(test)]
 pub(crate) fn to_bytes_v1(data: &QbnnData) -> Result<Vec<u8>, FormatError> {
-    if data.temperature.is_some() {
+    if data.temperature.is_some() || data.conformal.is_some() {
         return Err(invalid(
             "a version 1 .qbnn file holds no temperature".into(),
         ));
@@ -635,6 +643,27 @@ mod tests {
         let path = dir.path().join("m.qbnn");
         assert_eq!(save(&path, &data).unwrap(), bytes.len() as u64);
         assert_eq!(load(&path).unwrap(), data);
+    }
+
+    #[test]
+    fn the_conformal_calibration_round_trips_and_a_bad_one_is_refused() {
+        let mut data = sample();
+        data.temperature = Some(1.25);
+        data.conformal = Some(bnn_metrics::ConformalCalibration::Aps {
+            temperature: 1.25,
+            level: 0.9,
+            qhat: 0.875,
+            n: 5000,
+        });
+        assert_eq!(from_bytes(&to_bytes(&data).unwrap()).unwrap(), data);
+        data.conformal = Some(bnn_metrics::ConformalCalibration::Aps {
+            temperature: 1.25,
+            level: 0.9,
+            qhat: 0.875,
+            n: 3,
+        });
+        let e = to_bytes(&data).unwrap_err().to_string();
+        assert!(e.contains("conformal") && e.contains("n = 3"), "{e}");
     }
 
     #[test]

@@ -64,6 +64,7 @@ fn model(k: u32, n: usize) -> SharedModelData {
             },
         ],
         temperature: None,
+        conformal: None,
     }
 }
 
@@ -145,6 +146,7 @@ fn empty_model_round_trips() {
         outlier_causes: vec![],
         unshared: vec![],
         temperature: None,
+        conformal: None,
     };
     for opts in SaveOptions::ALL {
         assert_eq!(from_bytes(&to_bytes(&m, &opts).unwrap()).unwrap(), m);
@@ -318,10 +320,110 @@ fn a_bad_temperature_is_refused_on_save_and_on_load() {
     }
     let mut bytes = to_bytes(&small(), &SaveOptions::default()).unwrap();
     bytes.truncate(bytes.len() - CHECKSUM_LEN);
-    *bytes.last_mut().unwrap() = 2;
+    *bytes.last_mut().unwrap() = 4;
     checksum::append(&mut bytes);
     let e = from_bytes(&bytes).unwrap_err().to_string();
-    assert!(e.contains("calibration"), "{e}");
+    assert!(e.contains("calibration") && e.contains("tag 4"), "{e}");
+}
+
+fn aps(level: f64, qhat: f64, n: usize) -> bnn_metrics::ConformalCalibration {
+    bnn_metrics::ConformalCalibration::Aps {
+        temperature: 1.5,
+        level,
+        qhat,
+        n,
+    }
+}
+
+#[test]
+fn a_conformal_calibration_round_trips_beside_the_temperature() {
+    let intervals = bnn_metrics::ConformalCalibration::NormalizedInterval {
+        level: 0.95,
+        qhat: vec![1.96, 2.5],
+        n: 200,
+    };
+    for opts in SaveOptions::ALL {
+        for t in [None, Some(0.8)] {
+            for c in [None, Some(aps(0.9, 0.9375, 5000)), Some(intervals.clone())] {
+                let m = SharedModelData {
+                    temperature: t,
+                    conformal: c.clone(),
+                    ..small()
+                };
+                let bytes = to_bytes(&m, &opts).unwrap();
+                let back = from_bytes(&bytes).unwrap();
+                assert_eq!((back.temperature, &back.conformal), (t, &c), "{opts:?}");
+                assert_eq!(encoded_sizes(&m, &opts).unwrap().total, bytes.len() as u64);
+                // Replacing the calibration keeps every byte of the model before it.
+                let plain = to_bytes(&small(), &opts).unwrap();
+                let replaced = with_calibration(&plain, t, c.as_ref()).unwrap();
+                assert_eq!(replaced, bytes);
+                // Replacing the temperature alone keeps the conformal calibration.
+                let retempered = with_temperature(&bytes, Some(2.0)).unwrap();
+                let back = from_bytes(&retempered).unwrap();
+                assert_eq!((back.temperature, back.conformal), (Some(2.0), c.clone()));
+            }
+        }
+    }
+    // A file without one is what the writer wrote before conformal calibration existed:
+    // a one-byte tag 0, or tag 1 and the temperature.
+    let bytes = to_bytes(&small(), &SaveOptions::default()).unwrap();
+    assert_eq!(bytes[bytes.len() - CHECKSUM_LEN - 1], 0);
+}
+
+#[test]
+fn a_bad_conformal_calibration_is_refused_on_save_and_on_load() {
+    for (bad, what) in [
+        (aps(1.0, 0.5, 5000), "level"),
+        (aps(0.9, 0.5, 9), "n = 9"),
+        (aps(0.9, 1.5, 5000), "qhat"),
+        (aps(0.9, f64::NAN, 5000), "qhat"),
+    ] {
+        let m = SharedModelData {
+            conformal: Some(bad.clone()),
+            ..small()
+        };
+        let e = to_bytes(&m, &SaveOptions::default()).unwrap_err();
+        assert!(
+            matches!(e, FormatError::InvalidModel(_)) && e.to_string().contains(what),
+            "{bad:?}: {e}"
+        );
+        let e = with_calibration(
+            &to_bytes(&small(), &SaveOptions::default()).unwrap(),
+            None,
+            Some(&bad),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains(what), "{bad:?}: {e}");
+        // The same value in a file behind a valid checksum: the APS threshold is the last 8
+        // payload bytes.
+        let good = SharedModelData {
+            conformal: Some(aps(0.9, 0.5, 5000)),
+            ..small()
+        };
+        let mut bytes = to_bytes(&good, &SaveOptions::default()).unwrap();
+        bytes.truncate(bytes.len() - CHECKSUM_LEN);
+        let bad_q = match bad {
+            bnn_metrics::ConformalCalibration::Aps { qhat, .. } => qhat,
+            _ => unreachable!(),
+        };
+        if bad_q != 0.5 {
+            let at = bytes.len() - 8;
+            bytes[at..].copy_from_slice(&bad_q.to_le_bytes());
+            checksum::append(&mut bytes);
+            let e = from_bytes(&bytes).unwrap_err();
+            assert!(
+                matches!(
+                    e,
+                    FormatError::Corrupt {
+                        section: "calibration",
+                        ..
+                    }
+                ) && e.to_string().contains("qhat"),
+                "{bad:?}: {e}"
+            );
+        }
+    }
 }
 
 #[test]
