@@ -93,15 +93,21 @@ pub fn fit_aps(
     Ok(ConformalCalibration::aps(aps, temperature))
 }
 
-/// Refuses a conformal `level` outside `(0, 1)` and a validation split of fewer than
-/// `ceil(1 / (1 - level))` images ([`conformal_min_n`]), before any work.
-pub fn check_conformal_level(level: f64, split: ValidationSplit) -> Result<(), Error> {
-    let needed = conformal_min_n(level).map_err(|_| {
+/// The fewest validation images a conformal `level` needs, `ceil(1 / (1 - level))`
+/// ([`conformal_min_n`]); a level outside `(0, 1)` is refused.
+pub fn check_conformal_level(level: f64) -> Result<usize, Error> {
+    conformal_min_n(level).map_err(|_| {
         Error::Usage(format!(
             "--conformal {level}: the coverage level must lie strictly between 0 and 1 \
              (0.9 asks that 90% of prediction sets hold the true class)"
         ))
-    })?;
+    })
+}
+
+/// Refuses a conformal `level` outside `(0, 1)` and a validation split of fewer images than
+/// it needs ([`check_conformal_level`]), before any work.
+pub fn check_conformal_split(level: f64, split: ValidationSplit) -> Result<(), Error> {
+    let needed = check_conformal_level(level)?;
     if split.size < needed {
         return Err(Error::Usage(format!(
             "--conformal {level} needs at least {needed} validation images (1 / (1 - level)); \
@@ -116,8 +122,24 @@ pub fn check_conformal_level(level: f64, split: ValidationSplit) -> Result<(), E
 /// a deterministic network). The device's generator draws the weight samples: seed it first
 /// for a reproducible fit.
 pub fn fit(model: &Network, validation: &DataLoader, samples: usize) -> Result<Calibration, Error> {
+    fit_with_conformal(model, validation, samples, None, 0)
+}
+
+/// [`fit`], then, with a `conformal` level, adaptive prediction sets on the same Monte-Carlo
+/// logits at the fitted temperature ([`fit_aps`], uniforms from `seed`): temperature first.
+pub fn fit_with_conformal(
+    model: &Network,
+    validation: &DataLoader,
+    samples: usize,
+    conformal: Option<f64>,
+    seed: u64,
+) -> Result<Calibration, Error> {
     let logits = predict_logits(model, validation, samples)?;
-    Ok(Calibration::of(&logits.fit_temperature()?, &logits))
+    let mut fit = Calibration::of(&logits.fit_temperature()?, &logits);
+    if let Some(level) = conformal {
+        fit.conformal = Some(fit_aps(&logits, fit.temperature, level, seed)?);
+    }
+    Ok(fit)
 }
 
 /// Fits one temperature for a deep ensemble on `validation`: each member's logits are divided

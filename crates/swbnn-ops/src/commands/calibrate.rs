@@ -5,14 +5,13 @@
 use std::path::PathBuf;
 
 use bnn_data::{DataSource, Split};
-use bnn_train::predict_logits;
 use burn::prelude::*;
 
 use super::within;
 use crate::Error;
 use crate::calibration::{
-    Calibration, ModelFile, check_conformal_level, check_split_held_out, fit_aps, recorded_split,
-    split_for, validation_split,
+    Calibration, ModelFile, check_conformal_level, check_conformal_split, check_split_held_out,
+    fit_with_conformal, recorded_split, split_for, validation_split,
 };
 use crate::checks;
 use crate::data::{
@@ -84,13 +83,7 @@ pub fn calibrate(request: &CalibrateRequest, device: &Device) -> Result<Calibrat
     crate::limits::check_samples(r.samples, 0, "").map_err(Error::Usage)?;
     if let Some(level) = r.conformal {
         // The level alone first; the split's size once the split is known.
-        check_conformal_level(
-            level,
-            ValidationSplit {
-                size: usize::MAX,
-                seed: 0,
-            },
-        )?;
+        check_conformal_level(level)?;
     }
     // The model is rewritten in place: through a link to the file it names, only when this
     // user may write it.
@@ -111,7 +104,7 @@ pub fn calibrate(request: &CalibrateRequest, device: &Device) -> Result<Calibrat
     )?;
     check_split_held_out(&model, config, split)?;
     if let Some(level) = r.conformal {
-        check_conformal_level(level, split)?;
+        check_conformal_split(level, split)?;
     }
     let opened = open_source(
         &r.dataset,
@@ -130,19 +123,14 @@ pub fn calibrate(request: &CalibrateRequest, device: &Device) -> Result<Calibrat
     let loader = eval_loader(model_norm(config, &r.dataset)?, held_out, 256, r.workers)?;
     let _rng = bnn_layers::lock_device_rng();
     device.seed(r.seed);
-    let fitting = format!("fitting the calibration of {}", model.display());
-    let logits = predict_logits(&loaded.net, &loader, r.samples).map_err(within(&fitting))?;
-    let mut fit = Calibration::of(
-        &logits.fit_temperature().map_err(within(&fitting))?,
-        &logits,
-    );
-    if let Some(level) = r.conformal {
-        // Temperature first: the sets are fitted on the tempered predictive.
-        fit.conformal =
-            Some(fit_aps(&logits, fit.temperature, level, r.seed).map_err(within(&fitting))?);
-    }
+    let fit = fit_with_conformal(&loaded.net, &loader, r.samples, r.conformal, r.seed).map_err(
+        within(format_args!(
+            "fitting the calibration of {}",
+            model.display()
+        )),
+    )?;
     file.store(&fit).map_err(within(format_args!(
-        "storing the temperature in {}",
+        "storing the calibration in {}",
         model.display()
     )))?;
     Ok(CalibrateOutcome {

@@ -132,15 +132,18 @@ pub fn eval(request: &EvalRequest, device: &Device) -> Result<EvalOutcome, Error
     r.check()?;
     let loaded = load_model(&r.model, device)?;
     let stored = loaded.stored_temperature(&r.model)?;
-    let conformal = loaded.stored_conformal(&r.model)?;
-    let aps = match &conformal {
-        Some(c) => Some(c.as_aps().ok_or_else(|| {
-            Error::Usage(format!(
-                "{} holds a regression conformal calibration ({}), but is a classifier",
-                r.model.display(),
-                c.method()
-            ))
-        })?),
+    // The stored sets' calibration, its temperature and its method's name.
+    let aps = match loaded.stored_conformal(&r.model)? {
+        Some(c) => {
+            let (aps, t) = c.as_aps().ok_or_else(|| {
+                Error::Usage(format!(
+                    "{} holds a regression conformal calibration ({}), but is a classifier",
+                    r.model.display(),
+                    c.method()
+                ))
+            })?;
+            Some((aps, t, c.method()))
+        }
         None => None,
     };
     let temperature = match r.scaling {
@@ -188,7 +191,7 @@ pub fn eval(request: &EvalRequest, device: &Device) -> Result<EvalOutcome, Error
     // Raw, then the temperature asked for, then the conformal calibration's own.
     let temperatures: Vec<f64> = std::iter::once(1.0)
         .chain(temperature)
-        .chain(aps.map(|(_, t)| t))
+        .chain(aps.map(|(_, t, _)| t))
         .collect();
     let mut evs = evaluate_tempered(
         &loaded.net,
@@ -207,9 +210,9 @@ pub fn eval(request: &EvalRequest, device: &Device) -> Result<EvalOutcome, Error
         Some(t) => evs.next().map(|(ev, _, _)| (t, ev)),
         None => None,
     };
-    let conformal = match (aps, evs.next(), &conformal) {
-        (Some((aps, t)), Some((_, pred, _)), Some(stored)) => Some(ConformalEvaluation {
-            method: stored.method(),
+    let conformal = match (aps, evs.next()) {
+        (Some((aps, t, method)), Some((_, pred, _))) => Some(ConformalEvaluation {
+            method,
             temperature: t,
             calibration_images: aps.n,
             summary: aps

@@ -284,6 +284,16 @@ fn the_temperature_round_trips_with_every_option_and_old_files_have_none() {
     }
 }
 
+/// `bytes` (a whole file) with the payload's last 8 bytes set to `value` and the checksum
+/// redone, so that the value itself is what a reader meets.
+fn with_last_f64(bytes: &[u8], value: f64) -> Vec<u8> {
+    let mut b = bytes[..bytes.len() - CHECKSUM_LEN].to_vec();
+    let at = b.len() - 8;
+    b[at..].copy_from_slice(&value.to_le_bytes());
+    checksum::append(&mut b);
+    b
+}
+
 #[test]
 fn a_bad_temperature_is_refused_on_save_and_on_load() {
     for t in [f64::NAN, f64::INFINITY, 0.0, -1.5, 0.001, 1e12] {
@@ -301,11 +311,7 @@ fn a_bad_temperature_is_refused_on_save_and_on_load() {
             temperature: Some(2.0),
             ..small()
         };
-        let mut bytes = to_bytes(&good, &SaveOptions::default()).unwrap();
-        bytes.truncate(bytes.len() - CHECKSUM_LEN);
-        let at = bytes.len() - 8;
-        bytes[at..].copy_from_slice(&t.to_le_bytes());
-        checksum::append(&mut bytes);
+        let bytes = with_last_f64(&to_bytes(&good, &SaveOptions::default()).unwrap(), t);
         let e = from_bytes(&bytes).unwrap_err();
         assert!(
             matches!(
@@ -401,16 +407,12 @@ fn a_bad_conformal_calibration_is_refused_on_save_and_on_load() {
             conformal: Some(aps(0.9, 0.5, 5000)),
             ..small()
         };
-        let mut bytes = to_bytes(&good, &SaveOptions::default()).unwrap();
-        bytes.truncate(bytes.len() - CHECKSUM_LEN);
         let bad_q = match bad {
             bnn_metrics::ConformalCalibration::Aps { qhat, .. } => qhat,
             _ => unreachable!(),
         };
         if bad_q != 0.5 {
-            let at = bytes.len() - 8;
-            bytes[at..].copy_from_slice(&bad_q.to_le_bytes());
-            checksum::append(&mut bytes);
+            let bytes = with_last_f64(&to_bytes(&good, &SaveOptions::default()).unwrap(), bad_q);
             let e = from_bytes(&bytes).unwrap_err();
             assert!(
                 matches!(
