@@ -123,6 +123,84 @@ impl Model {
         .map_err(|e| value_error(e.to_string()))
     }
 
+    /// Checks `features` against a regression network's input (`float32`, `(n, d)` in the
+    /// user's units) and standardises them with its record, as `swbnn eval` reads a table.
+    fn features(&self, obj: &Bound<'_, PyAny>, name: &str) -> PyResult<(Vec<f32>, [usize; 2])> {
+        let tabular = self.tabular()?;
+        let input = Input::<f32>::new(obj, name, Some(2))?;
+        let s = input.shape();
+        if s[1] != tabular.features() {
+            return Err(value_error(format!(
+                "{name} has shape {s:?}; the model takes (n, {}) rows of {}",
+                tabular.features(),
+                tabular.feature_names.join(", ")
+            )));
+        }
+        let shape = [s[0], s[1]];
+        let mut values = input.slice()?.to_vec();
+        if let Some(at) = values.iter().position(|v| !v.is_finite()) {
+            return Err(value_error(format!(
+                "{name}[{}, {}] = {} is not finite",
+                at / shape[1],
+                at % shape[1],
+                values[at]
+            )));
+        }
+        let scale =
+            bnn_data::Standardizer::new(tabular.feature_mean.clone(), tabular.feature_std.clone())
+                .map_err(|e| value_error(e.to_string()))?;
+        scale
+            .apply(&mut values)
+            .map_err(|e| value_error(format!("{name}: {e}")))?;
+        Ok((values, shape))
+    }
+
+    /// The regression network's input record; a classifier is a `ValueError`.
+    fn tabular(&self) -> PyResult<&bnn_models::TabularInput> {
+        self.config.tabular.as_ref().ok_or_else(|| {
+            value_error(
+                "the model is a classifier of images: use predict (class probabilities) and \
+                 evaluate (accuracy, NLL, ECE)",
+            )
+        })
+    }
+
+    /// The Monte-Carlo mixture predictive of a regression network on `features` (the user's
+    /// units), brought back to the user's units.
+    fn run_regression(
+        &self,
+        py: Python<'_>,
+        features: &Bound<'_, PyAny>,
+        samples: usize,
+        seed: u64,
+    ) -> PyResult<bnn_metrics::RegressionPredictive> {
+        let (values, shape) = self.features(features, "features")?;
+        swbnn_ops::limits::check_samples(samples, shape[0], "the rows").map_err(value_error)?;
+        let tabular = self.tabular()?;
+        let scale = bnn_train::TargetScale {
+            mean: &tabular.target_mean,
+            std: &tabular.target_std,
+        };
+        let device = cpu()?;
+        let net = self
+            .net
+            .lock()
+            .map_err(|_| value_error("the model was poisoned by a failed call"))?;
+        py.detach(|| {
+            let _rng = bnn_layers::lock_device_rng();
+            bnn_train::predict_regression_arrays(
+                &net,
+                &values,
+                shape,
+                samples,
+                Some(seed),
+                Some(scale),
+                &device,
+            )
+        })
+        .map_err(|e| value_error(e.to_string()))
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn run(
         &self,
@@ -237,6 +315,74 @@ impl Model {
         serde_json::to_string(&ev).map_err(|e| runtime_error(&e))
     }
 
+    /// A regression network's predictive on `features` (`float32`, `(n, d)`, the user's
+    /// units), over `samples` Monte Carlo weight samples: four `(n, targets)` arrays in the
+    /// targets' units, the mean, the total standard deviation, and its aleatoric and epistemic
+    /// parts (`std^2 = aleatoric^2 + epistemic^2`: the mean of the samples' variances and the
+    /// variance of their means).
+    #[pyo3(signature = (features, samples = 30, seed = 0))]
+    #[allow(clippy::type_complexity)]
+    fn predict_regression<'py>(
+        &self,
+        py: Python<'py>,
+        features: &Bound<'py, PyAny>,
+        samples: usize,
+        seed: u64,
+    ) -> PyResult<(
+        Bound<'py, PyArrayDyn<f64>>,
+        Bound<'py, PyArrayDyn<f64>>,
+        Bound<'py, PyArrayDyn<f64>>,
+        Bound<'py, PyArrayDyn<f64>>,
+    )> {
+        let pred = self.run_regression(py, features, samples, seed)?;
+        let shape = [pred.n(), pred.targets()];
+        let sqrt = |v: &[f64]| v.iter().map(|x| x.sqrt()).collect::<Vec<f64>>();
+        Ok((
+            output(py, pred.mean().to_vec(), &shape)?,
+            output(py, pred.std(), &shape)?,
+            output(py, sqrt(pred.aleatoric_variance()), &shape)?,
+            output(py, sqrt(pred.epistemic_variance()), &shape)?,
+        ))
+    }
+
+    /// A regression network's metrics on `(features, targets)` (`targets`: `float32`,
+    /// `(n, targets)` or `(n,)` for one target, the user's units): RMSE, Gaussian NLL, CRPS,
+    /// interval coverage, PIT calibration error (`bnn_metrics::RegressionSummary`) as JSON
+    /// text.
+    #[pyo3(signature = (features, targets, samples = 30, seed = 0))]
+    fn evaluate_regression_json(
+        &self,
+        py: Python<'_>,
+        features: &Bound<'_, PyAny>,
+        targets: &Bound<'_, PyAny>,
+        samples: usize,
+        seed: u64,
+    ) -> PyResult<String> {
+        let t = self.tabular()?.targets();
+        let y = Input::<f32>::new(targets, "targets", None)?;
+        let pred = self.run_regression(py, features, samples, seed)?;
+        let want = [pred.n(), t];
+        let fits = y.shape() == want || (t == 1 && y.shape() == [pred.n()]);
+        if !fits {
+            return Err(value_error(format!(
+                "targets has shape {:?}; features has {} rows of the model's {t} target(s): \
+                 ({}, {t})",
+                y.shape(),
+                pred.n(),
+                pred.n()
+            )));
+        }
+        let summary = bnn_metrics::RegressionSummary::compute(&pred, y.slice()?)
+            .map_err(|e| value_error(e.to_string()))?;
+        serde_json::to_string(&summary).map_err(|e| runtime_error(&e))
+    }
+
+    /// Whether the model is a regression network (a Gaussian head) rather than a classifier.
+    #[getter]
+    fn is_regression(&self) -> bool {
+        self.config.head().is_regression()
+    }
+
     /// The temperature stored with the model (`swbnn calibrate`, or
     /// [`Model::fit_temperature_json`] with `store`); `None` when none was fitted.
     #[getter]
@@ -305,6 +451,8 @@ impl Model {
             "path": self.path.display().to_string(),
             "config": self.config,
             "normalization": self.config.normalization,
+            "tabular": self.config.tabular,
+            "head": self.config.head(),
             "parameters": counts,
             "temperature": *self
                 .temperature
@@ -333,14 +481,11 @@ impl Model {
         self.config.classes
     }
 
-    /// Input shape `(C, H, W)`.
+    /// Input shape `(C, H, W)` (`(1, 1, d)` for a regression network on rows of `d`
+    /// features).
     #[getter]
     fn input_shape(&self) -> (usize, usize, usize) {
-        (
-            self.config.in_channels,
-            self.config.image_size,
-            self.config.image_size,
-        )
+        self.config.input_shape()
     }
 
     fn __repr__(&self) -> String {

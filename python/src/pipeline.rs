@@ -79,7 +79,7 @@ fn validation(size: Option<usize>) -> ValidationSplit {
 #[pyo3(signature = (
     dataset, arch, kind, out, *, epochs = 5, seed = 0, data = None, subset = None,
     estimator = "reparam", resume = false, progress = None, validation = None,
-    image_size = None, from_model = None
+    image_size = None, from_model = None, targets = None, noise = None
 ))]
 #[allow(clippy::too_many_arguments)]
 pub fn train_json(
@@ -98,8 +98,13 @@ pub fn train_json(
     validation: Option<usize>,
     image_size: Option<usize>,
     from_model: Option<PathBuf>,
+    targets: Option<Vec<String>>,
+    noise: Option<String>,
 ) -> PyResult<String> {
     let request = (|| -> Result<TrainRequest, Error> {
+        let noise = noise
+            .map(|n| n.parse::<bnn_models::Noise>().map_err(usage))
+            .transpose()?;
         let kind = match kind {
             "deterministic" => TrainKind::Deterministic,
             "bayesian" => TrainKind::Bayesian,
@@ -124,6 +129,8 @@ pub fn train_json(
             validation: self::validation(validation),
             image_size,
             from: from_model,
+            targets: targets.unwrap_or_default(),
+            noise,
             ..TrainRequest::new(source(dataset)?, arch.parse::<Arch>()?, kind, out)
         })
     })()
@@ -318,8 +325,13 @@ pub fn evaluate_json(
         let out = commands::eval(&request, &device)?;
         // The metrics at the temperature asked for, else the raw ones; the conformal sets'
         // coverage and size under "conformal" when the model holds a conformal calibration.
-        let ev = out.calibrated.map_or(out.evaluation, |(_, ev)| ev);
-        let mut v = serde_json::to_value(&ev).map_err(Error::json)?;
+        let mut v = match (out.regression, out.calibrated, out.evaluation) {
+            (Some(reg), _, _) => serde_json::to_value(&reg).map_err(Error::json)?,
+            (None, Some((_, ev)), _) | (None, None, Some(ev)) => {
+                serde_json::to_value(&ev).map_err(Error::json)?
+            }
+            (None, None, None) => return Err(usage("the evaluation returned nothing".into())),
+        };
         if let (Some(c), Some(map)) = (&out.conformal, v.as_object_mut()) {
             map.insert(
                 "conformal".into(),

@@ -36,6 +36,7 @@ __version__ = _native.__version__
 
 __all__ = [
     "Model",
+    "RegressionPrediction",
     "SharingPlan",
     "calibrate",
     "compress",
@@ -49,9 +50,24 @@ __all__ = [
 
 PathLike = Union[str, "os.PathLike[str]"]
 
-#: A data set: a preset's name (``"fashion-mnist"``), ``"folder:DIR"``, ``"npz:FILE"``, or
-#: NumPy arrays ``(x, y)`` / ``(x_train, y_train, x_test, y_test)``.
+#: A data set: a preset's name (``"fashion-mnist"``), ``"folder:DIR"``, ``"npz:FILE"``,
+#: ``"csv:TRAIN.csv[,test=TEST.csv]"``, or NumPy arrays ``(x, y)`` / ``(x_train, y_train,
+#: x_test, y_test)``: integer ``y`` are class labels, floating-point ``y`` regression targets.
 DataSet = Union[str, Sequence[np.ndarray]]
+
+
+@dataclass(frozen=True)
+class RegressionPrediction:
+    """A regression network's Monte Carlo predictive, each array ``(n, targets)`` in the
+    targets' units: the predictive ``mean`` and standard deviation ``std``, and the two parts
+    of its variance, ``std**2 == aleatoric_std**2 + epistemic_std**2``: the noise the network
+    predicts (the mean of the samples' variances) and its uncertainty about the mean (the
+    variance of the samples' means)."""
+
+    mean: np.ndarray
+    std: np.ndarray
+    aleatoric_std: np.ndarray
+    epistemic_std: np.ndarray
 
 
 def _npz_bytes(arrays: Dict[str, np.ndarray]) -> bytes:
@@ -85,6 +101,20 @@ def _labels_for_file(y: Any, name: str) -> np.ndarray:
     return y.astype(np.int64)
 
 
+def _targets_for_file(y: Any, name: str) -> np.ndarray:
+    y = np.asarray(y)
+    if y.dtype.kind != "f":
+        raise TypeError(f"{name} must hold floating-point regression targets, got dtype {y.dtype}")
+    return y.astype(np.float32)
+
+
+def _features_for_file(x: Any, name: str) -> np.ndarray:
+    x = np.asarray(x)
+    if x.dtype.kind not in "fiu":
+        raise TypeError(f"{name} must hold numbers, got dtype {x.dtype}")
+    return x.astype(np.float32)
+
+
 @contextlib.contextmanager
 def _dataset(dataset: DataSet, *, test_only: bool = False) -> Iterator[str]:
     """The data-set argument of the commands: a name as it is, or arrays written once to a
@@ -102,10 +132,12 @@ def _dataset(dataset: DataSet, *, test_only: bool = False) -> Iterator[str]:
     if test_only and len(dataset) == 2:
         # The reader needs a training split to number the classes: the test split's labels.
         dataset = (dataset[0], dataset[1], dataset[0], dataset[1])
-    arrays = {
-        k: (_images_for_file if k.startswith("x") else _labels_for_file)(a, k)
-        for k, a in zip(keys, dataset)
-    }
+    # Floating-point targets make a regression table (rows of features); integers, labels.
+    regression = np.asarray(dataset[1]).dtype.kind == "f"
+    x_file, y_file = (
+        (_features_for_file, _targets_for_file) if regression else (_images_for_file, _labels_for_file)
+    )
+    arrays = {k: (x_file if k.startswith("x") else y_file)(a, k) for k, a in zip(keys, dataset)}
     for xk, yk in (("x_train", "y_train"), ("x_test", "y_test")):
         if xk in arrays and len(arrays[xk]) != len(arrays[yk]):
             raise ValueError(
@@ -215,8 +247,14 @@ class Model:
 
     @property
     def classes(self) -> int:
-        """Number of classes."""
+        """Number of classes (0 for a regression network)."""
         return self._native.classes
+
+    @property
+    def is_regression(self) -> bool:
+        """Whether the model is a regression network (a Gaussian per target), whose
+        :meth:`predict` returns a :class:`RegressionPrediction`."""
+        return self._native.is_regression
 
     @property
     def input_shape(self) -> tuple:
@@ -295,7 +333,19 @@ class Model:
         numbers as ``swbnn eval --seed`` on the same images.
 
         With ``temperature`` (0.05 to 20), or ``calibrated=True`` for the model's stored
-        :attr:`temperature`, each sample's logits are divided by it before the softmax."""
+        :attr:`temperature`, each sample's logits are divided by it before the softmax.
+
+        A regression network (:attr:`is_regression`) takes rows of features ``(n, d)`` in
+        your units instead (standardised here as in training) and returns a
+        :class:`RegressionPrediction` in the targets' units."""
+        if self.is_regression:
+            if return_samples or temperature is not None or calibrated:
+                raise ValueError(
+                    "a regression network's predictive is its mean and standard deviation: "
+                    "return_samples, temperature and calibrated are a classifier's"
+                )
+            mean, std, alea, epi = self._native.predict_regression(images, samples, seed)
+            return RegressionPrediction(mean, std, alea, epi)  # type: ignore[return-value]
         t = self._temperature(temperature, calibrated)
         return self._native.predict(self._images(images), samples, seed, return_samples, t)
 
@@ -312,7 +362,18 @@ class Model:
     ) -> Dict[str, Any]:
         """Accuracy, NLL, ECE, MCE, Brier, entropy and mutual information on ``(images,
         labels)`` and, with ``ood_images``, OOD detection (AUROC, AUPR, FPR@95);
-        ``temperature`` and ``calibrated`` as in :meth:`predict`."""
+        ``temperature`` and ``calibrated`` as in :meth:`predict`.
+
+        A regression network takes ``(features, targets)`` in your units and returns RMSE,
+        the Gaussian NLL of its Monte Carlo mixture, CRPS, the coverage and width of its
+        central 50/90/95 % intervals and the PIT calibration error."""
+        if self.is_regression:
+            if ood_images is not None or temperature is not None or calibrated:
+                raise ValueError(
+                    "ood_images, temperature and calibrated are a classifier's; a regression "
+                    "network is evaluated on (features, targets)"
+                )
+            return json.loads(self._native.evaluate_regression_json(images, labels, samples, seed))
         labels = metrics._labels(labels)
         t = self._temperature(temperature, calibrated)
         return json.loads(
@@ -378,6 +439,8 @@ def train(
     validation: Optional[int] = None,
     image_size: Optional[int] = None,
     start: Optional[PathLike] = None,
+    targets: Optional[Sequence[str]] = None,
+    noise: Optional[str] = None,
 ) -> List[Dict[str, Any]]:
     """Trains a ``"deterministic"`` or ``"bayesian"`` model as ``swbnn train`` does, into the
     directory ``out``; returns the per-epoch statistics.
@@ -388,7 +451,15 @@ def train(
     (default 5,000, as the command line; ``subset`` draws from the rest); the model records
     the normalisation measured on the rest. ``start`` is ``--from``: a trained model directory
     a Bayesian run starts from. ``progress=True`` draws a bar per epoch (rate, time left) on
-    stderr."""
+    stderr.
+
+    Regression: a ``"csv:TRAIN.csv[,test=TEST.csv]"`` table with its target columns named by
+    ``targets``, a ``.npz`` whose ``y_train`` is floating point, or arrays ``(x, y)`` of
+    features ``(n, d)`` and float targets ``(n,)`` or ``(n, t)``; ``arch`` is ``"mlp"``,
+    ``noise`` ``"heteroscedastic"`` (default) or ``"homoscedastic"``. Features and targets are
+    standardised on the training rows and the statistics stored with the model."""
+    if isinstance(targets, str):
+        raise TypeError("targets must be a list of column names, e.g. [\"price\"]")
     with _dataset(dataset) as name, _bars(progress) as bars:
         return json.loads(
             _native.train_json(
@@ -406,6 +477,8 @@ def train(
                 validation=validation,
                 image_size=image_size,
                 from_model=None if start is None else os.fspath(start),
+                targets=None if targets is None else [str(t) for t in targets],
+                noise=noise,
             )
         )
 

@@ -3,7 +3,7 @@ it works; bad input raises ``ValueError``, a missing file ``FileNotFoundError``,
 argument type ``TypeError``."""
 
 import os
-from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -86,6 +86,19 @@ class Model:
     def classes(self) -> int: ...
     @property
     def input_shape(self) -> Tuple[int, int, int]: ...
+    @property
+    def is_regression(self) -> bool: ...
+    def predict_regression(
+        self, features: _Array, samples: int = 30, seed: int = 0
+    ) -> Tuple[
+        npt.NDArray[np.float64],
+        npt.NDArray[np.float64],
+        npt.NDArray[np.float64],
+        npt.NDArray[np.float64],
+    ]: ...
+    def evaluate_regression_json(
+        self, features: _Array, targets: _Array, samples: int = 30, seed: int = 0
+    ) -> str: ...
     def predict(
         self,
         images: _Array,
@@ -125,6 +138,8 @@ def train_json(
     validation: Optional[int] = None,
     image_size: Optional[int] = None,
     from_model: Optional[_Path] = None,
+    targets: Optional[List[str]] = None,
+    noise: Optional[str] = None,
 ) -> str: ...
 def compress_json(
     model: _Path,

@@ -66,6 +66,33 @@ pub trait Dataset: Send + Sync {
     fn label(&self, index: usize) -> Result<u32> {
         self.get(index).map(|s| s.label)
     }
+
+    /// Targets per sample of a regression data set ([`crate::TabularDataset`]); 0 (the
+    /// default) for a classification data set, whose samples are labelled images.
+    ///
+    /// A regression data set has no classes (`classes() == 0`) and no images: its samples are
+    /// rows of `f32` features, `shape()`'s `C * H * W` of them, read with
+    /// [`Dataset::append_row`].
+    fn target_dim(&self) -> usize {
+        0
+    }
+
+    /// Appends the features and the targets of row `index` of a regression data set to
+    /// `features` and `targets`. A classification data set has no rows: the default is an
+    /// error.
+    fn append_row(
+        &self,
+        index: usize,
+        features: &mut Vec<f32>,
+        targets: &mut Vec<f32>,
+    ) -> Result<()> {
+        let _ = (index, features, targets);
+        Err(DataError::Config(
+            "a classification data set holds labelled images, not rows of features and \
+             targets"
+                .into(),
+        ))
+    }
 }
 
 impl<D: Dataset + ?Sized> Dataset for std::sync::Arc<D> {
@@ -84,6 +111,17 @@ impl<D: Dataset + ?Sized> Dataset for std::sync::Arc<D> {
     fn label(&self, index: usize) -> Result<u32> {
         (**self).label(index)
     }
+    fn target_dim(&self) -> usize {
+        (**self).target_dim()
+    }
+    fn append_row(
+        &self,
+        index: usize,
+        features: &mut Vec<f32>,
+        targets: &mut Vec<f32>,
+    ) -> Result<()> {
+        (**self).append_row(index, features, targets)
+    }
 }
 
 impl<D: Dataset + ?Sized> Dataset for Box<D> {
@@ -101,6 +139,17 @@ impl<D: Dataset + ?Sized> Dataset for Box<D> {
     }
     fn label(&self, index: usize) -> Result<u32> {
         (**self).label(index)
+    }
+    fn target_dim(&self) -> usize {
+        (**self).target_dim()
+    }
+    fn append_row(
+        &self,
+        index: usize,
+        features: &mut Vec<f32>,
+        targets: &mut Vec<f32>,
+    ) -> Result<()> {
+        (**self).append_row(index, features, targets)
     }
 }
 

@@ -15,13 +15,18 @@ use crate::error::{DataError, Result};
 use crate::rng::{SampleRng, derive_seed};
 use crate::transform::{Image, Transform};
 
-/// A batch of images and labels.
+/// A batch of images and labels, or of a regression data set's rows and targets.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Batch {
-    /// `B × C × H × W` values, row-major.
+    /// `B × C × H × W` values, row-major (a regression batch: `B` rows of `W` features,
+    /// `C = H = 1`).
     pub images: Vec<f32>,
-    /// `B` labels.
+    /// `B` labels (empty in a regression batch).
     pub labels: Vec<u32>,
+    /// `B × target_dim` targets, row-major (empty in a classification batch).
+    pub targets: Vec<f32>,
+    /// Targets per sample: 0 in a classification batch.
+    pub target_dim: usize,
     /// `[B, C, H, W]`.
     pub shape: [usize; 4],
     /// The data set index of each sample, in batch order.
@@ -31,12 +36,17 @@ pub struct Batch {
 impl Batch {
     /// Number of samples.
     pub fn len(&self) -> usize {
-        self.labels.len()
+        self.indices.len()
     }
 
     /// `true` for an empty batch.
     pub fn is_empty(&self) -> bool {
-        self.labels.is_empty()
+        self.indices.is_empty()
+    }
+
+    /// Whether the batch holds regression targets rather than class labels.
+    pub fn is_regression(&self) -> bool {
+        self.target_dim > 0
     }
 
     /// The examples of replica `rank` of `world` in data-parallel training: the `rank`-th of
@@ -55,9 +65,16 @@ impl Batch {
         let per_image: usize = self.shape[1..].iter().product();
         let mut shape = self.shape;
         shape[0] = range.len();
+        let t = self.target_dim;
         Batch {
             images: self.images[range.start * per_image..range.end * per_image].to_vec(),
-            labels: self.labels[range.clone()].to_vec(),
+            labels: if self.is_regression() {
+                Vec::new()
+            } else {
+                self.labels[range.clone()].to_vec()
+            },
+            targets: self.targets[range.start * t..range.end * t].to_vec(),
+            target_dim: t,
             shape,
             indices: self.indices[range].to_vec(),
         }
@@ -123,6 +140,9 @@ struct Shared {
 
 impl Shared {
     fn build(&self, indices: &[usize]) -> Result<Batch> {
+        if self.dataset.target_dim() > 0 {
+            return self.build_rows(indices);
+        }
         let mut images = Vec::new();
         let mut labels = Vec::with_capacity(indices.len());
         let mut shape = (0, 0, 0);
@@ -148,7 +168,29 @@ impl Shared {
         Ok(Batch {
             images,
             labels,
+            targets: Vec::new(),
+            target_dim: 0,
             shape: [indices.len(), shape.0, shape.1, shape.2],
+            indices: indices.to_vec(),
+        })
+    }
+
+    /// A regression batch: the rows as they are. Features are standardised once, when the
+    /// data are opened, so there is nothing to transform (an image transform does not apply).
+    fn build_rows(&self, indices: &[usize]) -> Result<Batch> {
+        let (c, h, w) = self.dataset.shape();
+        let t = self.dataset.target_dim();
+        let mut images = Vec::with_capacity(indices.len() * c * h * w);
+        let mut targets = Vec::with_capacity(indices.len() * t);
+        for &index in indices {
+            self.dataset.append_row(index, &mut images, &mut targets)?;
+        }
+        Ok(Batch {
+            images,
+            labels: Vec::new(),
+            targets,
+            target_dim: t,
+            shape: [indices.len(), c, h, w],
             indices: indices.to_vec(),
         })
     }
@@ -210,7 +252,8 @@ impl DataLoader {
         order
     }
 
-    /// The transformed sample `index` as epoch `epoch` delivers it.
+    /// The transformed sample `index` as epoch `epoch` delivers it (image data sets; a
+    /// regression data set's rows are read with [`Dataset::append_row`]).
     pub fn sample(&self, epoch: u64, index: usize) -> Result<(Image, u32)> {
         let s = self.dataset.get(index)?;
         let mut rng = SampleRng::for_sample(self.config.seed, epoch, index as u64);
@@ -353,8 +396,68 @@ mod tests {
         Batch {
             images: (0..n * 2).map(|v| v as f32).collect(),
             labels: (0..n as u32).map(|l| l * 10).collect(),
+            targets: Vec::new(),
+            target_dim: 0,
             shape: [n, 1, 1, 2],
             indices: (100..100 + n).collect(),
+        }
+    }
+
+    /// A regression batch of `n` rows of 2 features and 3 targets.
+    fn rows(n: usize) -> Batch {
+        Batch {
+            images: (0..n * 2).map(|v| v as f32).collect(),
+            labels: Vec::new(),
+            targets: (0..n * 3).map(|v| -(v as f32)).collect(),
+            target_dim: 3,
+            shape: [n, 1, 1, 2],
+            indices: (100..100 + n).collect(),
+        }
+    }
+
+    /// The shards of a regression batch keep each row's three targets with its features.
+    #[test]
+    fn shards_of_rows_keep_their_targets() {
+        for n in 0..7 {
+            let b = rows(n);
+            for world in 1..4 {
+                let shards: Vec<Batch> = (0..world).map(|r| b.shard(r, world)).collect();
+                let targets: Vec<f32> = shards.iter().flat_map(|s| s.targets.clone()).collect();
+                assert_eq!(targets, b.targets, "n {n}, world {world}");
+                for s in &shards {
+                    assert_eq!(s.targets.len(), 3 * s.len());
+                    assert!(s.labels.is_empty() && s.is_regression());
+                }
+            }
+        }
+    }
+
+    /// A loader over a regression data set yields its rows and targets in order, shuffled
+    /// alike, the same for any worker count.
+    #[test]
+    fn a_tabular_data_set_loads_as_batches_of_rows() {
+        let x: Vec<f32> = (0..10 * 3).map(|v| v as f32).collect();
+        let y: Vec<f32> = (0..10 * 2).map(|v| 0.5 * v as f32).collect();
+        let data = crate::TabularDataset::new(x, y, 3, 2).unwrap();
+        let run = |workers| {
+            let config = LoaderConfig {
+                batch_size: 4,
+                seed: 9,
+                workers,
+                ..Default::default()
+            };
+            let loader = DataLoader::new(data.clone(), crate::Compose::new(), config).unwrap();
+            loader.epoch(2).collect::<Result<Vec<_>>>().unwrap()
+        };
+        let batches = run(0);
+        assert_eq!(batches, run(3));
+        assert_eq!(batches.len(), 3);
+        assert_eq!(batches[0].shape, [4, 1, 1, 3]);
+        for b in &batches {
+            for (k, &i) in b.indices.iter().enumerate() {
+                assert_eq!(b.images[3 * k], (3 * i) as f32);
+                assert_eq!(b.targets[2 * k + 1], 0.5 * (2 * i + 1) as f32);
+            }
         }
     }
 

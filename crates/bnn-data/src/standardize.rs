@@ -171,6 +171,13 @@ impl Standardizer {
         Ok(Standardizer { mean, std })
     }
 
+    /// A standardizer of the given per-column means and standard deviations (a model's
+    /// record), checked as a deserialised one: one of each per column, at least one column,
+    /// finite means, finite positive standard deviations.
+    pub fn new(mean: Vec<f64>, std: Vec<f64>) -> Result<Self> {
+        Standardizer::try_from(StandardizerFields { mean, std }).map_err(DataError::Config)
+    }
+
     /// Number of columns.
     pub fn columns(&self) -> usize {
         self.mean.len()

@@ -47,7 +47,13 @@ impl<D: Dataset> Subset<D> {
     /// `n` samples whose class proportions match the full data set's (largest-remainder
     /// rounding, ties to the lower class), drawn with `seed` within each class, kept in
     /// their original order. Reads every label once.
+    ///
+    /// A regression data set has no classes to stratify by ([`Dataset::target_dim`] above 0):
+    /// its `n` rows are drawn at random with `seed` ([`Subset::random`]).
     pub fn stratified(inner: D, n: usize, seed: u64) -> Result<Self> {
+        if inner.target_dim() > 0 {
+            return Ok(Self::random(inner, n, seed));
+        }
         let total = inner.len();
         let n = n.min(total);
         let mut by_class: Vec<Vec<usize>> = vec![Vec::new(); inner.classes()];
@@ -190,6 +196,21 @@ impl<D: Dataset> Dataset for Subset<D> {
             len: self.indices.len(),
         })?;
         self.inner.label(i)
+    }
+    fn target_dim(&self) -> usize {
+        self.inner.target_dim()
+    }
+    fn append_row(
+        &self,
+        index: usize,
+        features: &mut Vec<f32>,
+        targets: &mut Vec<f32>,
+    ) -> Result<()> {
+        let &i = self.indices.get(index).ok_or(DataError::IndexOutOfRange {
+            index,
+            len: self.indices.len(),
+        })?;
+        self.inner.append_row(i, features, targets)
     }
 }
 

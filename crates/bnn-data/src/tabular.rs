@@ -9,6 +9,7 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::dataset::{Dataset, Sample};
 use crate::error::{DataError, Result};
 use crate::standardize::{ColumnRole, Standardizer, column_label};
 
@@ -333,6 +334,62 @@ impl TabularDataset {
         targets.check_apply(&self.targets, self.target_names.as_deref(), "target")?;
         features.apply_unchecked(&mut self.features);
         targets.apply_unchecked(&mut self.targets);
+        Ok(())
+    }
+
+    /// Standardises the features alone with `features` (fitted on the training split), in
+    /// place: data a model is evaluated on, whose targets stay in the user's units. Nothing
+    /// changes when it fails (as [`TabularDataset::standardize`]).
+    pub fn standardize_features(&mut self, features: &Standardizer) -> Result<()> {
+        features.check_apply(&self.features, self.feature_names.as_deref(), "feature")?;
+        features.apply_unchecked(&mut self.features);
+        Ok(())
+    }
+}
+
+/// A regression data set is a [`Dataset`] of rows: no classes, no images, `shape()`
+/// `(1, 1, feature_dim)`, its rows read with [`Dataset::append_row`]. So the batch loader,
+/// subsets and validation splits take it as they take images.
+impl Dataset for TabularDataset {
+    fn len(&self) -> usize {
+        self.rows
+    }
+
+    fn classes(&self) -> usize {
+        0
+    }
+
+    fn shape(&self) -> (usize, usize, usize) {
+        (1, 1, self.feature_dim)
+    }
+
+    fn get(&self, index: usize) -> Result<Sample> {
+        Err(fail(
+            self.source.as_deref(),
+            format!("row {index} is a row of features and targets, not a labelled image"),
+        ))
+    }
+
+    fn label(&self, index: usize) -> Result<u32> {
+        Err(fail(
+            self.source.as_deref(),
+            format!("row {index} has targets, not a class label"),
+        ))
+    }
+
+    fn target_dim(&self) -> usize {
+        self.target_dim
+    }
+
+    fn append_row(
+        &self,
+        index: usize,
+        features: &mut Vec<f32>,
+        targets: &mut Vec<f32>,
+    ) -> Result<()> {
+        let (x, y) = self.row(index)?;
+        features.extend_from_slice(x);
+        targets.extend_from_slice(y);
         Ok(())
     }
 }

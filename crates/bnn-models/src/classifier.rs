@@ -21,7 +21,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::layers::{LayerFactory, ShareFn};
-use crate::{Kind, ModelError};
+use crate::{Head, Kind, ModelError};
 
 /// Path prefix of every layer: the `body` field of [`Classifier`].
 pub(crate) const BODY: &str = "body.";
@@ -34,20 +34,42 @@ pub trait ClassifierBody: Module + ModuleDisplay + 'static {
     fn forward(&self, x: Tensor<4>, codebook: Option<&CodebookView>) -> Tensor<2>;
 }
 
-/// A classifier in one kind: its body and, for the shared kind, the global codebook.
+/// A network in one kind: its body and, for the shared kind, the global codebook. A
+/// classifier's outputs are class logits; a regression network's are read by its Gaussian
+/// [`Head`] ([`Classifier::mean_std`]).
 #[derive(Module, Debug)]
 pub struct Classifier<B: ClassifierBody> {
     /// The layers.
     pub body: B,
     /// Shared Gaussians (shared kind only).
     pub codebook: Option<Codebook>,
+    /// The noise `rho` per target of a homoscedastic Gaussian head (`std = softplus(rho) +
+    /// MIN_STD`, [`crate::head`]); `None` for every other head. A point estimate in every
+    /// kind: it is not a weight, has no prior and is never shared.
+    pub noise_rho: Option<Param<Tensor<1>>>,
+    /// What the outputs mean (set by the architecture, not stored in records).
+    #[module(skip)]
+    pub head: Head,
 }
 
 impl<B: ClassifierBody> Classifier<B> {
-    /// `[batch, channels, h, w] -> [batch, classes]` logits.
+    /// `[batch, channels, h, w] -> [batch, outputs]`: class logits for a categorical head, the
+    /// raw outputs of a Gaussian one ([`Classifier::mean_std`] reads them).
     pub fn forward(&self, x: Tensor<4>) -> Tensor<2> {
         let view = self.codebook.as_ref().map(Codebook::view);
         self.body.forward(x, view.as_ref())
+    }
+
+    /// What the outputs mean.
+    pub fn head(&self) -> Head {
+        self.head
+    }
+
+    /// The predictive mean and standard deviation `[batch, T]` of a regression network, in
+    /// standardised target units, from its outputs `[batch, outputs]`
+    /// ([`Head::mean_std`]); an error for a classifier.
+    pub fn mean_std(&self, outputs: Tensor<2>) -> Result<(Tensor<2>, Tensor<2>), ModelError> {
+        self.head.mean_std(outputs, self.noise_rho.as_ref())
     }
 
     /// Parameter counts, from shapes only.
@@ -85,6 +107,12 @@ pub trait Architecture:
     /// Options of the Bayesian and shared layers.
     fn bayes_options(&self) -> &BayesOptions;
 
+    /// What the body's outputs mean: class logits (the default) or a Gaussian per regression
+    /// target, whose body must then have [`Head::outputs`] outputs.
+    fn head(&self) -> Head {
+        Head::Categorical
+    }
+
     /// The same configuration in another kind, with `codebook_len` shared Gaussians.
     fn to_kind(&self, kind: Kind, codebook_len: usize) -> Self;
 
@@ -110,9 +138,13 @@ pub trait Architecture:
             LayerFactory::new(self.kind(), self.bayes_options().clone(), device).with_prefix(BODY);
         let body = self.build(&mut f)?;
         f.finish()?;
+        let head = self.head();
+        head.validate()?;
         Ok(Classifier {
             body,
             codebook: None,
+            noise_rho: head.noise_param(device),
+            head,
         })
     }
 
@@ -132,9 +164,13 @@ pub trait Architecture:
             .with_prefix(BODY);
         let body = self.build(&mut f)?;
         f.finish()?;
+        let head = self.head();
+        head.validate()?;
         Ok(Classifier {
             body,
             codebook: Some(codebook),
+            noise_rho: head.noise_param(device),
+            head,
         })
     }
 

@@ -20,6 +20,7 @@
 
 pub mod classifier;
 mod error;
+pub mod head;
 mod kind;
 pub mod layers;
 pub mod lenet;
@@ -34,10 +35,11 @@ pub mod wrn;
 pub use bnn_layers::BayesOptions;
 pub use classifier::{Architecture, Classifier, ClassifierBody};
 pub use error::ModelError;
+pub use head::{Head, MAX_TARGETS, MIN_STD, Noise};
 pub use kind::{Arch, Kind};
 pub use layers::{Conv, Dense, LayerFactory, ShareFn};
 pub use network::{
     Body, MAX_CLASSES, MAX_CODEBOOK_LEN, MAX_IMAGE_SIZE, MAX_IN_CHANNELS, MAX_MLP_LAYERS,
     MAX_MLP_WIDTH, MAX_WIDTH, ModelConfig, Network, share_all_first,
 };
-pub use trained_on::{InputNorm, TrainedOn};
+pub use trained_on::{InputNorm, MAX_FEATURES, TabularInput, TrainedOn};

@@ -9,10 +9,10 @@ use crate::layers::{LayerFactory, ShareFn};
 use crate::lenet::LeNet5;
 use crate::mlp::Mlp;
 use crate::resnet::{BlockKind, ResNet, Shortcut, Stem};
-use crate::trained_on::{InputNorm, TrainedOn};
+use crate::trained_on::{InputNorm, TabularInput, TrainedOn};
 use crate::vit::{Vit, VitShape};
 use crate::wrn::WideResNet;
-use crate::{Arch, Kind, ModelError};
+use crate::{Arch, Head, Kind, ModelError, Noise};
 use bnn_layers::BayesOptions;
 
 /// Everything needed to build a model; saved with every model file so that evaluation needs no
@@ -60,6 +60,14 @@ pub struct ModelConfig {
     /// (their data set's preset constants apply).
     #[config(default = "None")]
     pub normalization: Option<InputNorm>,
+    /// What the outputs mean ([`ModelConfig::head`]): `None`, class logits (what every file
+    /// written before regression holds), or a Gaussian per regression target.
+    #[config(default = "None")]
+    pub head: Option<Head>,
+    /// The columns and standardisation of a regression network's tabular input (the MLP on
+    /// rows of features); `None` for image models.
+    #[config(default = "None")]
+    pub tabular: Option<TabularInput>,
 }
 
 /// The network body of each architecture.
@@ -100,6 +108,37 @@ impl ModelConfig {
         self
     }
 
+    /// A regression network on rows of `tabular.features()` features: an MLP (the one
+    /// architecture of the zoo that takes a row) with a Gaussian head of `tabular.targets()`
+    /// targets and `noise`. Checked as every configuration ([`ModelConfig::validate`]).
+    pub fn regression(kind: Kind, tabular: TabularInput, noise: Noise) -> Self {
+        let targets = tabular.targets();
+        Self::new(Arch::Mlp, kind, 0)
+            .with_in_channels(1)
+            .with_image_size(1)
+            .with_head(Some(Head::Gaussian { targets, noise }))
+            .with_tabular(Some(tabular))
+    }
+
+    /// The shape `[C, H, W]` of one input: `[1, 1, features]` for a network on tabular rows,
+    /// else `[in_channels, image_size, image_size]`.
+    pub fn input_shape(&self) -> (usize, usize, usize) {
+        match &self.tabular {
+            Some(t) => (1, 1, t.features()),
+            None => (self.in_channels, self.image_size, self.image_size),
+        }
+    }
+
+    /// What the outputs mean: class logits unless a head is recorded.
+    pub fn head(&self) -> Head {
+        self.head.unwrap_or_default()
+    }
+
+    /// Outputs of the network body ([`Head::outputs`]).
+    pub fn outputs(&self) -> usize {
+        self.head().outputs(self.classes)
+    }
+
     /// A configuration with the given architecture, kind and classes, for `image_size` inputs of
     /// `in_channels` channels.
     pub fn for_input(
@@ -128,7 +167,42 @@ impl ModelConfig {
                 )))
             }
         };
-        bound("classes", self.classes, 1, MAX_CLASSES)?;
+        self.head().validate()?;
+        match self.head() {
+            Head::Categorical => {
+                bound("classes", self.classes, 1, MAX_CLASSES)?;
+                if self.tabular.is_some() {
+                    return Err(ModelError::InvalidConfig(
+                        "a tabular input record belongs to a regression network (a Gaussian \
+                         head), not a classifier"
+                            .into(),
+                    ));
+                }
+            }
+            Head::Gaussian { targets, .. } => {
+                bound("classes of a regression network", self.classes, 0, 0)?;
+                let tabular = self.tabular.as_ref().ok_or_else(|| {
+                    ModelError::InvalidConfig(
+                        "a regression network of the zoo takes rows of features: its \
+                         tabular input record is missing"
+                            .into(),
+                    )
+                })?;
+                tabular.check()?;
+                if tabular.targets() != targets {
+                    return Err(ModelError::InvalidConfig(format!(
+                        "a Gaussian head of {targets} targets and {} target columns",
+                        tabular.targets()
+                    )));
+                }
+                if self.arch != Arch::Mlp {
+                    return Err(ModelError::InvalidConfig(format!(
+                        "{} takes images; a regression network on rows of features is an mlp",
+                        self.arch
+                    )));
+                }
+            }
+        }
         bound("in_channels", self.in_channels, 1, MAX_IN_CHANNELS)?;
         bound("image_size", self.image_size, 1, MAX_IMAGE_SIZE)?;
         bound("codebook_len", self.codebook_len, 0, MAX_CODEBOOK_LEN)?;
@@ -198,7 +272,7 @@ impl ModelConfig {
     }
 
     fn body(&self, f: &mut LayerFactory<'_>) -> Result<Body, ModelError> {
-        let (c, s, k) = (self.in_channels, self.image_size, self.classes);
+        let (c, s, k) = (self.in_channels, self.image_size, self.outputs());
         let stem = match self.cifar_stem.unwrap_or(s <= 64) {
             true => Stem::Cifar,
             false => Stem::ImageNet,
@@ -211,7 +285,10 @@ impl ModelConfig {
         let cifar_widths = [base(16), 2 * base(16), 4 * base(16)];
         let imagenet_widths = [base(64), 2 * base(64), 4 * base(64), 8 * base(64)];
         Ok(match self.arch {
-            Arch::Mlp => Body::Mlp(Mlp::new(f, c * s * s, &self.mlp_hidden, k)),
+            Arch::Mlp => {
+                let (c, h, w) = self.input_shape();
+                Body::Mlp(Mlp::new(f, c * h * w, &self.mlp_hidden, k))
+            }
             Arch::Lenet5 => Body::LeNet5(LeNet5::new(f, c, s, k)?),
             Arch::Resnet20 => resnet(f, BlockKind::Basic, &[3, 3, 3], &cifar_widths, Stem::Cifar),
             Arch::Resnet18 => resnet(f, BlockKind::Basic, &[2, 2, 2, 2], &imagenet_widths, stem),
@@ -298,6 +375,10 @@ impl Architecture for ModelConfig {
         &self.bayes
     }
 
+    fn head(&self) -> Head {
+        self.head.unwrap_or_default()
+    }
+
     fn to_kind(&self, kind: Kind, codebook_len: usize) -> Self {
         self.clone().with_kind(kind).with_codebook_len(codebook_len)
     }
@@ -365,6 +446,72 @@ mod tests {
             let err = config.init(&device).unwrap_err().to_string();
             assert!(err.contains(needle), "{err}");
             assert!(config.param_shapes(&device).is_err());
+        }
+    }
+
+    fn tabular(features: usize, targets: usize) -> TabularInput {
+        TabularInput {
+            feature_names: (0..features).map(|i| format!("x{i}")).collect(),
+            target_names: (0..targets).map(|i| format!("y{i}")).collect(),
+            feature_mean: vec![0.0; features],
+            feature_std: vec![1.0; features],
+            target_mean: vec![0.0; targets],
+            target_std: vec![1.0; targets],
+        }
+    }
+
+    /// A regression MLP takes rows of its features and gives a mean and a std per target (two
+    /// outputs each, heteroscedastic; one and the learned noise, homoscedastic), in every kind.
+    #[test]
+    fn a_regression_mlp_reads_rows_and_predicts_gaussians() {
+        let device = bnn_layers::test_device();
+        for (noise, outputs, params) in
+            [(Noise::Heteroscedastic, 4, 0), (Noise::Homoscedastic, 2, 1)]
+        {
+            let config = ModelConfig::regression(Kind::Bayesian, tabular(3, 2), noise)
+                .with_mlp_hidden(vec![8]);
+            config.validate().unwrap();
+            assert_eq!(
+                (config.input_shape(), config.outputs()),
+                ((1, 1, 3), outputs)
+            );
+            let model = config.init(&device).unwrap();
+            assert_eq!(model.noise_rho.iter().count(), params);
+            let out = model.forward(Tensor::zeros([5, 1, 1, 3], &device));
+            assert_eq!(out.dims(), [5, outputs]);
+            let (mean, std) = model.mean_std(out).unwrap();
+            assert_eq!((mean.dims(), std.dims()), ([5, 2], [5, 2]));
+            let json = serde_json::to_string(&config).unwrap();
+            assert_eq!(serde_json::from_str::<ModelConfig>(&json).unwrap(), config);
+        }
+        let base = ModelConfig::regression(Kind::Bayesian, tabular(3, 2), Noise::Heteroscedastic);
+        let lenet = ModelConfig {
+            arch: Arch::Lenet5,
+            ..base.clone()
+        };
+        let classes = ModelConfig {
+            classes: 10,
+            ..base.clone()
+        };
+        for (bad, needle) in [
+            (lenet, "mlp"),
+            (classes, "classes"),
+            (
+                base.clone().with_tabular(None),
+                "tabular input record is missing",
+            ),
+            (
+                base.clone().with_tabular(Some(tabular(3, 1))),
+                "2 targets and 1 target columns",
+            ),
+            (
+                ModelConfig::for_input(Arch::Mlp, Kind::Bayesian, 10, 1, 28)
+                    .with_tabular(Some(tabular(3, 1))),
+                "belongs to a regression network",
+            ),
+        ] {
+            let e = bad.validate().unwrap_err().to_string();
+            assert!(e.contains(needle), "`{needle}` not in: {e}");
         }
     }
 
@@ -443,8 +590,12 @@ mod tests {
         let map = json.as_object_mut().unwrap();
         map.remove("shortcut");
         map.remove("width");
+        // Nor the head and the tabular input, which came with regression: a classifier.
+        map.remove("head");
+        map.remove("tabular");
         let old: ModelConfig = serde_json::from_value(json).unwrap();
         assert_eq!((old.shortcut, old.width), (None, None));
+        assert_eq!((old.head(), old.outputs()), (Head::Categorical, 10));
         let shapes = old.param_shapes(&device).unwrap();
         assert!(shapes.iter().any(|(p, _)| p.contains("downsample.conv")));
         // Option A has no shortcut parameters: 2 projections of (mu, rho) and 2 batch norms

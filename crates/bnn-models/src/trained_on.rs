@@ -82,9 +82,112 @@ impl InputNorm {
     }
 }
 
+/// The input and target columns of a regression network on tabular data, with the
+/// standardisation of each, measured on the training split (per-column mean and population
+/// standard deviation): the network sees `(x - feature_mean) / feature_std` and predicts
+/// standardised targets, which `eval`, `predict` and Python's `Model.predict` bring back to the
+/// user's units (`y = target_mean + target_std * z`). Recorded at training, kept by
+/// compression.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TabularInput {
+    /// The feature columns' names, in input order (a CSV header's; `x0`, `x1`, ... for a
+    /// `.npz`).
+    pub feature_names: Vec<String>,
+    /// The target columns' names, in output order.
+    pub target_names: Vec<String>,
+    /// Mean of each feature column.
+    pub feature_mean: Vec<f64>,
+    /// Standard deviation of each feature column (1 for a constant one).
+    pub feature_std: Vec<f64>,
+    /// Mean of each target column.
+    pub target_mean: Vec<f64>,
+    /// Standard deviation of each target column.
+    pub target_std: Vec<f64>,
+}
+
+/// Most feature columns of a tabular network's input.
+pub const MAX_FEATURES: usize = 1 << 20;
+
+impl TabularInput {
+    /// Features per row.
+    pub fn features(&self) -> usize {
+        self.feature_names.len()
+    }
+
+    /// Targets per row.
+    pub fn targets(&self) -> usize {
+        self.target_names.len()
+    }
+
+    /// Checks the record: 1 to [`MAX_FEATURES`] features and 1 to [`crate::MAX_TARGETS`]
+    /// targets, one mean and one std per column, every mean finite and every std finite and
+    /// positive. A model configuration checks it when it is read, so a damaged file cannot
+    /// divide by zero.
+    pub fn check(&self) -> Result<(), ModelError> {
+        let bad = |reason: String| Err(ModelError::InvalidConfig(format!("tabular: {reason}")));
+        let (d, t) = (self.features(), self.targets());
+        if !(1..=MAX_FEATURES).contains(&d) || !(1..=crate::MAX_TARGETS).contains(&t) {
+            return bad(format!(
+                "{d} features and {t} targets: 1 to {MAX_FEATURES} and 1 to {} are allowed",
+                crate::MAX_TARGETS
+            ));
+        }
+        for (what, mean, std, n) in [
+            ("feature", &self.feature_mean, &self.feature_std, d),
+            ("target", &self.target_mean, &self.target_std, t),
+        ] {
+            if mean.len() != n || std.len() != n {
+                return bad(format!(
+                    "{} {what} means and {} stds for {n} {what} columns",
+                    mean.len(),
+                    std.len()
+                ));
+            }
+            if let Some(j) = mean.iter().position(|m| !m.is_finite()) {
+                return bad(format!("{what} {j}: mean {} is not finite", mean[j]));
+            }
+            if let Some(j) = std.iter().position(|s| !(s.is_finite() && *s > 0.0)) {
+                return bad(format!(
+                    "{what} {j}: std {} is not a positive number",
+                    std[j]
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn tabular() -> TabularInput {
+        TabularInput {
+            feature_names: vec!["a".into(), "b".into()],
+            target_names: vec!["y".into()],
+            feature_mean: vec![0.0, 1.0],
+            feature_std: vec![1.0, 2.0],
+            target_mean: vec![5.0],
+            target_std: vec![0.5],
+        }
+    }
+
+    #[test]
+    fn a_tabular_record_that_cannot_apply_is_refused() {
+        tabular().check().unwrap();
+        let cases: [(fn(&mut TabularInput), &str); 4] = [
+            (|t| t.feature_std[1] = 0.0, "feature 1: std 0"),
+            (|t| t.target_mean[0] = f64::NAN, "target 0: mean NaN"),
+            (|t| t.target_std.push(1.0), "1 target means and 2 stds"),
+            (|t| t.target_names.clear(), "0 targets"),
+        ];
+        for (damage, want) in cases {
+            let mut t = tabular();
+            damage(&mut t);
+            let e = t.check().unwrap_err().to_string();
+            assert!(e.contains(want), "`{want}` missing from: {e}");
+        }
+    }
 
     #[test]
     fn a_normalisation_record_that_cannot_apply_is_refused() {

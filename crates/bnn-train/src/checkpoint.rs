@@ -97,6 +97,10 @@ pub(crate) struct PartialEpoch {
     pub(crate) nll_sum: f64,
     /// Examples classified correctly.
     pub(crate) correct: usize,
+    /// Sum of the squared errors of a regression network's means (absent, 0, in checkpoints
+    /// written before regression).
+    #[serde(default)]
+    pub(crate) squared_error: f64,
     /// Examples seen.
     pub(crate) seen: usize,
 }

@@ -248,6 +248,14 @@ impl<B: ClassifierBody> McRun<B> {
         if loader.dataset().is_empty() {
             return Err(TrainError::Config("empty evaluation set".into()));
         }
+        if model.head().is_regression() {
+            return Err(TrainError::Config(
+                "a regression network predicts a mean and a standard deviation, not class \
+                 probabilities: use predict_regression"
+                    .into(),
+            ));
+        }
+        crate::likelihood::check_targets(model.head(), loader.dataset().target_dim())?;
         let valid = model.valid();
         let counts = bnn_layers::count_params(&valid);
         let stochastic = samples > 1 && counts.bayes_weights + counts.shared_weights > 0;

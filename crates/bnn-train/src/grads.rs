@@ -6,11 +6,12 @@ use bnn_models::{Classifier, ClassifierBody};
 use burn::module::Module;
 
 use crate::TrainError;
-use crate::batch::{cross_entropy, to_tensors};
+use crate::likelihood::{check_targets, data_term};
 
 /// Exports every Bayesian tensor of `model` (on an autodiff device) with `grad_mu` set to the
 /// mean over the first `batches` mini-batches of the negative-ELBO gradient (the training loss
-/// of Bayes by Backprop, with `prior`).
+/// of Bayes by Backprop, with `prior`, and the data term of the model's head:
+/// [`crate::likelihood`]).
 pub fn mean_mu_gradients<B: ClassifierBody>(
     model: &Classifier<B>,
     loader: &DataLoader,
@@ -18,13 +19,13 @@ pub fn mean_mu_gradients<B: ClassifierBody>(
     batches: usize,
 ) -> Result<Vec<BayesTensor>, TrainError> {
     let device = model.devices().first().cloned().unwrap_or_default();
+    check_targets(model.head(), loader.dataset().target_dim())?;
     let elbo = ElboConfig::new(loader.dataset().len());
     let mut sum: Option<Vec<BayesTensor>> = None;
     let mut count = 0usize;
     for batch in loader.epoch(0).take(batches.max(1)) {
         let batch = batch?;
-        let (x, y) = to_tensors(&batch, &device);
-        let nll = cross_entropy(model.forward(x), y);
+        let nll = data_term(model, &batch, &device)?.nll;
         let loss = elbo.loss(nll, kl_divergence(model, prior), usize::MAX);
         let grads = loss.backward();
         let exported = export_bayes(model, Some(&grads));

@@ -10,6 +10,9 @@
 //!   each replica takes a shard of every batch, gradients are averaged (burn's NCCL all-reduce
 //!   on CUDA, on the first device elsewhere).
 //! - [`mean_mu_gradients`]: averaged `d loss / d mu` for the gradient-outlier criterion.
+//! - Regression: a network with a Gaussian head ([`bnn_models::Head`]) trains on the Gaussian
+//!   NLL ([`likelihood`]) over rows of a tabular data set; [`predict_regression`] gives its
+//!   Monte-Carlo mixture predictive in the user's units.
 //!
 //! The library prints nothing; pass an [`Observer`] for progress.
 //!
@@ -44,9 +47,11 @@ mod config;
 mod error;
 mod evaluate;
 mod grads;
+pub mod likelihood;
 mod model_dir;
 mod momentum;
 mod parallel;
+mod regression;
 mod train;
 
 pub use arrays::{ARRAY_BATCH, logits_of_arrays, predict_arrays};
@@ -70,6 +75,10 @@ pub use model_dir::{
     WEIGHTS_FILE, read_json, write_json,
 };
 pub use parallel::{DataParallel, DevicesError};
+pub use regression::{
+    REGRESSION_ARRAY_BATCH, RegressionPredictions, TargetScale, predict_regression,
+    predict_regression_arrays,
+};
 pub use train::{
     EpochStats, MAX_PARAM_MAGNITUDE, MAX_RHO, Observer, OutOfRange, Progress, Silent, StepInfo,
     first_non_finite, first_out_of_range, train, train_data_parallel,

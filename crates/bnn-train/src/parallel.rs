@@ -32,14 +32,13 @@ use bnn_data::{Batch, derive_seed};
 use bnn_layers::{ElboConfig, LayerError, Prior, SharedKl, device_by_name, kl_divergence_with};
 use bnn_models::{Classifier, ClassifierBody};
 
-#[cfg(test)]
 use crate::TrainError;
 use burn::module::{Module, ModuleMapper, ModuleVisitor, Param};
 use burn::optim::GradientsParams;
 use burn::prelude::*;
 use burn::tensor::distributed::{DistributedConfig, DistributedContext, ReduceOperation};
 
-use crate::batch::{cross_entropy, to_tensors};
+use crate::likelihood::{DataTerm, data_term};
 
 /// What is wrong with a list of devices for data-parallel training.
 #[derive(Debug, thiserror::Error)]
@@ -253,6 +252,8 @@ struct ReplicaLoss {
     nll_sum: f64,
     /// Correct predictions in the shard.
     correct: usize,
+    /// Sum of the squared errors of a regression network's means in the shard.
+    squared_error: f64,
     /// Examples in the shard.
     seen: usize,
     /// The model's KL, detached.
@@ -267,6 +268,8 @@ pub(crate) struct StepTotals {
     pub(crate) nll_sum: f64,
     /// Correct predictions over the global batch.
     pub(crate) correct: usize,
+    /// Sum of the squared errors of a regression network's means over the global batch.
+    pub(crate) squared_error: f64,
     /// Examples in the global batch.
     pub(crate) seen: usize,
     /// The KL (first replica), detached.
@@ -282,20 +285,20 @@ impl Objective {
         shard: &Batch,
         (rank, world, global_batch): (usize, usize, usize),
         at: Position,
-    ) -> ReplicaLoss {
+    ) -> Result<ReplicaLoss, TrainError> {
         let device = model.devices().first().cloned().unwrap_or_default();
         // Every step, with one replica too: a step's noise then depends on where it is alone,
         // so a run can stop or resume inside an epoch and what samples weights between steps
         // (a stopping rule's probe) leaves training's noise alone.
         device.seed(replica_seed(at.epoch_seed, at.step, rank));
-        let (nll_term, nll_sum, correct) = if shard.is_empty() {
-            (Tensor::zeros([1], &device), 0.0, 0)
+        let (nll_term, nll_sum, correct, squared_error) = if shard.is_empty() {
+            (Tensor::zeros([1], &device), 0.0, 0, 0.0)
         } else {
-            let (x, y) = to_tensors(shard, &device);
-            let logits = model.forward(x);
-            let nll = cross_entropy(logits.clone(), y.clone());
-            let predicted = logits.argmax(1).reshape([shard.len()]);
-            let correct = predicted.equal(y).int().sum().into_scalar::<i64>() as usize;
+            let DataTerm {
+                nll,
+                correct,
+                squared_error,
+            } = data_term(model, shard, &device)?;
             let nll_sum = nll.clone().into_scalar::<f32>() as f64 * shard.len() as f64;
             let weight = (shard.len() * world) as f64 / global_batch as f64;
             // Exactly 1 for equal shards (and always with one replica): no rounding added.
@@ -304,7 +307,7 @@ impl Objective {
             } else {
                 nll.mul_scalar(weight)
             };
-            (term, nll_sum, correct)
+            (term, nll_sum, correct, squared_error)
         };
         let kl = self
             .kl
@@ -316,14 +319,15 @@ impl Objective {
             loss = loss + zero_touching_every_parameter(model, &device);
         }
         let value = loss.clone().into_scalar::<f32>();
-        ReplicaLoss {
+        Ok(ReplicaLoss {
             loss,
             value,
             nll_sum,
             correct,
+            squared_error,
             seen: shard.len(),
             kl: kl_detached,
-        }
+        })
     }
 }
 
@@ -468,7 +472,7 @@ impl<'a> Replicas<'a> {
         batch: &Batch,
         objective: &Objective,
         at: Position,
-    ) -> (GradientsParams, StepTotals) {
+    ) -> Result<(GradientsParams, StepTotals), TrainError> {
         let world = self.parallel.world_size();
         let devices = self.parallel.devices();
         let replica = |rank: usize| -> Classifier<B> {
@@ -483,17 +487,18 @@ impl<'a> Replicas<'a> {
         };
         let (losses, grads): (Vec<ReplicaLoss>, Vec<GradientsParams>) =
             if self.parallel.uses_collective() {
-                collective_step(objective, (0..world).map(replica).collect(), batch, at)
+                collective_step(objective, (0..world).map(replica).collect(), batch, at)?
             } else {
-                (0..world)
-                    .map(|rank| {
-                        let m = replica(rank);
-                        let shard = batch.shard(rank, world);
-                        let l = objective.replica_loss(&m, &shard, (rank, world, batch.len()), at);
-                        let g = GradientsParams::from_module(&mut l.loss.backward(), &m);
-                        (l, g)
-                    })
-                    .unzip()
+                let mut losses = Vec::with_capacity(world);
+                let mut grads = Vec::with_capacity(world);
+                for rank in 0..world {
+                    let m = replica(rank);
+                    let shard = batch.shard(rank, world);
+                    let l = objective.replica_loss(&m, &shard, (rank, world, batch.len()), at)?;
+                    grads.push(GradientsParams::from_module(&mut l.loss.backward(), &m));
+                    losses.push(l);
+                }
+                (losses, grads)
             };
         let grads = if world == 1 || self.parallel.uses_collective() {
             // One replica, or already averaged by the all-reduce inside `backward()`.
@@ -510,10 +515,11 @@ impl<'a> Replicas<'a> {
             loss,
             nll_sum: losses.iter().map(|l| l.nll_sum).sum(),
             correct: losses.iter().map(|l| l.correct).sum(),
+            squared_error: losses.iter().map(|l| l.squared_error).sum(),
             seen: losses.iter().map(|l| l.seen).sum(),
             kl: losses.into_iter().next().and_then(|l| l.kl),
         };
-        (grads, totals)
+        Ok((grads, totals))
     }
 }
 
@@ -526,7 +532,7 @@ fn collective_step<B: ClassifierBody>(
     replicas: Vec<Classifier<B>>,
     batch: &Batch,
     at: Position,
-) -> (Vec<ReplicaLoss>, Vec<GradientsParams>) {
+) -> Result<(Vec<ReplicaLoss>, Vec<GradientsParams>), TrainError> {
     let world = replicas.len();
     let turn = (Mutex::new(0usize), Condvar::new());
     std::thread::scope(|scope| {
@@ -549,17 +555,21 @@ fn collective_step<B: ClassifierBody>(
                             objective.replica_loss(&model, &shard, (rank, world, batch.len()), at);
                         *next += 1;
                         cv.notify_all();
-                        loss
+                        loss?
                     };
                     let grads = GradientsParams::from_module(&mut loss.loss.backward(), &model);
-                    (loss, grads)
+                    Ok::<_, TrainError>((loss, grads))
                 })
             })
             .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
-            .unzip()
+        let mut losses = Vec::with_capacity(world);
+        let mut grads = Vec::with_capacity(world);
+        for h in handles {
+            let (l, g) = h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))?;
+            losses.push(l);
+            grads.push(g);
+        }
+        Ok((losses, grads))
     })
 }
 
@@ -594,6 +604,8 @@ mod tests {
         Batch {
             images: (0..n * 16).map(|i| ((i * 37) % 23) as f32 / 23.0).collect(),
             labels: (0..n as u32).map(|i| i % 3).collect(),
+            targets: Vec::new(),
+            target_dim: 0,
             shape: [n, 1, 4, 4],
             indices: (0..n).collect(),
         }
@@ -634,7 +646,7 @@ mod tests {
     ) -> (Vec<Option<Vec<f32>>>, StepTotals) {
         let parallel = DataParallel::parse(devices).unwrap();
         let replicas = Replicas::start(&parallel);
-        let (g, t) = replicas.gradients(model, b, o, AT);
+        let (g, t) = replicas.gradients(model, b, o, AT).unwrap();
         (host_grads(model, &g), t)
     }
 
@@ -691,7 +703,9 @@ mod tests {
         let params = single.len();
         assert!(single.iter().any(Option::is_none), "the rhos are unused");
         for rank in 0..2 {
-            let l = o.replica_loss(&model, &b.shard(rank, 2), (rank, 2, 4), AT);
+            let l = o
+                .replica_loss(&model, &b.shard(rank, 2), (rank, 2, 4), AT)
+                .unwrap();
             let g = GradientsParams::from_module(&mut l.loss.backward(), &model);
             let got = host_grads(&model, &g);
             assert!(
@@ -716,13 +730,22 @@ mod tests {
         let _rng = bnn_layers::lock_device_rng();
         let model = model(Kind::Bayesian);
         let (b, o) = (batch(4), objective(true));
-        let value = |rank| o.replica_loss(&model, &b, (rank, 2, 4), AT).value.to_bits();
+        let value = |rank| {
+            o.replica_loss(&model, &b, (rank, 2, 4), AT)
+                .unwrap()
+                .value
+                .to_bits()
+        };
         let (r0, r1) = (value(0), value(1));
         assert_ne!(r0, r1, "ranks 0 and 1 drew the same noise");
         assert_eq!(value(0), r0, "rank 0 again");
         assert_eq!(value(1), r1, "rank 1 again");
         let later = Position { step: 3, ..AT };
-        let at_later = o.replica_loss(&model, &b, (0, 2, 4), later).value.to_bits();
+        let at_later = o
+            .replica_loss(&model, &b, (0, 2, 4), later)
+            .unwrap()
+            .value
+            .to_bits();
         assert_ne!(at_later, r0, "the next step draws new noise");
     }
 
@@ -738,8 +761,12 @@ mod tests {
             .into_scalar::<f32>() as f64;
         for rank in 0..2 {
             let shard = b.shard(rank, 2);
-            let with = objective(true).replica_loss(&model, &shard, (rank, 2, 5), AT);
-            let without = objective(false).replica_loss(&model, &shard, (rank, 2, 5), AT);
+            let with = objective(true)
+                .replica_loss(&model, &shard, (rank, 2, 5), AT)
+                .unwrap();
+            let without = objective(false)
+                .replica_loss(&model, &shard, (rank, 2, 5), AT)
+                .unwrap();
             let term = with.value as f64 - without.value as f64;
             let want = kl / N_TRAIN as f64;
             assert!(
@@ -885,11 +912,11 @@ mod tests {
         let (b, o) = (batch(5), objective(true));
         let plain = DataParallel::parse("cuda:0").unwrap();
         let nccl = plain.clone().with_collective();
-        let (g, t) = Replicas::start(&plain).gradients(&m, &b, &o, AT);
+        let (g, t) = Replicas::start(&plain).gradients(&m, &b, &o, AT).unwrap();
         let want = host_grads(&m, &g);
         let replicas = Replicas::start(&nccl);
         let placed = replicas.place(m.clone());
-        let (g, u) = replicas.gradients(&placed, &b, &o, AT);
+        let (g, u) = replicas.gradients(&placed, &b, &o, AT).unwrap();
         let got = host_grads(&placed, &g);
         for (i, (w, g)) in want.iter().zip(&got).enumerate() {
             assert_close(

@@ -30,8 +30,13 @@ pub struct EpochStats {
     pub nll: f64,
     /// KL divergence at the end of the epoch (0 for deterministic models).
     pub kl: f64,
-    /// Training accuracy over the epoch (with sampled weights).
+    /// Training accuracy over the epoch (with sampled weights; 0 for a regression network,
+    /// whose fit is [`EpochStats::rmse`]).
     pub accuracy: f64,
+    /// A regression network's training root-mean-square error over the epoch, in standardised
+    /// target units, with sampled weights (`None` for a classifier).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rmse: Option<f64>,
     /// Images per second.
     pub images_per_s: f64,
     /// Wall-clock seconds.
@@ -362,8 +367,11 @@ fn epoch_seed(seed: u64, epoch: usize) -> u64 {
 
 /// Trains `model` (on an autodiff device) for `config.epochs` epochs over `loader`.
 ///
-/// Deterministic models minimise the cross-entropy; models with Bayesian parameters minimise
-/// the negative ELBO per example, `NLL + kl_weight * KL / N_train` ([`ElboConfig`]).
+/// Deterministic models minimise the NLL of the data (the cross-entropy of a classifier, the
+/// Gaussian NLL of a regression network: [`crate::likelihood`]); models with Bayesian
+/// parameters minimise the negative ELBO per example, `NLL + kl_weight * KL / N_train`
+/// ([`ElboConfig`]). The loader's data must fit the model's head (targets for a Gaussian head,
+/// labels for a classifier; [`crate::likelihood::check_targets`]).
 ///
 /// The device's generator is re-seeded from `(config.seed, epoch, step)` before every step,
 /// and the loader's order depends on `(seed, epoch)` only, so training is a function of its
@@ -425,6 +433,8 @@ pub fn train_data_parallel<B: ClassifierBody>(
 ) -> Result<(Classifier<B>, Vec<EpochStats>), TrainError> {
     config.validate()?;
     parallel.check_batch_size(loader.config().batch_size)?;
+    crate::likelihood::check_targets(model.head(), loader.dataset().target_dim())?;
+    let regression = model.head().is_regression();
     let replicas = Replicas::start(parallel);
     let mut model = replicas.place(model);
     let rho = rho_group()?;
@@ -506,10 +516,10 @@ pub fn train_data_parallel<B: ClassifierBody>(
         }
         let seed = epoch_seed(config.seed, epoch);
         let started = Instant::now();
-        let (mut loss_sum, mut nll_sum, mut correct, mut seen) = partial
+        let (mut loss_sum, mut nll_sum, mut correct, mut squared_error, mut seen) = partial
             .as_ref()
-            .map_or((0.0f64, 0.0f64, 0usize, 0usize), |(p, _)| {
-                (p.loss_sum, p.nll_sum, p.correct, p.seen)
+            .map_or((0.0f64, 0.0f64, 0usize, 0.0f64, 0usize), |(p, _)| {
+                (p.loss_sum, p.nll_sum, p.correct, p.squared_error, p.seen)
             });
         let earlier_seconds = partial.as_ref().map_or(0.0, |(_, stats)| stats.seconds);
         let mut earlier_kl = partial.as_ref().map(|(_, stats)| stats.kl);
@@ -530,7 +540,7 @@ pub fn train_data_parallel<B: ClassifierBody>(
                 step,
                 global,
             };
-            let (grads, totals) = replicas.gradients(&model, &batch, &objective, at);
+            let (grads, totals) = replicas.gradients(&model, &batch, &objective, at)?;
             if !totals.loss.is_finite() {
                 return Err(TrainError::NonFiniteLoss {
                     epoch,
@@ -543,6 +553,7 @@ pub fn train_data_parallel<B: ClassifierBody>(
                 earlier_kl = None;
             }
             correct += totals.correct;
+            squared_error += totals.squared_error;
             seen += totals.seen;
             loss_sum += totals.loss as f64 * totals.seen as f64;
             nll_sum += totals.nll_sum;
@@ -571,6 +582,10 @@ pub fn train_data_parallel<B: ClassifierBody>(
             nll: nll_sum / seen.max(1) as f64,
             kl: kl.unwrap_or(0.0),
             accuracy: correct as f64 / seen.max(1) as f64,
+            rmse: regression.then(|| {
+                let cells = seen.max(1) * model.head().targets().max(1);
+                (squared_error / cells as f64).sqrt()
+            }),
             images_per_s: seen as f64 / seconds.max(1e-9),
             seconds,
             partial_steps: stopped_at,
@@ -584,6 +599,7 @@ pub fn train_data_parallel<B: ClassifierBody>(
             loss_sum,
             nll_sum,
             correct,
+            squared_error,
             seen,
         });
         if let (Some(ck), Some(run)) = (checkpointer, &run) {

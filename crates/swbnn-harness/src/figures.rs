@@ -472,7 +472,9 @@ pub fn class_names(dataset: &bnn_data::DataSource, classes: usize) -> Result<Vec
     use bnn_data::{DataSource, DatasetId};
     let id = match dataset {
         DataSource::Folder(dir) => return Ok(bnn_data::folder_classes(dir)?),
-        DataSource::Npz(_) => return Ok((0..classes).map(|i| i.to_string()).collect()),
+        DataSource::Npz(_) | DataSource::Csv(_) => {
+            return Ok((0..classes).map(|i| i.to_string()).collect());
+        }
         DataSource::Preset(id) => *id,
     };
     let names: &[&str] = match id {

@@ -190,27 +190,33 @@ pub fn recorded_split(config: &ModelConfig) -> Option<ValidationSplit> {
     })
 }
 
-/// Refuses to fit `model`'s temperature on `split` when the model records that it trained on
-/// those images (it held out none, `--validation 0`, or another split, whose images it may
-/// have trained on), and on fewer than [`MIN_FIT_IMAGES`] images. A model without a record
-/// is checked for the size alone.
+/// Refuses to fit `model`'s calibration on `split` when the model records that it trained on
+/// those examples (it held out none, `--validation 0`, or another split, whose examples it may
+/// have trained on), and a temperature (`temperature`) on fewer than [`MIN_FIT_IMAGES`]
+/// images (a conformal calibration's own bound is [`check_conformal_split`]'s). A model
+/// without a record is checked for the size alone.
 pub fn check_split_held_out(
     model: &Path,
     config: &ModelConfig,
     split: ValidationSplit,
+    temperature: bool,
 ) -> Result<(), Error> {
+    let size = |split| match temperature {
+        true => check_fit_size(split),
+        false => Ok(()),
+    };
     let Some(held_out) = recorded_split(config) else {
-        return check_fit_size(split);
+        return size(split);
     };
     if held_out.is_none() {
         return Err(Error::Usage(format!(
-            "{} was trained with --validation 0, on every training image: a temperature \
+            "{} was trained with --validation 0, on every training example: a calibration \
              fitted on them would be fitted on its training data. Train with a validation split \
              to calibrate",
             model.display()
         )));
     }
-    check_fit_size(split)?;
+    size(split)?;
     if held_out != split {
         return Err(Error::Usage(format!(
             "{} held out {} validation images (seed {}) and trained on the rest; a split of {} \

@@ -144,6 +144,10 @@ pub fn open_one_split(
             dir: dir.clone(),
             files: Vec::new(),
         }),
+        DataSource::Csv(_) => Err(Error::Usage(format!(
+            "{source} is a regression table; this reads labelled images (a regression \
+             network's commands read tables: train, compress, calibrate, eval)"
+        ))),
     }
 }
 
@@ -333,12 +337,23 @@ pub fn check_input(
     same_classes: bool,
 ) -> Result<(), Error> {
     let (c, h, w) = data.shape();
-    let (mc, ms) = (config.in_channels, config.image_size);
-    if (c, h, w) != (mc, ms, ms) {
+    let shape = |(c, h, w): (usize, usize, usize), rows: bool| match rows {
+        true => format!("rows of {w} features"),
+        false => format!("{c}x{h}x{w} images"),
+    };
+    let (rows, model_rows) = (data.target_dim() > 0, config.tabular.is_some());
+    if (c, h, w) != config.input_shape() || rows != model_rows {
         return Err(Error::DataMismatch {
             what: what.to_string(),
-            found: format!("{c}x{h}x{w} images"),
-            expected: format!("{mc}x{ms}x{ms}"),
+            found: shape((c, h, w), rows),
+            expected: shape(config.input_shape(), model_rows),
+        });
+    }
+    if data.target_dim() != config.head().targets() {
+        return Err(Error::DataMismatch {
+            what: what.to_string(),
+            found: format!("{} targets per row", data.target_dim()),
+            expected: format!("{}", config.head().targets()),
         });
     }
     if same_classes && data.classes() != config.classes {

@@ -20,7 +20,9 @@
 //! let request = CompressRequest::new("bnn".into(), data.clone(), "model.swb".into());
 //! commands::compress(&request, &device, &mut bnn_train::Silent)?;
 //! let eval = commands::eval(&EvalRequest::new("model.swb".into(), data), &device)?;
-//! println!("accuracy {:.4}", eval.evaluation.summary.accuracy);
+//! if let Some(ev) = &eval.evaluation {
+//!     println!("accuracy {:.4}", ev.summary.accuracy);
+//! }
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 #![warn(missing_docs)]
@@ -38,6 +40,7 @@ pub mod qbnn;
 pub mod run_record;
 pub mod search;
 mod split;
+pub mod table;
 #[doc(hidden)]
 pub mod testing;
 pub mod warmup;

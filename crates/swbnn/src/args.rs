@@ -58,7 +58,16 @@ pub fn recipe() -> impl clap::builder::TypedValueParser<Value = swbnn_ops::defau
         .try_map(|s| s.parse::<swbnn_ops::defaults::BbbRecipe>())
 }
 
-/// A data set (`--dataset`, `--ood`): a preset's name, `folder:DIR` or `npz:FILE`. Parsed
+/// A regression network's noise model (`--noise`): `heteroscedastic` or `homoscedastic`,
+/// listed by `--help`.
+pub fn noise() -> impl clap::builder::TypedValueParser<Value = bnn_models::Noise> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(bnn_models::Noise::NAMES)
+        .try_map(|s| s.parse::<bnn_models::Noise>())
+}
+
+/// A data set (`--dataset`, `--ood`): a preset's name, `folder:DIR`, `npz:FILE` or
+/// `csv:TRAIN.csv[,test=TEST.csv]`. Parsed
 /// from the argument's bytes, so that a path need not be UTF-8 (only the kind prefix is text).
 pub fn data_source(s: &OsStr) -> Result<DataSource, String> {
     if let Some(text) = s.to_str() {
@@ -78,7 +87,8 @@ pub fn data_source(s: &OsStr) -> Result<DataSource, String> {
     }
     Err(format!(
         "unknown data set `{}` (known: mnist, fashion-mnist, cifar-10, cifar-100, svhn, \
-         imagenet; or folder:DIR for class folders of images, npz:FILE for a NumPy file)",
+         imagenet; or folder:DIR for class folders of images, npz:FILE for a NumPy file, \
+         csv:TRAIN.csv[,test=TEST.csv] for a table)",
         s.to_string_lossy()
     ))
 }

@@ -72,8 +72,19 @@ enum Command {
         /// folder:DIR (class sub-folders of PNG/JPEG images; DIR/train and DIR/test for the two
         /// splits) or npz:FILE (x_train, y_train, optionally x_test, y_test). Classes, channels
         /// and size come from the data; its normalisation is measured and stored with the model.
-        #[arg(long, value_name = "NAME|folder:DIR|npz:FILE", value_parser = args::DataSourceParser)]
+        /// Regression: csv:TRAIN.csv[,test=TEST.csv] (a header row, numeric columns; the
+        /// targets named by --target), or npz:FILE whose y_train is floating point; features
+        /// and targets are standardised on the training rows and the statistics stored.
+        #[arg(long, value_name = "NAME|folder:DIR|npz:FILE|csv:FILE", value_parser = args::DataSourceParser)]
         dataset: DataSource,
+        /// A target column of a csv: data set (repeatable, in output order); every other column
+        /// is a feature.
+        #[arg(long = "target", value_name = "NAME")]
+        targets: Vec<String>,
+        /// A regression network's noise model: heteroscedastic (the default: a standard
+        /// deviation per input and target) or homoscedastic (one per target).
+        #[arg(long, value_parser = args::noise())]
+        noise: Option<bnn_models::Noise>,
         /// Resize the images of a folder: data set to this square size in pixels (default: the
         /// first image's size; images of mixed sizes need it). At most 1024.
         #[arg(long, value_parser = args::image_size)]
@@ -421,6 +432,8 @@ fn run() -> Result<()> {
     match cli.command {
         Command::Train {
             dataset,
+            targets,
+            noise,
             image_size,
             arch,
             kind,
@@ -452,6 +465,8 @@ fn run() -> Result<()> {
                 format!("unknown estimator {estimator} (reparam, local-reparam, flipout)")
             })?;
             let request = TrainRequest {
+                targets,
+                noise,
                 image_size,
                 epochs,
                 from,
@@ -576,6 +591,7 @@ fn run() -> Result<()> {
                     "{}",
                     serde_json::to_string(&serde_json::json!({
                         "evaluation": out.evaluation,
+                        "regression": out.regression,
                         "calibrated": out.calibrated.as_ref().map(|(t, ev)| serde_json::json!({
                             "temperature": t,
                             "evaluation": ev,
@@ -599,7 +615,12 @@ fn run() -> Result<()> {
                         names.join(", ")
                     );
                 }
-                print_evaluation("", &out.evaluation);
+                if let Some(ev) = &out.evaluation {
+                    print_evaluation("", ev);
+                }
+                if let Some(reg) = &out.regression {
+                    print_regression(reg);
+                }
                 if let Some((t, ev)) = &out.calibrated {
                     print_evaluation(&format!("calibrated (T = {t:.4}): "), ev);
                 } else if let Some(t) = out.stored_temperature {
@@ -608,15 +629,20 @@ fn run() -> Result<()> {
                         model.display()
                     );
                 }
-                if let Some(c) = &out.conformal {
-                    println!(
-                        "conformal sets (APS, level {}, T = {:.4}): coverage {:.4}, mean set size {:.3} over {} images",
-                        c.summary.level,
-                        c.temperature,
-                        c.summary.coverage,
-                        c.summary.mean_set_size,
-                        c.summary.n
-                    );
+                match &out.conformal {
+                    Some(commands::ConformalEvaluation::Sets {
+                        temperature,
+                        summary,
+                        ..
+                    }) => println!(
+                        "conformal sets (APS, level {}, T = {temperature:.4}): coverage {:.4}, mean set size {:.3} over {} images",
+                        summary.level, summary.coverage, summary.mean_set_size, summary.n
+                    ),
+                    Some(commands::ConformalEvaluation::Intervals { summary, .. }) => println!(
+                        "conformal intervals (level {}): coverage {:.4}, mean width {:.4} over {} rows",
+                        summary.level, summary.coverage, summary.mean_width, summary.n
+                    ),
+                    None => {}
                 }
                 if !out.corruptions.is_empty() {
                     print!(
@@ -647,8 +673,22 @@ fn run() -> Result<()> {
             };
             let out = commands::calibrate(&request, &device)?;
             let fit = &out.fit;
+            let intervals = fit.conformal.as_ref().and_then(|c| c.as_intervals());
             if cli.json {
                 println!("{}", serde_json::to_string(fit)?);
+            } else if let Some(cal) = intervals {
+                println!(
+                    "conformal intervals at level {}: |y - mean| / std thresholds {:?} on {} validation rows (seed {}{}); validation NLL {:.4}; stored in {}",
+                    cal.level,
+                    cal.qhat,
+                    cal.n,
+                    out.split.seed,
+                    out.run_dir
+                        .map(|d| format!(", the split of the run in {}", d.display()))
+                        .unwrap_or_default(),
+                    fit.nll_before,
+                    out.stored_in.display()
+                );
             } else {
                 println!(
                     "temperature {:.4}: validation NLL {:.4} -> {:.4} ({} images held out with seed {}{}, {} samples); stored in {}",
@@ -733,6 +773,38 @@ fn run() -> Result<()> {
 }
 
 /// One evaluation's metrics, each line after `prefix`.
+/// A regression network's metrics, one line each.
+fn print_regression(reg: &commands::RegressionEvaluation) {
+    let s = &reg.summary;
+    println!(
+        "rmse {:.4}  nll {:.4}  crps {:.4}  pit error {:.4}  (targets {}; n = {}, {} samples)",
+        s.rmse,
+        s.gaussian_nll,
+        s.crps,
+        s.pit_calibration_error,
+        reg.target_names.join(", "),
+        s.n,
+        s.n_samples
+    );
+    let intervals: Vec<String> = s
+        .intervals
+        .iter()
+        .map(|i| {
+            format!(
+                "{:.0}%: coverage {:.4}, width {:.4}",
+                100.0 * i.level,
+                i.coverage,
+                i.mean_width
+            )
+        })
+        .collect();
+    println!("central intervals  {}", intervals.join("; "));
+    println!(
+        "mean variance: aleatoric {:.4}, epistemic {:.4}",
+        s.mean_aleatoric_variance, s.mean_epistemic_variance
+    );
+}
+
 fn print_evaluation(prefix: &str, ev: &bnn_train::Evaluation) {
     let s = &ev.summary;
     println!(

@@ -9,6 +9,10 @@
 //! the same epochs, so a stopping rule on held-out NLL would train longest and not help. The
 //! source BNN's mean confidence is a label-free target for the compressed model's predictive.
 //!
+//! A regression network's confidence is the reciprocal of its predictive standard deviation
+//! (the same rule, on spread: it stops once the shared network predicts its targets with no more
+//! spread than the BNN).
+//!
 //! The rule looks at data, so it reads validation images, never the test set: the caller gives
 //! the probe explicitly ([`crate::compress::compress`]'s `validation` loader, in the setups of
 //! `swbnn` a split held out of the training set). Without one the rule is an error, never a
@@ -174,11 +178,15 @@ impl<'a, B: ClassifierBody> StopRule<'a, B> {
     }
 
     /// Mean confidence of `model`'s predictive over the probe, its weight noise seeded from
-    /// `(seed, tag)`.
+    /// `(seed, tag)`: the largest class probability of a classifier's; for a regression
+    /// network, the reciprocal of its predictive standard deviation ([`Self::precision`]).
     fn confidence(&self, model: &Classifier<B>, tag: u64) -> Result<f64, TrainError> {
         let valid = set_sampling(model.valid(), true);
         let device = valid.devices().first().cloned().unwrap_or_default();
         device.seed(bnn_data::derive_seed(self.seed, tag, 0x5709));
+        if valid.head().is_regression() {
+            return self.precision(&valid, &device);
+        }
         let (mut sum, mut n) = (0.0f64, 0usize);
         for batch in &self.probe {
             let (x, _) = to_tensors(batch, &device);
@@ -202,6 +210,46 @@ impl<'a, B: ClassifierBody> StopRule<'a, B> {
             )));
         }
         Ok(sum / n as f64)
+    }
+
+    /// A regression network's confidence: `1 / mean std`, the mean over the probe's rows and
+    /// targets of the standard deviation of the Monte-Carlo mixture predictive (the square
+    /// root of the mean of the samples' variances plus the variance of their means), in
+    /// standardised units. Snapping the weights to shared Gaussians changes a network's
+    /// predicted spread as it changes a classifier's logits; the rule stops retraining once the
+    /// shared network is as sure of its targets as the BNN, as it does for a classifier's
+    /// largest class probability.
+    fn precision(&self, valid: &Classifier<B>, device: &Device) -> Result<f64, TrainError> {
+        let (mut sum, mut cells) = (0.0f64, 0usize);
+        let inv = 1.0 / self.samples as f64;
+        for batch in &self.probe {
+            let (x, _) = to_tensors(batch, device);
+            let mut sums: Option<(Tensor<2>, Tensor<2>, Tensor<2>)> = None;
+            for _ in 0..self.samples {
+                let (m, s) = valid
+                    .mean_std(valid.forward(x.clone()))
+                    .map_err(|e| TrainError::Config(e.to_string()))?;
+                let terms = (m.clone(), m.powf_scalar(2.0), s.powf_scalar(2.0));
+                sums = Some(match sums {
+                    Some((a, b, c)) => (a + terms.0, b + terms.1, c + terms.2),
+                    None => terms,
+                });
+            }
+            if let Some((m, m2, v)) = sums {
+                let mean = m.mul_scalar(inv);
+                let var = v.mul_scalar(inv) + m2.mul_scalar(inv) - mean.clone() * mean.clone();
+                let std = var.clamp_min(0.0).sqrt();
+                cells += std.shape().num_elements();
+                sum += std.sum().into_scalar::<f32>() as f64;
+            }
+        }
+        let mean_std = sum / cells.max(1) as f64;
+        if cells == 0 || !(mean_std.is_finite() && mean_std > 0.0) {
+            return Err(TrainError::Config(format!(
+                "retrain_stop: no finite, positive predictive spread over {cells} probe values"
+            )));
+        }
+        Ok(1.0 / mean_std)
     }
 }
 

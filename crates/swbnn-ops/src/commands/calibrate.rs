@@ -14,11 +14,15 @@ use crate::calibration::{
     fit_with_conformal, recorded_split, split_for, validation_split,
 };
 use crate::checks;
+use crate::data::training_split;
 use crate::data::{
     check_input, check_trained_on, eval_loader, model_images, model_norm, open_source,
 };
 use crate::load::load_model;
 use crate::split::ValidationSplit;
+use crate::table::{check_columns, open_table, standardized, table_loader, target_columns};
+use bnn_metrics::{ConformalCalibration, NormalizedIntervalCalibration};
+use bnn_train::{TargetScale, predict_regression};
 
 /// What `swbnn calibrate` does: every field a flag of the command.
 #[derive(Debug, Clone)]
@@ -94,6 +98,13 @@ pub fn calibrate(request: &CalibrateRequest, device: &Device) -> Result<Calibrat
     let file = ModelFile::at(&model);
     let loaded = load_model(&model, device)?;
     let config = &loaded.config;
+    if config.head().is_regression() && r.conformal.is_none() {
+        return Err(Error::Usage(format!(
+            "{} is a regression network: it has no temperature to fit; its calibration is \
+             conformal (--conformal LEVEL, e.g. 0.9)",
+            model.display()
+        )));
+    }
     // The split the model records it held out, unless one is given (then checked).
     let recorded = recorded_split(config);
     let (split, run_dir) = split_for(
@@ -102,9 +113,22 @@ pub fn calibrate(request: &CalibrateRequest, device: &Device) -> Result<Calibrat
         r.validation.or(recorded.map(|s| s.size)),
         r.validation_seed.or(recorded.map(|s| s.seed)),
     )?;
-    check_split_held_out(&model, config, split)?;
+    check_split_held_out(&model, config, split, !config.head().is_regression())?;
     if let Some(level) = r.conformal {
         check_conformal_split(level, split)?;
+    }
+    if let (Some(tabular), Some(level)) = (&config.tabular, r.conformal) {
+        let fit = calibrate_regression(r, &loaded, tabular, split, level, device)?;
+        file.store(&fit).map_err(within(format_args!(
+            "storing the calibration in {}",
+            model.display()
+        )))?;
+        return Ok(CalibrateOutcome {
+            fit,
+            split,
+            run_dir,
+            stored_in: file.path().to_path_buf(),
+        });
     }
     let opened = open_source(
         &r.dataset,
@@ -138,5 +162,61 @@ pub fn calibrate(request: &CalibrateRequest, device: &Device) -> Result<Calibrat
         split,
         run_dir,
         stored_in: file.path().to_path_buf(),
+    })
+}
+
+/// Conformal intervals of a regression network at `level`, fitted on the validation rows of
+/// `split` (held out of the training rows as training held them out, standardised with the
+/// model's record): residuals normalised by the Monte-Carlo predictive's standard deviation,
+/// in the user's units ([`bnn_metrics::NormalizedIntervalCalibration`]). There is no
+/// temperature (the record holds 1); `nll_before` and `nll_after` are both the validation
+/// Gaussian NLL.
+fn calibrate_regression(
+    r: &CalibrateRequest,
+    loaded: &crate::load::LoadedModel,
+    tabular: &bnn_models::TabularInput,
+    split: ValidationSplit,
+    level: f64,
+    device: &Device,
+) -> Result<Calibration, Error> {
+    let config = &loaded.config;
+    let targets = target_columns(config, &r.dataset, &[])?;
+    let table = open_table(&r.dataset, &targets)?;
+    check_trained_on(&r.model, config, &r.dataset, &table.train);
+    check_columns(
+        config,
+        &table.feature_names,
+        &table.target_names,
+        "the data set",
+    )?;
+    let (_, held_out) = training_split(table.train.data.clone(), split, None).map_err(within(
+        format_args!("the validation split of {} rows", split.size),
+    ))?;
+    crate::limits::check_samples(r.samples, held_out.len(), "the validation rows")
+        .map_err(Error::Usage)?;
+    let loader = table_loader(
+        standardized(held_out.as_ref(), tabular, false)?,
+        256,
+        false,
+        0,
+        r.workers,
+    )?;
+    let _rng = bnn_layers::lock_device_rng();
+    device.seed(r.seed);
+    let scale = TargetScale {
+        mean: &tabular.target_mean,
+        std: &tabular.target_std,
+    };
+    let pred = predict_regression(&loaded.net, &loader, r.samples, Some(scale))?;
+    let cal = NormalizedIntervalCalibration::fit(&pred.predictive, &pred.targets, level)?;
+    let nll = bnn_metrics::gaussian_nll(&pred.predictive, &pred.targets)?;
+    Ok(Calibration {
+        temperature: 1.0,
+        nll_before: nll,
+        nll_after: nll,
+        at_bound: false,
+        images: pred.predictive.n(),
+        samples: pred.predictive.n_samples(),
+        conformal: Some(ConformalCalibration::intervals(cal)),
     })
 }

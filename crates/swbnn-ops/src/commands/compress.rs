@@ -21,6 +21,7 @@ use crate::data::{
 };
 use crate::search::{SearchConfig, SearchInputs, SearchProgress, SearchReport};
 use crate::split::ValidationSplit;
+use crate::table::{check_columns, open_table, standardized, table_loader, target_columns};
 use bnn_train::ModelDir;
 
 /// Where the compression settings come from.
@@ -198,6 +199,13 @@ pub fn compress_auto(
             ),
         }));
     }
+    require(!config.head().is_regression(), || {
+        format!(
+            "{} is a regression network; --auto judges its candidates by a classifier's \
+             accuracy, NLL, ECE and OOD AUROC: compress it with a K of your choice (--k)",
+            r.model.display()
+        )
+    })?;
     let search_path = search_file(&r.out);
     let out = checked_output(r, "--out", &r.out)?;
     let search_out = checked_output(r, "the search file", &search_path)?;
@@ -207,8 +215,12 @@ pub fn compress_auto(
         .validation
         .as_ref()
         .ok_or_else(|| Error::Usage("--auto needs a validation split".into()))?;
+    let stats = o
+        .stats
+        .as_ref()
+        .ok_or_else(|| Error::Usage("--auto needs images".into()))?;
     let ood = eval_loader(
-        o.stats.clone(),
+        stats.clone(),
         crate::data::validation_ood(o.validation_data.clone())?,
         256,
         r.workers,
@@ -265,7 +277,8 @@ struct Opened {
     loader: DataLoader,
     validation: Option<DataLoader>,
     validation_data: Arc<dyn Dataset>,
-    stats: NormStats,
+    /// The images' normalisation (`None` for a table).
+    stats: Option<NormStats>,
 }
 
 /// Loads the model of `r` onto `device`'s autodiff and opens its data with `cfg`'s stage-3
@@ -274,6 +287,9 @@ fn open(r: &CompressRequest, cfg: &CompressConfig, device: &Device) -> Result<Op
     require(r.subset != Some(0), || "subset must be at least 1".into())?;
     let ad = device.clone().autodiff();
     let (bayes, bayes_config) = ModelDir::new(&r.model).load(&ad)?;
+    if bayes_config.tabular.is_some() {
+        return open_table_data(r, cfg, bayes, bayes_config);
+    }
     let opened = open_source(
         &r.dataset,
         Split::Train,
@@ -281,18 +297,7 @@ fn open(r: &CompressRequest, cfg: &CompressConfig, device: &Device) -> Result<Op
         model_images(&bayes_config),
     )?;
     check_trained_on(&r.model, &bayes_config, &r.dataset, &opened);
-    if let Some(held_out) = crate::calibration::recorded_split(&bayes_config)
-        && held_out != r.validation
-    {
-        warn_once(&format!(
-            "{} held out {} validation images (seed {}), --validation is {}: stage 3's stop \
-             rule reads images the model may have trained on",
-            r.model.display(),
-            held_out.size,
-            held_out.seed,
-            r.validation.size
-        ));
-    }
+    warn_other_split(r, &bayes_config);
     let stats = model_norm(&bayes_config, &r.dataset)?;
     check_input(&bayes_config, opened.data.as_ref(), "training data", true)?;
     let (train_data, validation_data) = training_split(opened.data, r.validation, r.subset)?;
@@ -320,7 +325,76 @@ fn open(r: &CompressRequest, cfg: &CompressConfig, device: &Device) -> Result<Op
         loader,
         validation,
         validation_data,
-        stats,
+        stats: Some(stats),
+    })
+}
+
+/// Warns when `r.validation` is not the split the model held out: stage 3's stop rule would
+/// read examples the model may have trained on.
+fn warn_other_split(r: &CompressRequest, config: &ModelConfig) {
+    if let Some(held_out) = crate::calibration::recorded_split(config)
+        && held_out != r.validation
+    {
+        warn_once(&format!(
+            "{} held out {} validation examples (seed {}), --validation is {}: stage 3's stop \
+             rule reads examples the model may have trained on",
+            r.model.display(),
+            held_out.size,
+            held_out.seed,
+            r.validation.size
+        ));
+    }
+}
+
+/// [`open`] for a regression network: the table's training rows (less the validation split)
+/// retrain stage 3, standardised with the network's own record, and the validation rows are
+/// the stop rule's probe.
+fn open_table_data(
+    r: &CompressRequest,
+    cfg: &CompressConfig,
+    bayes: Network,
+    bayes_config: ModelConfig,
+) -> Result<Opened, Error> {
+    let tabular = bayes_config
+        .tabular
+        .clone()
+        .ok_or_else(|| Error::Usage("a regression network without its input record".into()))?;
+    let targets = target_columns(&bayes_config, &r.dataset, &[])?;
+    let table = open_table(&r.dataset, &targets)?;
+    check_trained_on(&r.model, &bayes_config, &r.dataset, &table.train);
+    check_columns(
+        &bayes_config,
+        &table.feature_names,
+        &table.target_names,
+        "the training data",
+    )?;
+    warn_other_split(r, &bayes_config);
+    let (train_data, validation_data) =
+        training_split(table.train.data.clone(), r.validation, r.subset)?;
+    let loader = table_loader(
+        standardized(train_data.as_ref(), &tabular, true)?,
+        cfg.retrain.batch_size,
+        true,
+        cfg.retrain.seed,
+        r.workers,
+    )?;
+    let validation = match r.validation.size {
+        0 => None,
+        _ => Some(table_loader(
+            standardized(validation_data.as_ref(), &tabular, true)?,
+            256,
+            false,
+            0,
+            r.workers,
+        )?),
+    };
+    Ok(Opened {
+        bayes,
+        bayes_config,
+        loader,
+        validation,
+        validation_data,
+        stats: None,
     })
 }
 

@@ -1,20 +1,26 @@
-//! `swbnn eval`: accuracy, NLL, ECE and OOD AUROC of any model file on a test split, and the
-//! coverage and size of its conformal prediction sets when it holds a conformal calibration.
+//! `swbnn eval`: accuracy, NLL, ECE and OOD AUROC of any classifier file on a test split; RMSE,
+//! Gaussian NLL, CRPS, interval coverage and PIT calibration error of a regression network's;
+//! and the coverage and size of its conformal prediction sets (or intervals) when it holds a
+//! conformal calibration.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use bnn_data::DataSource;
-use bnn_train::{Evaluation, evaluate_tempered};
+use bnn_train::{Evaluation, TargetScale, evaluate_tempered, predict_regression};
 use burn::prelude::*;
 
 use super::require;
 use crate::Error;
 use crate::corruptions::CorruptionRow;
 use crate::corruptions::{evaluate_corruptions, weight_stats};
-use crate::data::{EvalData, eval_loader, model_norm, open_eval_data};
-use crate::load::load_model;
-use bnn_metrics::{ConformalSetSummary, WeightStats};
+use crate::data::{EvalData, check_trained_on, eval_loader, model_norm, open_eval_data, subset};
+use crate::load::{LoadedModel, load_model};
+use crate::table::{check_columns, open_table, standardized, table_loader, target_columns};
+use bnn_metrics::{
+    ConformalCalibration, ConformalIntervalSummary, ConformalSetSummary, CoveragePoint,
+    DEFAULT_RELIABILITY_LEVELS, RegressionSummary, WeightStats, regression_reliability,
+};
 
 /// Which temperature an evaluation also reports, beside the raw predictive.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -93,8 +99,11 @@ impl EvalRequest {
 /// An evaluation's results.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct EvalOutcome {
-    /// The raw predictive's metrics.
-    pub evaluation: Evaluation,
+    /// A classifier's metrics of the raw predictive (`None` for a regression network: see
+    /// `regression`).
+    pub evaluation: Option<Evaluation>,
+    /// A regression network's metrics, in the user's units (`None` for a classifier).
+    pub regression: Option<RegressionEvaluation>,
     /// The temperature asked for and the metrics at it.
     pub calibrated: Option<(f64, Evaluation)>,
     /// The fitted temperature the model holds, whether or not it was applied.
@@ -111,18 +120,66 @@ pub struct EvalOutcome {
     pub ood_source: Option<(PathBuf, BTreeMap<String, String>)>,
 }
 
+/// A regression network's metrics on a test split.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct RegressionEvaluation {
+    /// The target columns, in the order of the model's outputs.
+    pub target_names: Vec<String>,
+    /// RMSE, Gaussian NLL of the Monte-Carlo mixture, CRPS, coverage and width of the central
+    /// 50/90/95 % intervals, PIT calibration error, the mean aleatoric and epistemic variances.
+    #[serde(flatten)]
+    pub summary: RegressionSummary,
+    /// Observed coverage of the central intervals at the nominal levels 0.05, 0.10, ..., 0.95
+    /// (the reliability figure's points).
+    pub reliability: Vec<CoveragePoint>,
+}
+
 /// A stored conformal calibration applied to a test split.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
-pub struct ConformalEvaluation {
-    /// The method: `"aps"` (adaptive prediction sets).
-    pub method: &'static str,
-    /// The temperature the sets were computed at (the conformal calibration's own).
-    pub temperature: f64,
-    /// Validation images the calibration was fitted on.
-    pub calibration_images: usize,
-    /// The target level, the empirical coverage, the mean set size and the test images.
-    #[serde(flatten)]
-    pub summary: ConformalSetSummary,
+#[serde(untagged)]
+pub enum ConformalEvaluation {
+    /// A classifier's prediction sets.
+    Sets {
+        /// The method: `"aps"` (adaptive prediction sets).
+        method: &'static str,
+        /// The temperature the sets were computed at (the conformal calibration's own).
+        temperature: f64,
+        /// Validation images the calibration was fitted on.
+        calibration_images: usize,
+        /// The target level, the empirical coverage, the mean set size and the test images.
+        #[serde(flatten)]
+        summary: ConformalSetSummary,
+    },
+    /// A regression network's intervals.
+    Intervals {
+        /// The method: `"normalized_interval"` (residuals normalised by the predictive
+        /// standard deviation).
+        method: &'static str,
+        /// Validation rows the calibration was fitted on.
+        calibration_images: usize,
+        /// The target level, the empirical coverage, the mean width (user's units) and the
+        /// test rows.
+        #[serde(flatten)]
+        summary: ConformalIntervalSummary,
+    },
+}
+
+impl ConformalEvaluation {
+    /// The nominal level.
+    pub fn level(&self) -> f64 {
+        match self {
+            ConformalEvaluation::Sets { summary, .. } => summary.level,
+            ConformalEvaluation::Intervals { summary, .. } => summary.level,
+        }
+    }
+
+    /// The empirical coverage on the test split.
+    pub fn coverage(&self) -> f64 {
+        match self {
+            ConformalEvaluation::Sets { summary, .. } => summary.coverage,
+            ConformalEvaluation::Intervals { summary, .. } => summary.coverage,
+        }
+    }
 }
 
 /// Runs `request` on `device`. The same request and seed give the same numbers, whichever
@@ -131,6 +188,9 @@ pub fn eval(request: &EvalRequest, device: &Device) -> Result<EvalOutcome, Error
     let r = request;
     r.check()?;
     let loaded = load_model(&r.model, device)?;
+    if loaded.config.head().is_regression() {
+        return eval_regression(r, loaded, device);
+    }
     let stored = loaded.stored_temperature(&r.model)?;
     // The stored sets' calibration, its temperature and its method's name.
     let aps = match loaded.stored_conformal(&r.model)? {
@@ -211,7 +271,7 @@ pub fn eval(request: &EvalRequest, device: &Device) -> Result<EvalOutcome, Error
         None => None,
     };
     let conformal = match (aps, evs.next()) {
-        (Some((aps, t, method)), Some((_, pred, _))) => Some(ConformalEvaluation {
+        (Some((aps, t, method)), Some((_, pred, _))) => Some(ConformalEvaluation::Sets {
             method,
             temperature: t,
             calibration_images: aps.n,
@@ -237,12 +297,117 @@ pub fn eval(request: &EvalRequest, device: &Device) -> Result<EvalOutcome, Error
         false => Vec::new(),
     };
     Ok(EvalOutcome {
-        evaluation,
+        evaluation: Some(evaluation),
+        regression: None,
         calibrated,
         stored_temperature: stored,
         conformal,
         weights: weight_stats(&loaded.net)?,
         corruptions,
         ood_source,
+    })
+}
+
+/// [`eval`] of a regression network: its test rows (the source's test split) standardised
+/// with the model's record, the Monte-Carlo mixture predictive brought back to the user's
+/// units, its metrics, and the coverage and width of its conformal intervals when it holds a
+/// conformal calibration.
+fn eval_regression(
+    r: &EvalRequest,
+    loaded: LoadedModel,
+    device: &Device,
+) -> Result<EvalOutcome, Error> {
+    let config = &loaded.config;
+    let tabular = config.tabular.as_ref().ok_or_else(|| {
+        Error::Usage(format!(
+            "{} is a regression network without its input record",
+            r.model.display()
+        ))
+    })?;
+    require(r.ood.is_none(), || {
+        "--ood scores out-of-distribution images for a classifier; a regression network's \
+         uncertainty is in its predictive spread"
+            .into()
+    })?;
+    require(!r.corruptions, || {
+        "--corruptions are image corruptions; the model is a regression network on a table".into()
+    })?;
+    require(r.scaling == Scaling::Raw, || {
+        "a regression network has no temperature (--calibrated, --temperature): its \
+         calibration is conformal (`swbnn calibrate --conformal LEVEL`)"
+            .into()
+    })?;
+    let intervals = match loaded.stored_conformal(&r.model)? {
+        Some(c) => Some(c.as_intervals().ok_or_else(|| {
+            Error::Usage(format!(
+                "{} holds a classifier's conformal calibration ({}), but is a regression network",
+                r.model.display(),
+                c.method()
+            ))
+        })?),
+        None => None,
+    };
+    let targets = target_columns(config, &r.dataset, &[])?;
+    let table = open_table(&r.dataset, &targets)?;
+    check_trained_on(&r.model, config, &r.dataset, &table.train);
+    check_columns(
+        config,
+        &table.feature_names,
+        &table.target_names,
+        "test data",
+    )?;
+    let test = table.test.ok_or_else(|| {
+        Error::Usage(format!(
+            "{} has no test split to evaluate on (give csv:TRAIN.csv,test=TEST.csv, or a .npz \
+             with x_test and y_test)",
+            r.dataset
+        ))
+    })?;
+    let test = subset(test, r.subset, 2, "the test set")?;
+    crate::limits::check_samples(r.samples, test.len(), "the test rows").map_err(Error::Usage)?;
+    let loader = table_loader(
+        standardized(test.as_ref(), tabular, false)?,
+        256,
+        false,
+        0,
+        r.workers,
+    )?;
+    let _rng = bnn_layers::lock_device_rng();
+    device.seed(r.seed);
+    let scale = TargetScale {
+        mean: &tabular.target_mean,
+        std: &tabular.target_std,
+    };
+    let pred = predict_regression(&loaded.net, &loader, r.samples, Some(scale))
+        .map_err(|e| Error::Usage(format!("evaluating {}: {e}", r.model.display())))?;
+    let summary = RegressionSummary::compute(&pred.predictive, &pred.targets)?;
+    let reliability =
+        regression_reliability(&pred.predictive, &pred.targets, &DEFAULT_RELIABILITY_LEVELS)?;
+    let conformal = match intervals {
+        Some(cal) => Some(ConformalEvaluation::Intervals {
+            method: ConformalCalibration::intervals(cal.clone()).method(),
+            calibration_images: cal.n,
+            summary: cal.evaluate(&pred.predictive, &pred.targets).map_err(|e| {
+                Error::Usage(format!(
+                    "the conformal intervals of {}: {e}",
+                    r.model.display()
+                ))
+            })?,
+        }),
+        None => None,
+    };
+    Ok(EvalOutcome {
+        evaluation: None,
+        regression: Some(RegressionEvaluation {
+            target_names: tabular.target_names.clone(),
+            summary,
+            reliability,
+        }),
+        calibrated: None,
+        stored_temperature: None,
+        conformal,
+        weights: weight_stats(&loaded.net)?,
+        corruptions: Vec::new(),
+        ood_source: None,
     })
 }

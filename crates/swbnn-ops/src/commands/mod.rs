@@ -24,7 +24,9 @@ mod train;
 
 pub use calibrate::{CalibrateOutcome, CalibrateRequest, calibrate};
 pub use compress::{CompressRequest, CompressSettings, compress, compress_auto, search_file};
-pub use eval::{EvalOutcome, EvalRequest, Scaling, eval};
+pub use eval::{
+    ConformalEvaluation, EvalOutcome, EvalRequest, RegressionEvaluation, Scaling, eval,
+};
 pub use export::{ExportRequest, Exported, export};
 pub use train::{TrainKind, TrainRequest, train};
 
@@ -32,13 +34,17 @@ use crate::Error;
 
 /// One line for a finished epoch, as the command line and the Python package print it.
 pub fn epoch_line(s: &bnn_train::EpochStats) -> String {
+    let fit = match s.rmse {
+        Some(rmse) => format!("train rmse {rmse:.4} (standardised)"),
+        None => format!("train acc {:.4}", s.accuracy),
+    };
+    let unit = if s.rmse.is_some() { "rows" } else { "img" };
     format!(
-        "epoch {}: loss {:.4} nll {:.4} kl {:.1} train acc {:.4} ({:.0} img/s, {:.0} s)",
+        "epoch {}: loss {:.4} nll {:.4} kl {:.1} {fit} ({:.0} {unit}/s, {:.0} s)",
         s.epoch + 1,
         s.loss,
         s.nll,
         s.kl,
-        s.accuracy,
         s.images_per_s,
         s.seconds
     )

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use bnn_data::{DataSource, FolderImages, Split};
 use bnn_layers::{Estimator, bayes_from_deterministic};
-use bnn_models::{Arch, Kind, ModelConfig, Network};
+use bnn_models::{Arch, Kind, ModelConfig, Network, Noise};
 use bnn_train::{Checkpointer, DataParallel, EpochStats, Observer, train_data_parallel};
 use burn::prelude::*;
 
@@ -17,6 +17,7 @@ use crate::data::{
 };
 use crate::defaults::BbbRecipe;
 use crate::split::ValidationSplit;
+use crate::table::{check_columns, fit_tabular, open_table, standardized, table_loader};
 use bnn_interop::ExportAs;
 use bnn_train::ModelDir;
 
@@ -50,8 +51,14 @@ impl std::str::FromStr for TrainKind {
 /// What `swbnn train` does: every field a flag of the command (`swbnn train --help`).
 #[derive(Debug, Clone)]
 pub struct TrainRequest {
-    /// The data set: a preset, `folder:DIR` or `npz:FILE`.
+    /// The data set: a preset, `folder:DIR` or `npz:FILE` (images), or a regression table
+    /// (`csv:FILE`, or `npz:FILE` with floating-point `y_*`).
     pub dataset: DataSource,
+    /// The target columns of a CSV data set (`--target`, at least one there; none elsewhere).
+    pub targets: Vec<String>,
+    /// The noise model of a regression network (default heteroscedastic; image data sets do
+    /// not take it).
+    pub noise: Option<Noise>,
     /// Resize a folder data set's images to this square side (default: the first image's).
     pub image_size: Option<usize>,
     /// The architecture.
@@ -92,6 +99,8 @@ impl TrainRequest {
     pub fn new(dataset: DataSource, arch: Arch, kind: TrainKind, out: PathBuf) -> Self {
         TrainRequest {
             dataset,
+            targets: Vec::new(),
+            noise: None,
             image_size: None,
             arch,
             kind,
@@ -149,6 +158,42 @@ impl TrainRequest {
              deterministic run does not take it (pass --kind bayesian)"
                 .into()
         })?;
+        require(
+            self.targets.is_empty() || matches!(self.dataset, DataSource::Csv(_)),
+            || {
+                format!(
+                    "--target names the target columns of CSV files; {} is not a csv: data set",
+                    self.dataset
+                )
+            },
+        )?;
+        require(
+            !matches!(self.dataset, DataSource::Csv(_)) || !self.targets.is_empty(),
+            || {
+                format!(
+                    "{} is a table: name its target column(s) with --target NAME (repeatable)",
+                    self.dataset
+                )
+            },
+        )?;
+        require(
+            self.noise.is_none() || matches!(self.dataset, DataSource::Csv(_) | DataSource::Npz(_)),
+            || {
+                format!(
+                    "--noise sets a regression network's noise model; {} holds images",
+                    self.dataset
+                )
+            },
+        )?;
+        require(
+            !matches!(self.dataset, DataSource::Csv(_)) || self.arch == Arch::Mlp,
+            || {
+                format!(
+                    "a regression network on rows of features is an MLP (--arch mlp), not {}",
+                    self.arch
+                )
+            },
+        )?;
         require(
             self.image_size.is_none() || matches!(self.dataset, DataSource::Folder(_)),
             || {
@@ -323,6 +368,67 @@ fn continue_bayesian(start: &Network, model: Network) -> Result<Network, Error> 
     Ok(model)
 }
 
+/// The training data of a run and the configuration of its model, before the kind is set.
+struct TrainingData {
+    /// The training split as opened (the validation split still in it).
+    opened: crate::data::OpenedSplit,
+    /// The training examples (the validation split held out), in the user's units.
+    train: std::sync::Arc<dyn bnn_data::Dataset>,
+    /// A deterministic model for them, with what it was trained on, and its input
+    /// normalisation (images) or standardisation (tables, measured on `train`).
+    config: ModelConfig,
+    /// The images' normalisation (`None` for a table).
+    stats: Option<bnn_data::NormStats>,
+}
+
+/// Opens the training split of `r.dataset`, holds out the validation split and sizes the
+/// model: a classifier of the images, or a regression MLP of the table's columns.
+fn training_data(r: &TrainRequest) -> Result<TrainingData, Error> {
+    if r.dataset.is_regression()? {
+        let table = open_table(&r.dataset, &r.targets)?;
+        let record = trained_on(&r.dataset, &table.train, None, r.validation)?;
+        let (train, _) = training_split(table.train.data.clone(), r.validation, r.subset)?;
+        let tabular = fit_tabular(train.as_ref(), &table.feature_names, &table.target_names)?;
+        let mut config =
+            ModelConfig::regression(Kind::Deterministic, tabular, r.noise.unwrap_or_default());
+        if r.arch != Arch::Mlp {
+            return Err(Error::Usage(format!(
+                "a regression network on rows of features is an MLP (--arch mlp), not {}",
+                r.arch
+            )));
+        }
+        config.trained_on = Some(record);
+        config.validate()?;
+        return Ok(TrainingData {
+            opened: table.train,
+            train,
+            config,
+            stats: None,
+        });
+    }
+    let images = FolderImages {
+        size: r.image_size,
+        channels: None,
+    };
+    if let (DataSource::Folder(root), Some(size)) = (&r.dataset, r.image_size) {
+        folder_estimate(root, size)?.check("reading the training images")?;
+    }
+    let opened = open_source(&r.dataset, Split::Train, r.data_dir.as_deref(), images)?;
+    let record = trained_on(&r.dataset, &opened, None, r.validation)?;
+    let (train, _) = training_split(opened.data.clone(), r.validation, r.subset)?;
+    let stats = training_norm(&r.dataset, train.as_ref())?;
+    let (c, h, _) = train.shape();
+    let mut config = ModelConfig::for_input(r.arch, Kind::Deterministic, train.classes(), c, h);
+    config.trained_on = Some(record);
+    config.normalization = Some(norm_record(&stats));
+    Ok(TrainingData {
+        opened,
+        train,
+        config,
+        stats: Some(stats),
+    })
+}
+
 /// Runs `request` on `device` (autodiff is added here), reporting each step to `observer`;
 /// returns the epoch history. The model, its `config.json` (with the data it was trained on
 /// and its input normalisation) and a checkpoint each epoch go to `request.out`.
@@ -344,24 +450,17 @@ pub fn train(
             (parallel.devices()[0].clone().autodiff(), parallel)
         }
     };
-    let images = FolderImages {
-        size: r.image_size,
-        channels: None,
-    };
-    if let (DataSource::Folder(root), Some(size)) = (&r.dataset, r.image_size) {
-        folder_estimate(root, size)?.check("reading the training images")?;
-    }
-    let opened = open_source(&r.dataset, Split::Train, r.data_dir.as_deref(), images)?;
-    let record = trained_on(&r.dataset, &opened, None, r.validation)?;
-    let (train_data, _) = training_split(opened.data.clone(), r.validation, r.subset)?;
-    let stats = training_norm(&r.dataset, train_data.as_ref())?;
-    let (c, h, _) = train_data.shape();
-    let mut config =
-        ModelConfig::for_input(r.arch, Kind::Deterministic, train_data.classes(), c, h);
-    config.trained_on = Some(record);
-    config.normalization = Some(norm_record(&stats));
+    let TrainingData {
+        opened,
+        train: train_data,
+        mut config,
+        stats,
+    } = training_data(r)?;
     config.bayes.estimator = r.estimator;
     let mut tc = match r.kind {
+        TrainKind::Deterministic if config.head().is_regression() => {
+            bnn_train::TrainConfig::deterministic_regression(r.epochs)
+        }
         TrainKind::Deterministic => bnn_train::TrainConfig::deterministic(r.epochs),
         TrainKind::Bayesian => {
             let recipe = r.recipe.unwrap_or(BbbRecipe::Pretrained);
@@ -385,6 +484,29 @@ pub fn train(
         let (start, start_config) = ModelDir::new(dir).load(&ad)?;
         check_trained_on(dir, &start_config, &r.dataset, &opened);
         check_input(&start_config, train_data.as_ref(), "training data", true).map_err(from)?;
+        if let (Some(mine), Some(theirs)) = (&config.tabular, &start_config.tabular) {
+            check_columns(
+                &start_config,
+                &mine.feature_names,
+                &mine.target_names,
+                "--from",
+            )?;
+            // The same training rows give the same statistics; the start's record is kept so
+            // that both networks see the same scale bit for bit.
+            if mine != theirs {
+                config.tabular = Some(theirs.clone());
+                model = config.init(&ad)?;
+            }
+        }
+        require(start_config.head() == config.head(), || {
+            format!(
+                "the model in {} has a {:?} head, this run a {:?} one (--noise)",
+                dir.display(),
+                start_config.head(),
+                config.head()
+            )
+        })
+        .map_err(from)?;
         model = match start_config.kind {
             Kind::Bayesian => continue_bayesian(&start, model),
             _ => bayes_from_deterministic(&start, model)
@@ -393,14 +515,24 @@ pub fn train(
         }
         .map_err(from)?;
     }
-    let loader = train_loader(
-        &r.dataset,
-        &stats,
-        train_data,
-        tc.batch_size,
-        r.seed,
-        r.workers,
-    )?;
+    let loader = match (&config.tabular, &stats) {
+        (Some(tabular), _) => table_loader(
+            standardized(train_data.as_ref(), tabular, true)?,
+            tc.batch_size,
+            true,
+            r.seed,
+            r.workers,
+        )?,
+        (None, Some(stats)) => train_loader(
+            &r.dataset,
+            stats,
+            train_data,
+            tc.batch_size,
+            r.seed,
+            r.workers,
+        )?,
+        (None, None) => return Err(Error::Usage("no input normalisation".into())),
+    };
     // Everything that must match to resume is checked before anything is written.
     let mut run = serde_json::json!({
         "dataset": r.dataset.to_string(),
