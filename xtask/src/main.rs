@@ -198,7 +198,8 @@ enum Command {
     /// abi3 (CPython >= 3.9), manylinux2014 (glibc >= 2.17, x86-64), linked by zig. Needs
     /// `maturin` and the `ziglang` package (`pip install maturin ziglang`).
     Wheel {
-        /// Cargo profile: `release` for users; `dev` reuses what `cargo test` built.
+        /// Cargo profile: `release` for users; `test` reuses what `cargo test` built (the dev
+        /// profile's settings under the name `cargo test` builds with).
         #[arg(long, default_value = "release")]
         profile: String,
         /// Output folder (default `wheels/` in Cargo's target folder).

@@ -175,7 +175,8 @@ mod tests {
     #[test]
     fn a_tabular_record_that_cannot_apply_is_refused() {
         tabular().check().unwrap();
-        let cases: [(fn(&mut TabularInput), &str); 4] = [
+        type Damage = fn(&mut TabularInput);
+        let cases: [(Damage, &str); 4] = [
             (|t| t.feature_std[1] = 0.0, "feature 1: std 0"),
             (|t| t.target_mean[0] = f64::NAN, "target 0: mean NaN"),
             (|t| t.target_std.push(1.0), "1 target means and 2 stds"),
