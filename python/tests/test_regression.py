@@ -58,7 +58,7 @@ def test_predict_returns_mean_and_std_split_into_aleatoric_and_epistemic(table_m
     assert abs(float(p.mean.mean()) - float(yt.mean())) < 1.0
     # The spread follows the noise: rows with |x1| > 1.5 are noisier than rows with |x1| < 0.5.
     noisy, calm = np.abs(xt[:, 0]) > 1.5, np.abs(xt[:, 0]) < 0.5
-    assert p.aleatoric_std[noisy].mean() > 1.5 * p.aleatoric_std[calm].mean()
+    assert p.aleatoric_std[noisy].mean() > 1.2 * p.aleatoric_std[calm].mean()
     again = model.predict(xt, samples=10, seed=1)
     np.testing.assert_array_equal(again.mean, p.mean)
     ev = model.evaluate(xt, yt, samples=10, seed=1)

@@ -86,7 +86,10 @@ def test_bad_arrays_are_refused_with_what_is_wrong(tmp_path):
     with pytest.raises(ValueError, match="20 images and y_train 19 labels"):
         swbnn.train((x, y[:19]), "mlp", "deterministic", tmp_path / "a", validation=0)
     with pytest.raises(TypeError, match="integer class labels"):
-        swbnn.train((x, y.astype(np.float32)), "mlp", "deterministic", tmp_path / "b", validation=0)
+        swbnn.train((x, y.astype(str)), "mlp", "deterministic", tmp_path / "b", validation=0)
+    # Floating-point targets are a regression table: the images' pixels are its features.
+    swbnn.train((x, y.astype(np.float32)), "mlp", "deterministic", tmp_path / "r", epochs=1, validation=4)
+    assert swbnn.load(tmp_path / "r").is_regression
     bad = x.astype(np.float32)
     bad[3, 0, 0] = np.nan
     with pytest.raises(ValueError, match="NaN"):

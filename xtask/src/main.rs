@@ -198,10 +198,15 @@ enum Command {
     /// abi3 (CPython >= 3.9), manylinux2014 (glibc >= 2.17, x86-64), linked by zig. Needs
     /// `maturin` and the `ziglang` package (`pip install maturin ziglang`).
     Wheel {
-        /// Cargo profile: `release` for users; `test` reuses what `cargo test` built (the dev
-        /// profile's settings under the name `cargo test` builds with).
+        /// Cargo profile: `release` for users; `dev` for a quick build.
         #[arg(long, default_value = "release")]
         profile: String,
+        /// A wheel for machines with this machine's glibc or newer, linked by the system's
+        /// linker instead of zig: it reuses the dependencies an earlier build of this
+        /// checkout compiled for the host, where zig's cross-compilation builds every one
+        /// again (CI's install check; a wheel to share is the default).
+        #[arg(long)]
+        local: bool,
         /// Output folder (default `wheels/` in Cargo's target folder).
         #[arg(long)]
         out: Option<PathBuf>,
@@ -499,12 +504,23 @@ fn main() -> Result<()> {
                 },
             )?;
         }
-        Command::Wheel { profile, out } => {
+        Command::Wheel {
+            profile,
+            local,
+            out,
+        } => {
             let root = repo_root();
             let target = std::env::var_os("CARGO_TARGET_DIR")
                 .map_or_else(|| root.join("target"), PathBuf::from);
             let out = out.unwrap_or_else(|| target.join("wheels"));
-            let wheel = wheel::build(&root, &wheel::WheelRequest { profile, out })?;
+            let wheel = wheel::build(
+                &root,
+                &wheel::WheelRequest {
+                    profile,
+                    local,
+                    out,
+                },
+            )?;
             println!("{}", wheel.display());
         }
     }
