@@ -38,6 +38,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(pipeline::defaults_json, m)?)?;
     for f in [
         wrap_pyfunction!(metrics::ece, m)?,
+        wrap_pyfunction!(metrics::regression_json, m)?,
+        wrap_pyfunction!(metrics::conformal_intervals, m)?,
         wrap_pyfunction!(metrics::mce, m)?,
         wrap_pyfunction!(metrics::nll, m)?,
         wrap_pyfunction!(metrics::brier, m)?,

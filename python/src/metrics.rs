@@ -143,3 +143,87 @@ pub fn fpr_at_tpr(
     );
     bnn_metrics::fpr_at_tpr(a.slice()?, b.slice()?, level).map_err(input_error)
 }
+
+/// The Monte Carlo mixture of `means` and `stds` (`float32` `(samples, n, targets)`, or
+/// `(n, targets)` for one Gaussian per output) with its `targets` (`(n, targets)`, or `(n,)`
+/// for one target), each shape checked against the others.
+fn regression_predictive<'py>(
+    means: &Bound<'py, PyAny>,
+    stds: &Bound<'py, PyAny>,
+    targets: &Bound<'py, PyAny>,
+) -> PyResult<(bnn_metrics::RegressionPredictive, Input<'py, f32>)> {
+    let m = Input::<f32>::new(means, "means", None)?;
+    let s = Input::<f32>::new(stds, "stds", None)?;
+    let y = Input::<f32>::new(targets, "targets", None)?;
+    let (samples, n, t) = match *m.shape() {
+        [n, t] => (1, n, t),
+        [samples, n, t] => (samples, n, t),
+        ref other => {
+            return Err(value_error(format!(
+                "means has shape {other:?}: (samples, n, targets) or (n, targets)"
+            )));
+        }
+    };
+    if m.shape() != s.shape() {
+        return Err(value_error(format!(
+            "means has shape {:?} and stds {:?}: one std per mean",
+            m.shape(),
+            s.shape()
+        )));
+    }
+    if !(y.shape() == [n, t] || (t == 1 && y.shape() == [n])) {
+        return Err(value_error(format!(
+            "targets has shape {:?}; the predictive is of {n} rows and {t} targets",
+            y.shape()
+        )));
+    }
+    let mut mc = bnn_metrics::McRegression::new(n, t).map_err(input_error)?;
+    let (ms, ss) = (m.slice()?, s.slice()?);
+    for k in 0..samples {
+        let cells = k * n * t..(k + 1) * n * t;
+        mc.push(&ms[cells.clone()], &ss[cells])
+            .map_err(input_error)?;
+    }
+    Ok((mc.finish().map_err(input_error)?, y))
+}
+
+/// The regression metrics of a Monte Carlo predictive (`bnn_metrics::RegressionSummary`) as
+/// JSON text ([`regression_predictive`]'s arrays), with the coverage and width of conformal
+/// intervals `mean ± qhat_t std` when `conformal_qhat` (one threshold per target, from
+/// [`conformal_intervals`]) is given.
+#[pyfunction]
+#[pyo3(signature = (means, stds, targets, conformal_qhat = None, level = 0.9))]
+pub fn regression_json(
+    means: &Bound<'_, PyAny>,
+    stds: &Bound<'_, PyAny>,
+    targets: &Bound<'_, PyAny>,
+    conformal_qhat: Option<Vec<f64>>,
+    level: f64,
+) -> PyResult<String> {
+    let (pred, y) = regression_predictive(means, stds, targets)?;
+    let summary =
+        bnn_metrics::RegressionSummary::compute(&pred, y.slice()?).map_err(input_error)?;
+    let mut v = serde_json::to_value(&summary).map_err(|e| value_error(e.to_string()))?;
+    if let Some(qhat) = conformal_qhat {
+        let cal = bnn_metrics::NormalizedIntervalCalibration { level, qhat, n: 0 };
+        let c = cal.evaluate(&pred, y.slice()?).map_err(input_error)?;
+        v["conformal"] = serde_json::to_value(c).map_err(|e| value_error(e.to_string()))?;
+    }
+    Ok(v.to_string())
+}
+
+/// Fits split-conformal normalised intervals at `level` on calibration data (the arrays of
+/// [`regression_predictive`]): one threshold per target on `|y - mean| / std` of the mixture.
+#[pyfunction]
+#[pyo3(signature = (means, stds, targets, level = 0.9))]
+pub fn conformal_intervals(
+    means: &Bound<'_, PyAny>,
+    stds: &Bound<'_, PyAny>,
+    targets: &Bound<'_, PyAny>,
+    level: f64,
+) -> PyResult<Vec<f64>> {
+    let (pred, y) = regression_predictive(means, stds, targets)?;
+    let cal = bnn_metrics::NormalizedIntervalCalibration::fit(&pred, y.slice()?, level)
+        .map_err(input_error)?;
+    Ok(cal.qhat)
+}

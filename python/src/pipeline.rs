@@ -79,7 +79,7 @@ fn validation(size: Option<usize>) -> ValidationSplit {
 #[pyo3(signature = (
     dataset, arch, kind, out, *, epochs = 5, seed = 0, data = None, subset = None,
     estimator = "reparam", resume = false, progress = None, validation = None,
-    image_size = None, from_model = None, targets = None, noise = None
+    image_size = None, from_model = None, targets = None, noise = None, mlp_hidden = None
 ))]
 #[allow(clippy::too_many_arguments)]
 pub fn train_json(
@@ -100,6 +100,7 @@ pub fn train_json(
     from_model: Option<PathBuf>,
     targets: Option<Vec<String>>,
     noise: Option<String>,
+    mlp_hidden: Option<Vec<usize>>,
 ) -> PyResult<String> {
     let request = (|| -> Result<TrainRequest, Error> {
         let noise = noise
@@ -131,6 +132,7 @@ pub fn train_json(
             from: from_model,
             targets: targets.unwrap_or_default(),
             noise,
+            mlp_hidden,
             ..TrainRequest::new(source(dataset)?, arch.parse::<Arch>()?, kind, out)
         })
     })()

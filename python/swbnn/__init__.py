@@ -441,6 +441,7 @@ def train(
     start: Optional[PathLike] = None,
     targets: Optional[Sequence[str]] = None,
     noise: Optional[str] = None,
+    mlp_hidden: Optional[Sequence[int]] = None,
 ) -> List[Dict[str, Any]]:
     """Trains a ``"deterministic"`` or ``"bayesian"`` model as ``swbnn train`` does, into the
     directory ``out``; returns the per-epoch statistics.
@@ -457,7 +458,8 @@ def train(
     ``targets``, a ``.npz`` whose ``y_train`` is floating point, or arrays ``(x, y)`` of
     features ``(n, d)`` and float targets ``(n,)`` or ``(n, t)``; ``arch`` is ``"mlp"``,
     ``noise`` ``"heteroscedastic"`` (default) or ``"homoscedastic"``. Features and targets are
-    standardised on the training rows and the statistics stored with the model."""
+    standardised on the training rows and the statistics stored with the model.
+    ``mlp_hidden`` sets the MLP's hidden widths (default ``[400, 400]``)."""
     if isinstance(targets, str):
         raise TypeError("targets must be a list of column names, e.g. [\"price\"]")
     with _dataset(dataset) as name, _bars(progress) as bars:
@@ -479,6 +481,7 @@ def train(
                 from_model=None if start is None else os.fspath(start),
                 targets=None if targets is None else [str(t) for t in targets],
                 noise=noise,
+                mlp_hidden=None if mlp_hidden is None else [int(w) for w in mlp_hidden],
             )
         )
 

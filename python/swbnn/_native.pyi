@@ -11,7 +11,7 @@ from typing import final
 
 __all__ = ['Mixture', 'fit', 'plan', 'swb_save', 'swb_load', 'Model', 'load', 'train_json',
            'compress_json', 'compress_auto_json', 'evaluate_json', 'calibrate_json',
-           'defaults_json', 'ece', 'mce', 'nll', 'brier', 'accuracy', 'entropy',
+           'defaults_json', 'regression_json', 'conformal_intervals', 'ece', 'mce', 'nll', 'brier', 'accuracy', 'entropy',
            'mutual_information', 'auroc', 'aupr', 'fpr_at_tpr', '__version__']
 
 __version__: str
@@ -140,6 +140,7 @@ def train_json(
     from_model: Optional[_Path] = None,
     targets: Optional[List[str]] = None,
     noise: Optional[str] = None,
+    mlp_hidden: Optional[List[int]] = None,
 ) -> str: ...
 def compress_json(
     model: _Path,
@@ -194,6 +195,16 @@ def calibrate_json(
     conformal: Optional[float] = None,
 ) -> str: ...
 def defaults_json() -> str: ...
+def regression_json(
+    means: _Array,
+    stds: _Array,
+    targets: _Array,
+    conformal_qhat: Optional[List[float]] = None,
+    level: float = 0.9,
+) -> str: ...
+def conformal_intervals(
+    means: _Array, stds: _Array, targets: _Array, level: float = 0.9
+) -> List[float]: ...
 def ece(probs: _Array, labels: _Array, n_bins: int = 15) -> float: ...
 def mce(probs: _Array, labels: _Array, n_bins: int = 15) -> float: ...
 def nll(probs: _Array, labels: _Array) -> float: ...

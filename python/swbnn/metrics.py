@@ -22,6 +22,8 @@ __all__ = [
     "mce",
     "mutual_information",
     "nll",
+    "regression",
+    "conformal_intervals",
 ]
 
 
@@ -86,3 +88,32 @@ def fpr_at_tpr(in_scores: np.ndarray, out_scores: np.ndarray, level: float = 0.9
     """False positive rate at the first threshold whose true positive rate is >= ``level``
     (FPR@95 by default)."""
     return _native.fpr_at_tpr(in_scores, out_scores, level)
+
+
+def regression(
+    means: np.ndarray,
+    stds: np.ndarray,
+    targets: np.ndarray,
+    conformal_qhat: "list[float] | None" = None,
+    level: float = 0.9,
+) -> "dict[str, object]":
+    """A regression predictive's metrics, as ``swbnn eval`` computes them: RMSE, the Gaussian
+    NLL of the Monte Carlo mixture, CRPS, the coverage and width of the central 50/90/95 %
+    intervals, the PIT calibration error and the mean aleatoric and epistemic variances.
+
+    ``means`` and ``stds`` are each Monte Carlo sample's Gaussian, ``(samples, n, targets)``
+    (or ``(n, targets)`` for one Gaussian per output); ``targets`` ``(n, targets)`` or
+    ``(n,)``. With ``conformal_qhat`` (from :func:`conformal_intervals` on calibration data),
+    the coverage and width of the intervals ``mean ± qhat * std`` under ``"conformal"``."""
+    import json
+
+    return json.loads(_native.regression_json(means, stds, targets, conformal_qhat, level))
+
+
+def conformal_intervals(
+    means: np.ndarray, stds: np.ndarray, targets: np.ndarray, level: float = 0.9
+) -> "list[float]":
+    """Split-conformal thresholds, one per target, for intervals ``mean ± qhat * std`` that
+    hold ``level`` of future targets: fitted on calibration data (never the test set), with the
+    arrays of :func:`regression`."""
+    return _native.conformal_intervals(means, stds, targets, level)

@@ -465,11 +465,11 @@ def _mlp(device="cpu"):
 
 def test_loader_with_a_wrong_shape(data, device):
     xt, yt, _, _ = data
-    with pytest.raises(ValueError, match=r"cannot run a batch of images \(64, 3, 28, 28\)"):
+    with pytest.raises(ValueError, match=r"cannot run a batch of inputs \(64, 3, 28, 28\)"):
         swt.compress(_mlp(device), loader(xt.repeat(1, 3, 1, 1), yt), k=4, epochs=0)
     with pytest.raises(ValueError, match="one label per image"):
         swt.compress(_mlp(device), loader(xt, yt[:, None].repeat(1, 2)), k=4, epochs=0)
-    with pytest.raises(TypeError, match=r"\(images, labels\) pairs"):
+    with pytest.raises(TypeError, match=r"\(inputs, targets\) pairs"):
         swt.compress(_mlp(device), [xt[:8]], num_train=8, k=4, epochs=0)
 
 
@@ -911,3 +911,69 @@ def test_command_line_layout_is_the_rust_architecture(config, tmp_path):
     s = config["image_size"]
     probs = model.predict(np.zeros((2, config["in_channels"], s, s), np.float32), samples=1)
     assert probs.shape == (2, config["classes"])
+
+
+# Regression: a bayesian-torch network with a Gaussian head.
+def _regression_data(n, seed):
+    """Rows of two features and a heteroscedastic target, ``y = 3 x1 - 2 x2 + (0.2 + 0.5 |x1|) e``."""
+    g = torch.Generator().manual_seed(seed)
+    x = 4 * torch.rand(n, 2, generator=g) - 2
+    y = 3 * x[:, 0] - 2 * x[:, 1] + (0.2 + 0.5 * x[:, 0].abs()) * torch.randn(n, generator=g)
+    return x, y
+
+
+def _gaussian_nll(out, y):
+    t = out.shape[1] // 2
+    mean, std = out[:, :t], F.softplus(out[:, t:]) + 1e-3
+    return (std.log() + 0.5 * ((y[:, None] - mean) / std) ** 2).sum(1).mean() + 0.9189385332 * t
+
+
+def test_a_bayesian_torch_regression_network_compresses_with_a_gaussian_likelihood(device):
+    """``likelihood="gaussian"``: the outputs are read as the Rust Gaussian head's (means, then
+    the spreads' raw values), stage 3 trains on the Gaussian NLL, and the stop rule compares
+    predictive spreads; the compressed network keeps a finite, close NLL."""
+    bt = _bt()
+    from bayesian_torch.models.dnn_to_bnn import dnn_to_bnn
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(2, 64), nn.ReLU(), nn.Linear(64, 2))
+    dnn_to_bnn(model, {"prior_mu": 0.0, "prior_sigma": 0.1, "posterior_mu_init": 0.0,
+                       "posterior_rho_init": -5.0, "type": "Reparameterization", "moped_enable": False})
+    assert bt is not None
+    model = model.to(device)
+    x, y = _regression_data(1024, 1)
+    xv, yv = _regression_data(256, 2)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    for _ in range(60):
+        for xb, yb in loader(x, y, batch=128, shuffle=True):
+            xb, yb = xb.to(device), yb.to(device)
+            loss = _gaussian_nll(model(xb), yb) + sum(m.kl_loss() for m in model if hasattr(m, "kl_loss")) / len(x)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+
+    def nll(m):
+        m.eval()
+        with torch.no_grad():
+            return float(_gaussian_nll(m(xv.to(device)), yv.to(device)))
+
+    before = nll(model)
+    snapped, _ = swt.compress(model, loader(x, y, batch=128), k=8, epochs=0, likelihood="gaussian")
+    shared, report = swt.compress(model, loader(x, y, batch=128), val_loader=loader(xv, yv, batch=128),
+                                  k=8, epochs=20, likelihood="gaussian")
+    assert report.config["likelihood"] == "gaussian"
+    assert report.total["params_after"] < report.total["params_before"]
+    # The stop rule's confidence of a regression network is minus its validation NLL: the
+    # snapped network's starts below the BNN's, and retraining on the Gaussian NLL raises it.
+    checks = [c["confidence"] for c in report.stop["checks"]]
+    assert checks[0] < report.stop["source_confidence"] < 0
+    assert max(checks) > checks[0]
+    after, unretrained = nll(shared), nll(snapped)
+    assert np.isfinite(after) and before < after < unretrained, (before, after, unretrained)
+    # Labels where targets belong, and outputs of the wrong width, are named.
+    with pytest.raises(ValueError, match="float tensor"):
+        swt.compress(model, loader(x, y.long()), k=4, epochs=0, likelihood="gaussian")
+    with pytest.raises(ValueError, match=r"Gaussian head needs \[batch, 4\]"):
+        swt.compress(model, loader(x, torch.stack([y, y], 1)), k=4, epochs=0, likelihood="gaussian")
+    with pytest.raises(ValueError, match="likelihood must be"):
+        swt.compress(model, loader(x, y), k=4, epochs=0, likelihood="poisson")

@@ -93,6 +93,10 @@ enum Command {
         /// vit-b16 or vit-tiny.
         #[arg(long)]
         arch: Arch,
+        /// The MLP's hidden layers' widths, comma-separated (default 400,400; --arch mlp
+        /// only), e.g. 50 for the one hidden layer of 50 units of the UCI regression benchmarks.
+        #[arg(long, value_name = "WIDTHS", value_delimiter = ',')]
+        mlp_hidden: Option<Vec<usize>>,
         /// A deterministic network, or a Bayesian one trained by Bayes by Backprop.
         #[arg(long, value_parser = args::train_kind())]
         kind: TrainKind,
@@ -436,6 +440,7 @@ fn run() -> Result<()> {
             noise,
             image_size,
             arch,
+            mlp_hidden,
             kind,
             epochs,
             out,
@@ -467,6 +472,7 @@ fn run() -> Result<()> {
             let request = TrainRequest {
                 targets,
                 noise,
+                mlp_hidden,
                 image_size,
                 epochs,
                 from,

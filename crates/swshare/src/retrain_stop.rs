@@ -9,9 +9,9 @@
 //! the same epochs, so a stopping rule on held-out NLL would train longest and not help. The
 //! source BNN's mean confidence is a label-free target for the compressed model's predictive.
 //!
-//! A regression network's confidence is the reciprocal of its predictive standard deviation
-//! (the same rule, on spread: it stops once the shared network predicts its targets with no more
-//! spread than the BNN).
+//! A regression network's confidence is minus the negative log-likelihood of the probe's
+//! targets (validation rows) under its Monte-Carlo predictive: retraining stops once the shared
+//! network predicts them as well as the BNN (`StopRule::neg_nll` says why spread alone fails).
 //!
 //! The rule looks at data, so it reads validation images, never the test set: the caller gives
 //! the probe explicitly ([`crate::compress::compress`]'s `validation` loader, in the setups of
@@ -28,6 +28,9 @@ use burn::tensor::activation::softmax;
 use serde::{Deserialize, Serialize};
 
 use crate::report::{ConfidenceCheck, RetrainStopTrace};
+
+/// `ln(2 pi) / 2`.
+const HALF_LN_TWO_PI: f64 = 0.918_938_533_204_672_8;
 
 /// When stage 3 ends. `retrain.epochs` is the most it trains either way.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
@@ -179,13 +182,13 @@ impl<'a, B: ClassifierBody> StopRule<'a, B> {
 
     /// Mean confidence of `model`'s predictive over the probe, its weight noise seeded from
     /// `(seed, tag)`: the largest class probability of a classifier's; for a regression
-    /// network, the reciprocal of its predictive standard deviation ([`Self::precision`]).
+    /// network, minus the NLL of the probe's targets ([`Self::neg_nll`]).
     fn confidence(&self, model: &Classifier<B>, tag: u64) -> Result<f64, TrainError> {
         let valid = set_sampling(model.valid(), true);
         let device = valid.devices().first().cloned().unwrap_or_default();
         device.seed(bnn_data::derive_seed(self.seed, tag, 0x5709));
         if valid.head().is_regression() {
-            return self.precision(&valid, &device);
+            return self.neg_nll(&valid, &device);
         }
         let (mut sum, mut n) = (0.0f64, 0usize);
         for batch in &self.probe {
@@ -212,44 +215,52 @@ impl<'a, B: ClassifierBody> StopRule<'a, B> {
         Ok(sum / n as f64)
     }
 
-    /// A regression network's confidence: `1 / mean std`, the mean over the probe's rows and
-    /// targets of the standard deviation of the Monte-Carlo mixture predictive (the square
-    /// root of the mean of the samples' variances plus the variance of their means), in
-    /// standardised units. Snapping the weights to shared Gaussians changes a network's
-    /// predicted spread as it changes a classifier's logits; the rule stops retraining once the
-    /// shared network is as sure of its targets as the BNN, as it does for a classifier's
-    /// largest class probability.
-    fn precision(&self, valid: &Classifier<B>, device: &Device) -> Result<f64, TrainError> {
-        let (mut sum, mut cells) = (0.0f64, 0usize);
-        let inv = 1.0 / self.samples as f64;
+    /// A regression network's confidence: minus the negative log-likelihood of the probe's
+    /// targets under the Monte-Carlo mixture predictive, `-(1/n) sum_i sum_t ln((1/S) sum_s
+    /// N(y_it; mu_sit, sigma_sit^2))`, in standardised units. A classifier's snapped logits
+    /// shrink, so its confidence falls and retraining brings it back; a regression network's
+    /// snapped spread may shrink or grow (it grew sharper while its means got worse on a
+    /// synthetic table, where a rule on spread stopped at once), so the rule compares what both
+    /// predict of the validation targets: retraining stops once the shared network's NLL is
+    /// no higher than the BNN's.
+    fn neg_nll(&self, valid: &Classifier<B>, device: &Device) -> Result<f64, TrainError> {
+        let (mut sum, mut rows) = (0.0f64, 0usize);
+        let ln_s = (self.samples as f64).ln();
         for batch in &self.probe {
+            if batch.targets.is_empty() {
+                return Err(TrainError::Config(
+                    "retrain_stop: a regression network's probe needs its targets".into(),
+                ));
+            }
             let (x, _) = to_tensors(batch, device);
-            let mut sums: Option<(Tensor<2>, Tensor<2>, Tensor<2>)> = None;
+            let y = bnn_train::likelihood::targets_tensor(batch, device);
+            let mut logs = Vec::with_capacity(self.samples);
             for _ in 0..self.samples {
                 let (m, s) = valid
                     .mean_std(valid.forward(x.clone()))
                     .map_err(|e| TrainError::Config(e.to_string()))?;
-                let terms = (m.clone(), m.powf_scalar(2.0), s.powf_scalar(2.0));
-                sums = Some(match sums {
-                    Some((a, b, c)) => (a + terms.0, b + terms.1, c + terms.2),
-                    None => terms,
-                });
+                let z = (y.clone() - m) / s.clone();
+                // ln N(y; m, s^2), per row and target: [B, T].
+                let log_pdf = (s.log() + z.powf_scalar(2.0).mul_scalar(0.5))
+                    .add_scalar(HALF_LN_TWO_PI)
+                    .neg();
+                logs.push(log_pdf.unsqueeze_dim::<3>(0));
             }
-            if let Some((m, m2, v)) = sums {
-                let mean = m.mul_scalar(inv);
-                let var = v.mul_scalar(inv) + m2.mul_scalar(inv) - mean.clone() * mean.clone();
-                let std = var.clamp_min(0.0).sqrt();
-                cells += std.shape().num_elements();
-                sum += std.sum().into_scalar::<f32>() as f64;
-            }
+            // ln of the mixture: logsumexp over the samples, less ln S.
+            let stacked = Tensor::cat(logs, 0);
+            let top = stacked.clone().max_dim(0);
+            let mixture = (stacked - top.clone()).exp().sum_dim(0).log() + top;
+            rows += batch.len();
+            sum += mixture.sum().into_scalar::<f32>() as f64
+                - ln_s * (batch.len() * batch.target_dim) as f64;
         }
-        let mean_std = sum / cells.max(1) as f64;
-        if cells == 0 || !(mean_std.is_finite() && mean_std > 0.0) {
+        let mean = sum / rows.max(1) as f64;
+        if rows == 0 || !mean.is_finite() {
             return Err(TrainError::Config(format!(
-                "retrain_stop: no finite, positive predictive spread over {cells} probe values"
+                "retrain_stop: no finite log-likelihood over {rows} probe rows"
             )));
         }
-        Ok(1.0 / mean_std)
+        Ok(mean)
     }
 }
 

@@ -12,12 +12,15 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from .. import _native, _progress
 from .. import plan as _plan
 from ._build import install, layers_from_plan, raw_rho
 from ._layers import SharedLayer, find_layers, kl_each
+from ._likelihood import Categorical, Gaussian, _outputs, likelihood as _likelihood
+
+Likelihood = Union[Categorical, Gaussian]
+CATEGORICAL = Categorical()
 
 #: The Rust pipeline's defaults, read from it (``_native.defaults_json``), never copied here.
 _RUST = json.loads(_native.defaults_json())
@@ -178,56 +181,38 @@ def _stop_rule(rule, val_loader) -> Optional[Dict[str, int]]:
     raise ValueError(f"retrain_stop {rule!r}: 'epochs' or {{'confidence-recovered': {{...}}}}")
 
 
-def _logits(out) -> torch.Tensor:
-    return out[0] if isinstance(out, (tuple, list)) else out
-
-
-def _batch(batch, device, what: str) -> Tuple[torch.Tensor, torch.Tensor]:
+def _batch(batch, device, what: str, lik: Likelihood = CATEGORICAL) -> Tuple[torch.Tensor, torch.Tensor]:
     if isinstance(batch, dict):
-        raise TypeError(f"{what} yields dicts; it must yield (images, labels) pairs")
+        raise TypeError(f"{what} yields dicts; it must yield (inputs, targets) pairs")
     if not isinstance(batch, (tuple, list)) or len(batch) < 2:
-        raise TypeError(f"{what} must yield (images, labels) pairs, got {type(batch).__name__}")
+        raise TypeError(f"{what} must yield (inputs, targets) pairs, got {type(batch).__name__}")
     x, y = batch[0], batch[1]
     if not torch.is_tensor(x) or not torch.is_tensor(y):
         raise TypeError(f"{what} must yield tensors, got ({type(x).__name__}, {type(y).__name__})")
     if not x.is_floating_point():
-        raise ValueError(f"{what}: images must be floating point, got {x.dtype}")
-    if y.dim() != 1 or y.is_floating_point() or y.shape[0] != x.shape[0]:
-        raise ValueError(
-            f"{what}: labels must be a 1-D integer tensor with one label per image; got labels "
-            f"{tuple(y.shape)} ({y.dtype}) for images {tuple(x.shape)}"
-        )
+        raise ValueError(f"{what}: inputs must be floating point, got {x.dtype}")
+    y = lik.targets(y, x, what)
     return x.to(device, non_blocking=True), y.to(device, non_blocking=True)
 
 
-def _forward(model, x, y, what: str) -> torch.Tensor:
+def _forward(model, x, y, what: str, lik: Likelihood = CATEGORICAL) -> torch.Tensor:
     try:
-        logits = _logits(model(x))
+        out = _outputs(model(x))
     except (RuntimeError, ValueError, TypeError) as e:
-        raise ValueError(f"{what}: the model cannot run a batch of images {tuple(x.shape)}: {e}") from e
-    if logits.dim() != 2 or logits.shape[0] != x.shape[0]:
-        raise ValueError(
-            f"{what}: the model returns {tuple(logits.shape)} for {x.shape[0]} images; "
-            "classification logits [batch, classes] are needed"
-        )
-    if y.numel() and (int(y.max()) >= logits.shape[1] or int(y.min()) < 0):
-        raise ValueError(f"{what}: labels must lie in 0..{logits.shape[1] - 1}, got {int(y.min())}..{int(y.max())}")
-    return logits
+        raise ValueError(f"{what}: the model cannot run a batch of inputs {tuple(x.shape)}: {e}") from e
+    lik.check_outputs(out, x, y, what)
+    return out
 
 
-def _confidence(model, probe, samples: int, seed: int, tag: int, devices) -> float:
+def _confidence(model, probe, samples: int, seed: int, tag: int, devices, lik: Likelihood = CATEGORICAL) -> float:
     was = model.training
     model.eval()
-    total, n = 0.0, 0
     with torch.random.fork_rng(devices=devices), torch.no_grad():
         torch.manual_seed((seed * 1_000_003 + tag * 7919 + 0x5709) % (2**63 - 1))
-        for x in probe:
-            p = sum(F.softmax(_logits(model(x)).float(), dim=1) for _ in range(samples))
-            total += float(p.max(dim=1).values.sum()) / samples
-            n += x.shape[0]
+        total, n = lik.confidence(model, probe, samples)
     model.train(was)
     if n == 0 or not math.isfinite(total):
-        raise ValueError(f"retrain_stop: no finite confidence over {n} probe images")
+        raise ValueError(f"retrain_stop: no finite confidence over {n} probe inputs")
     return total / n
 
 
@@ -258,6 +243,7 @@ def compress(
     samples: Optional[int] = None,
     max_retrains: Optional[int] = None,
     force: bool = False,
+    likelihood: str = "categorical",
 ) -> Tuple[torch.nn.Module, CompressReport]:
     """Compresses a trained Bayesian ``model`` by stochastic weight sharing (2DGBNN).
 
@@ -281,13 +267,21 @@ def compress(
       It needs ``val_loader``; ``margins`` (keys ``accuracy_points``, ``nll``, ``ece``,
       ``ood_auroc``), ``samples``, ``max_retrains`` and ``force`` set the search and are
       refused without it.
+    * ``likelihood="gaussian"``: a regression network. Its output is ``[batch, 2 T]`` for ``T``
+      targets, the means then the spreads' raw values (``std = softplus(s) + 0.001``, the Rust
+      Gaussian head's), the loaders yield ``(inputs, targets)`` with float targets ``[batch]``
+      or ``[batch, T]``, the data term is the Gaussian NLL, and the stop rule compares the
+      predictive standard deviations. ``auto`` is for classifiers.
 
     Torch's random state is left as it was (everything runs under ``fork_rng``, seeded by
     ``retrain.seed``). Bad input raises ``ValueError``.
     """
+    lik = _likelihood(likelihood)
     if auto:
         if k is not None:
             raise ValueError("auto=True searches K; k fixes it: give one of the two")
+        if lik.name != "categorical":
+            raise ValueError("auto=True judges candidates by a classifier's metrics; give k for a regression network")
         from ._search import search
 
         return search(
@@ -376,8 +370,8 @@ def compress(
         # Summed on the model's device, copied to the CPU once (no transfer per batch).
         sums = [torch.zeros(m.numel(), dtype=torch.float32, device=device) for m in mus]
         for batch in _progress.track(train_loader, want, "gradient pass", on=progress):
-            x, y = _batch(batch, device, "train_loader")
-            logits = _forward(work, x, y, "train_loader")
+            x, y = _batch(batch, device, "train_loader", lik)
+            logits = _forward(work, x, y, "train_loader", lik)
             if float(out_cfg["grad_top_fraction"]) > 0:
                 kl = sum(
                     kl_each(f.mu_param(), f.sigma_live(f.spec.weight_scale), *prior).sum()
@@ -388,7 +382,7 @@ def compress(
                     )
                     for f in found
                 )
-                loss = F.cross_entropy(logits.float(), y) + float(rt["kl_weight"]) * kl / n_train
+                loss = lik.nll(logits, y) + float(rt["kl_weight"]) * kl / n_train
                 gs = torch.autograd.grad(loss, [f.mu_param() for f in found], allow_unused=True)
                 for s, g in zip(sums, gs):
                     if g is not None:
@@ -404,23 +398,23 @@ def compress(
         timings["gradients_cpu_s"] = time.process_time() - c
 
         # The stop rule's probe and the source's confidence (before any layer is replaced).
-        probe: List[torch.Tensor] = []
+        probe: List[Tuple[torch.Tensor, torch.Tensor]] = []
         trace = None
         if stop_cfg is not None:
             images = 0
             for batch in val_loader:  # type: ignore[union-attr]
-                x, y = _batch(batch, device, "val_loader")
-                probe.append(x)
+                x, y = _batch(batch, device, "val_loader", lik)
+                probe.append((x, y))
                 images += x.shape[0]
                 if images >= stop_cfg["probe_images"]:
                     break
             if not probe:
                 raise ValueError("val_loader yields no batch")
-            _forward(work, probe[0][:2], torch.zeros(0, dtype=torch.long, device=device), "val_loader")
+            _forward(work, probe[0][0][:2], torch.zeros(0, dtype=torch.long, device=device), "val_loader", lik)
             t = time.perf_counter()
             trace = {
                 "probe_images": images,
-                "source_confidence": _confidence(work, probe, stop_cfg["samples"], seed, 2**62, devices),
+                "source_confidence": _confidence(work, probe, stop_cfg["samples"], seed, 2**62, devices, lik),
                 "checks": [],
                 "stopped_after": None,
             }
@@ -480,7 +474,7 @@ def compress(
 
         # Stage 3: retraining with the ELBO, the mixture KL and the two parameter groups.
         t = time.perf_counter()
-        history = _retrain(work, shared_layers, train_loader, n_train, int(epochs), rt, stop_cfg, probe, trace, seed, devices, device, progress)
+        history = _retrain(work, shared_layers, train_loader, n_train, int(epochs), rt, stop_cfg, probe, trace, seed, devices, device, progress, lik)
         timings["retrain_s"] = time.perf_counter() - t
         work.train(was)  # the mode the user's model was in
     timings["total_s"] = time.perf_counter() - t_all
@@ -523,12 +517,17 @@ def compress(
         stop=trace,
         history=history,
         plan=plan.report,
-        config={"sharing": plan.config, "retrain": dict(rt, epochs=int(epochs)), "retrain_stop": stop_cfg or "epochs"},
+        config={
+            "sharing": plan.config,
+            "retrain": dict(rt, epochs=int(epochs)),
+            "retrain_stop": stop_cfg or "epochs",
+            "likelihood": lik.name,
+        },
     )
     return work, report
 
 
-def _retrain(work, shared_layers, loader, n_train, epochs, rt, stop_cfg, probe, trace, seed, devices, device, progress):
+def _retrain(work, shared_layers, loader, n_train, epochs, rt, stop_cfg, probe, trace, seed, devices, device, progress, lik):
     rho, other = [], []
     for name, p in work.named_parameters():
         if not p.requires_grad:
@@ -583,7 +582,7 @@ def _retrain(work, shared_layers, loader, n_train, epochs, rt, stop_cfg, probe, 
                 bar.update(1)
             if stop_cfg is not None and step in checks:
                 done = epoch + step / steps if steps else float(epoch)
-                conf = _confidence(work, probe, stop_cfg["samples"], seed, global_step, devices)
+                conf = _confidence(work, probe, stop_cfg["samples"], seed, global_step, devices, lik)
                 trace["checks"].append({"epochs_done": done, "confidence": conf})
                 if conf >= trace["source_confidence"]:
                     trace["stopped_after"] = done
@@ -592,9 +591,9 @@ def _retrain(work, shared_layers, loader, n_train, epochs, rt, stop_cfg, probe, 
                     if bar is not None:
                         bar.close()
                     return history
-            x, y = _batch(batch, device, "train_loader")
-            logits = _forward(work, x, y, "train_loader")
-            nll = F.cross_entropy(logits.float(), y)
+            x, y = _batch(batch, device, "train_loader", lik)
+            logits = _forward(work, x, y, "train_loader", lik)
+            nll = lik.nll(logits, y)
             kl = sum(layer.kl_loss() for layer in shared_layers)
             w = kl_weight * (min(1.0, (global_step + 1) / warmup) if warmup > 0 else 1.0)
             loss = nll + w * kl / n_train

@@ -63,6 +63,9 @@ pub struct TrainRequest {
     pub image_size: Option<usize>,
     /// The architecture.
     pub arch: Arch,
+    /// The MLP's hidden widths (`None`: the architecture's default, `[400, 400]`); the MLP
+    /// only.
+    pub mlp_hidden: Option<Vec<usize>>,
     /// Deterministic or Bayesian.
     pub kind: TrainKind,
     /// Training epochs (at least 1).
@@ -103,6 +106,7 @@ impl TrainRequest {
             noise: None,
             image_size: None,
             arch,
+            mlp_hidden: None,
             kind,
             epochs: 5,
             out,
@@ -185,6 +189,32 @@ impl TrainRequest {
                 )
             },
         )?;
+        require(self.mlp_hidden.is_none() || self.arch == Arch::Mlp, || {
+            format!(
+                "--mlp-hidden sets the widths of the MLP's hidden layers; {} does not take it",
+                self.arch
+            )
+        })?;
+        if let Some(widths) = &self.mlp_hidden {
+            require(widths.len() <= bnn_models::MAX_MLP_LAYERS, || {
+                format!(
+                    "--mlp-hidden gives {} layers: at most {}",
+                    widths.len(),
+                    bnn_models::MAX_MLP_LAYERS
+                )
+            })?;
+            require(
+                widths
+                    .iter()
+                    .all(|w| (1..=bnn_models::MAX_MLP_WIDTH).contains(w)),
+                || {
+                    format!(
+                        "--mlp-hidden {widths:?}: every width from 1 to {}",
+                        bnn_models::MAX_MLP_WIDTH
+                    )
+                },
+            )?;
+        }
         require(
             !matches!(self.dataset, DataSource::Csv(_)) || self.arch == Arch::Mlp,
             || {
@@ -457,6 +487,10 @@ pub fn train(
         stats,
     } = training_data(r)?;
     config.bayes.estimator = r.estimator;
+    if let Some(widths) = &r.mlp_hidden {
+        config.mlp_hidden = widths.clone();
+        config.validate()?;
+    }
     let mut tc = match r.kind {
         TrainKind::Deterministic if config.head().is_regression() => {
             bnn_train::TrainConfig::deterministic_regression(r.epochs)
