@@ -3,13 +3,13 @@ Backprop -> 2DGBNN compression -> conformal calibration -> eval) on a table, for
 seeds, with every model's metrics collected into one JSON file.
 
     python3 benches/regression/run.py --data DIR --table diabetes --seeds 0,1,2,3,4 \\
-        --epochs 300 --k 16 --out runs/diabetes.json [--dev]
+        --epochs 300 --k 32 --out runs/diabetes.json [--dev]
 
 ``--dev`` runs on the development files (``NAME-dev-train.csv``, evaluated on
 ``NAME-dev-val.csv``) for choosing settings; without it, on ``NAME-train.csv`` and
 ``NAME-test.csv``. Every model holds out a fifth of its training rows as the validation split
-(stage 3's stop rule and the conformal calibration read it). The MLP has one hidden layer of
-50 units (the UCI regression benchmarks' network). Needs the ``swbnn`` binary (``--swbnn``,
+(stage 3's stop rule and the conformal calibration read it). The MLP has two hidden layers of
+100 units (``--hidden``). Needs the ``swbnn`` binary (``--swbnn``,
 default ``target/debug/swbnn``) and the ``swbnn`` Python package (parameter counts).
 """
 
@@ -60,7 +60,8 @@ def run_seed(args, train: Path, test: Path, seed: int, work: Path) -> list:
     validation = str(rows_of(train) // 5)
     common = ["--dataset", dataset, "--validation", validation]
     det, bnn, swb = work / "det", work / "bnn", work / "model.swb"
-    train_args = ["--target", target, "--arch", "mlp", "--mlp-hidden", "50", "--epochs", str(args.epochs), "--seed", str(seed)]
+    train_args = ["--target", target, "--arch", "mlp", "--mlp-hidden", args.hidden, "--epochs", str(args.epochs),
+                  "--seed", str(seed)]
     swbnn(args.swbnn, "train", *common, *train_args, "--kind", "deterministic", "--out", str(det))
     swbnn(args.swbnn, "train", *common, *train_args, "--kind", "bayesian", "--from", str(det), "--out", str(bnn))
     cfg = work / "compress.json"
@@ -105,6 +106,7 @@ def main() -> None:
     p.add_argument("--seeds", default="0,1,2,3,4")
     p.add_argument("--epochs", type=int, required=True)
     p.add_argument("--k", type=int, required=True)
+    p.add_argument("--hidden", default="100,100", help="the MLP's hidden widths")
     p.add_argument("--dev", action="store_true")
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--swbnn", default=os.path.join("target", "debug", "swbnn"))

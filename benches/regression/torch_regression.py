@@ -8,7 +8,7 @@ the same Rust code as ``swbnn eval`` (``swbnn.metrics.regression``).
 
 The recipe, as ``swbnn train``'s: features and targets standardised on the training rows; a
 fifth of the training rows held out as validation (a seeded draw of its own, not the Rust
-draw's rows); an MLP of one hidden layer of 50 units with a heteroscedastic Gaussian head
+draw's rows); an MLP of two hidden layers of 100 units with a heteroscedastic Gaussian head
 (``2 T`` outputs, ``std = softplus(s) + 0.001``); batches of 128; the deterministic net with
 Adam at 1e-3 under a one-cycle schedule (linear, a quarter warm-up); Bayes by Backprop from its
 weights (bayesian-torch's ``dnn_to_bnn``, prior N(0, 0.1^2)), Adam at 1e-3 for the means and
@@ -39,6 +39,14 @@ def read(path: Path):
         rows = list(csv.reader(f))
     values = np.asarray(rows[1:], dtype=np.float64)
     return values[:, :-1], values[:, -1:]
+
+
+def mlp(d_in: int, hidden: str, d_out: int) -> nn.Sequential:
+    widths = [d_in] + [int(w) for w in hidden.split(",")]
+    layers: list = []
+    for a, b in zip(widths, widths[1:]):
+        layers += [nn.Linear(a, b), nn.ReLU()]
+    return nn.Sequential(*layers, nn.Linear(widths[-1], d_out))
 
 
 def nll(out, y):
@@ -109,7 +117,7 @@ def run_seed(args, train, test, seed):
     scale = (ym, ys)
 
     torch.manual_seed(seed)
-    det = nn.Sequential(nn.Linear(x_all.shape[1], 50), nn.ReLU(), nn.Linear(50, 2 * y_all.shape[1]))
+    det = mlp(x_all.shape[1], args.hidden, 2 * y_all.shape[1])
     fit(det, tx, ty, args.epochs, [{"params": det.parameters(), "lr": 1e-3}], len(tx), kl=False)
     rows = []
 
@@ -124,15 +132,16 @@ def run_seed(args, train, test, seed):
         })
 
     row("torch deterministic", det, 1, sum(p.numel() for p in det.parameters()))
-    bnn = nn.Sequential(nn.Linear(x_all.shape[1], 50), nn.ReLU(), nn.Linear(50, 2 * y_all.shape[1]))
+    bnn = mlp(x_all.shape[1], args.hidden, 2 * y_all.shape[1])
     dnn_to_bnn(bnn, {"prior_mu": 0.0, "prior_sigma": 0.1, "posterior_mu_init": 0.0, "posterior_rho_init": -6.0,
                      "type": "Reparameterization", "moped_enable": False})
     with torch.no_grad():  # the means from the deterministic net, every rho at -6
-        for i in (0, 2):
-            bnn[i].mu_weight.copy_(det[i].weight)
-            bnn[i].mu_bias.copy_(det[i].bias)
-            bnn[i].rho_weight.fill_(-6.0)
-            bnn[i].rho_bias.fill_(-6.0)
+        for b, d in zip(bnn, det):
+            if hasattr(b, "mu_weight"):
+                b.mu_weight.copy_(d.weight)
+                b.mu_bias.copy_(d.bias)
+                b.rho_weight.fill_(-6.0)
+                b.rho_bias.fill_(-6.0)
     rho = [p for n, p in bnn.named_parameters() if "rho" in n]
     mu = [p for n, p in bnn.named_parameters() if "rho" not in n]
     fit(bnn, tx, ty, args.epochs, [{"params": mu, "lr": 1e-3}, {"params": rho, "lr": 1e-2}], len(tx), kl=True)
@@ -152,6 +161,7 @@ def main() -> None:
     p.add_argument("--seeds", default="0,1,2,3,4")
     p.add_argument("--epochs", type=int, required=True)
     p.add_argument("--k", type=int, required=True)
+    p.add_argument("--hidden", default="100,100", help="the MLP's hidden widths")
     p.add_argument("--dev", action="store_true")
     p.add_argument("--out", type=Path, required=True)
     args = p.parse_args()

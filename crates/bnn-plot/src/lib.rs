@@ -1,4 +1,5 @@
-//! Figures for (Bayesian) neural-network classifiers and weight-shared models, on plain data.
+//! Figures for (Bayesian) neural networks, classifiers and regression networks, and
+//! weight-shared models, on plain data.
 //!
 //! No deep-learning framework: inputs are slices, [`bnn_metrics`] results and small structs.
 //! One function per figure, each taking the data, a [`Size`] and an output path; the path's
@@ -16,6 +17,8 @@
 //!   weights (see [`WeightsOptions`]).
 //! * [`per_class`]: box plots of the confidence per class, with each class's mean above its box.
 //! * [`corruptions`]: accuracy, NLL and ECE against corruption severity, one line per method.
+//! * [`coverage`]: a regression network's reliability figure, the observed coverage of its
+//!   central predictive intervals against their nominal level, one line per model.
 //! * [`size_quality`]: NLL and OOD AUROC against the model file's bytes (log scale), one point
 //!   per method and seed.
 //! * [`search`]: a compression search's candidates, validation NLL and OOD-proxy AUROC against
@@ -40,6 +43,7 @@
 #![warn(missing_docs)]
 
 mod corruptions;
+mod coverage;
 mod error;
 mod ood;
 mod output;
@@ -52,6 +56,7 @@ mod text;
 mod weights;
 
 pub use corruptions::{CorruptionSeries, corruptions};
+pub use coverage::{CoverageSeries, coverage};
 pub use error::{PlotError, Result};
 pub use ood::{OodPlot, Uncertainties, ood};
 pub use output::{Format, MAX_SIDE, Size};

@@ -190,6 +190,50 @@ fn corruptions_render() {
     both("corruptions", size, |p| corruptions(&series, size, p));
 }
 
+/// Two regression networks' coverage curves: one over-confident (below the diagonal), one
+/// calibrated; and the errors a bad point gives.
+#[test]
+fn coverage_renders_and_refuses_bad_points() {
+    use bnn_metrics::CoveragePoint;
+    let levels: Vec<f64> = (1..20).map(|i| i as f64 * 0.05).collect();
+    let sharp: Vec<CoveragePoint> = levels
+        .iter()
+        .map(|&level| CoveragePoint {
+            level,
+            coverage: level * level,
+        })
+        .collect();
+    let calibrated: Vec<CoveragePoint> = levels
+        .iter()
+        .map(|&level| CoveragePoint {
+            level,
+            coverage: level,
+        })
+        .collect();
+    let series = [
+        CoverageSeries {
+            name: "over-confident",
+            points: &sharp,
+        },
+        CoverageSeries {
+            name: "calibrated",
+            points: &calibrated,
+        },
+    ];
+    let size = Size::new(600, 560);
+    both("coverage", size, |p| coverage(&series, size, p));
+    let dir = tempfile::tempdir().unwrap();
+    let png = dir.path().join("c.png");
+    assert!(coverage(&[], size, &png).unwrap_err().to_string().contains("none given"));
+    let bad = [CoveragePoint {
+        level: 0.5,
+        coverage: 1.5,
+    }];
+    let e = coverage(&[CoverageSeries { name: "x", points: &bad }], size, &png).unwrap_err();
+    assert!(e.to_string().contains("not a level and a coverage"), "{e}");
+    assert!(!png.exists());
+}
+
 #[test]
 fn bad_paths_and_sizes_are_errors() {
     let dir = tempfile::tempdir().unwrap();

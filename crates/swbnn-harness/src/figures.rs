@@ -32,6 +32,8 @@ pub const PER_CLASS_SIZE: Size = Size::new(1100, 600);
 pub const CORRUPTIONS_SIZE: Size = Size::new(1300, 450);
 /// Size of the size-quality figure.
 pub const SIZE_QUALITY_SIZE: Size = Size::new(1300, 500);
+/// Size of a regression network's coverage figure.
+pub const COVERAGE_SIZE: Size = Size::new(600, 560);
 
 /// A model's predictions on the test set and, if there is one, the OOD set.
 #[derive(Debug, Clone)]

@@ -42,6 +42,10 @@ pub enum Figure {
     /// candidate `swbnn compress --auto` evaluated, with the source network's values, its
     /// margins and the file written: the search's `*.search.json`.
     Search,
+    /// A regression network's reliability figure: the observed coverage of its central
+    /// predictive intervals against their nominal level (0.05 to 0.95) on the test rows of
+    /// --dataset, with the diagonal.
+    Coverage,
 }
 
 /// Scale of the weights figure's sigma axis.
@@ -339,6 +343,13 @@ pub fn run(args: &PlotRequest, device: &Device) -> Result<Plotted, Error> {
             ood_dir: None,
         });
     }
+    if args.what == Figure::Coverage {
+        coverage(args, device, &out)?;
+        return Ok(Plotted {
+            out: args.out.clone(),
+            ood_dir: None,
+        });
+    }
     if args.what == Figure::SizeQuality {
         // Drawn from the tables alone: no model is loaded.
         let points = figures::size_quality_points(&args.model, args.seed)?;
@@ -467,10 +478,45 @@ fn draw_predictions(
             args.size(figures::PER_CLASS_SIZE),
             out,
         ),
-        Figure::Weights | Figure::Corruptions | Figure::SizeQuality | Figure::Search => {
-            unreachable!("drawn without predictions")
-        }
+        Figure::Weights
+        | Figure::Corruptions
+        | Figure::SizeQuality
+        | Figure::Search
+        | Figure::Coverage => unreachable!("drawn without predictions"),
     }
+}
+
+/// The coverage figure of a regression network's file: its test rows evaluated as `swbnn eval`
+/// evaluates them, the reliability points drawn.
+fn coverage(args: &PlotRequest, device: &Device, out: &Path) -> Result<(), Error> {
+    let dataset = args.dataset.clone().ok_or_else(|| {
+        Error::Usage("the coverage figure evaluates the model on --dataset's test rows".into())
+    })?;
+    let request = swbnn_ops::commands::EvalRequest {
+        samples: args.samples.unwrap_or(30),
+        data_dir: args.data.clone(),
+        subset: args.subset,
+        seed: FIGURE_SEED,
+        ..swbnn_ops::commands::EvalRequest::new(args.model.clone(), dataset)
+    };
+    let outcome = swbnn_ops::commands::eval(&request, device)?;
+    let reg = outcome.regression.ok_or_else(|| {
+        Error::Usage(format!(
+            "{} is a classifier: the coverage figure is a regression network's (a classifier's \
+             is `reliability`)",
+            args.model.display()
+        ))
+    })?;
+    let label = match swbnn_ops::load::load_model(&args.model, device)?.config.kind {
+        Kind::Deterministic => Method::Deterministic.label(),
+        Kind::Bayesian => Method::Bbb.label(),
+        Kind::Shared => Method::Gbnn2d.label(),
+    };
+    let series = [bnn_plot::CoverageSeries {
+        name: label,
+        points: &reg.reliability,
+    }];
+    bnn_plot::coverage(&series, args.size(figures::COVERAGE_SIZE), out).map_err(crate::plot_error)
 }
 
 fn weights(args: &PlotRequest, source: Source, device: &Device, out: &Path) -> Result<(), Error> {
