@@ -48,7 +48,10 @@ pub fn coverage(series: &[CoverageSeries<'_>], size: Size, path: &Path) -> Resul
         }) {
             return Err(PlotError::bad_input(
                 "coverage series",
-                format!("{:?}: the point {p:?} is not a level and a coverage in [0, 1]", s.name),
+                format!(
+                    "{:?}: the point {p:?} is not a level and a coverage in [0, 1]",
+                    s.name
+                ),
             ));
         }
     }
@@ -69,10 +72,7 @@ impl Figure for Coverage<'_, '_> {
         let (w, _) = root.dim_in_pixel();
         let text = Text::for_width(w, 600);
         let mut chart = ChartBuilder::on(root)
-            .caption(
-                "coverage of the central intervals",
-                (FAMILY, text.title),
-            )
+            .caption("coverage of the central intervals", (FAMILY, text.title))
             .margin(text.px(12.0))
             .x_label_area_size(text.px(46.0))
             .y_label_area_size(text.px(56.0))

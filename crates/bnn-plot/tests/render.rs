@@ -224,12 +224,25 @@ fn coverage_renders_and_refuses_bad_points() {
     both("coverage", size, |p| coverage(&series, size, p));
     let dir = tempfile::tempdir().unwrap();
     let png = dir.path().join("c.png");
-    assert!(coverage(&[], size, &png).unwrap_err().to_string().contains("none given"));
+    assert!(
+        coverage(&[], size, &png)
+            .unwrap_err()
+            .to_string()
+            .contains("none given")
+    );
     let bad = [CoveragePoint {
         level: 0.5,
         coverage: 1.5,
     }];
-    let e = coverage(&[CoverageSeries { name: "x", points: &bad }], size, &png).unwrap_err();
+    let e = coverage(
+        &[CoverageSeries {
+            name: "x",
+            points: &bad,
+        }],
+        size,
+        &png,
+    )
+    .unwrap_err();
     assert!(e.to_string().contains("not a level and a coverage"), "{e}");
     assert!(!png.exists());
 }

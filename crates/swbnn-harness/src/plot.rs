@@ -507,7 +507,10 @@ fn coverage(args: &PlotRequest, device: &Device, out: &Path) -> Result<(), Error
             args.model.display()
         ))
     })?;
-    let label = match swbnn_ops::load::load_model(&args.model, device)?.config.kind {
+    let label = match swbnn_ops::load::load_model(&args.model, device)?
+        .config
+        .kind
+    {
         Kind::Deterministic => Method::Deterministic.label(),
         Kind::Bayesian => Method::Bbb.label(),
         Kind::Shared => Method::Gbnn2d.label(),

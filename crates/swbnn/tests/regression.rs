@@ -189,10 +189,21 @@ fn whole_method(dir: &Path, dataset: &str, train_extra: &[&str]) -> serde_json::
     // The reliability figure of a regression network: observed against nominal coverage.
     let figure = p("coverage.svg");
     ok(&[
-        "plot", "coverage", &swb, "--dataset", dataset, "--samples", "4", "--out", &figure,
+        "plot",
+        "coverage",
+        &swb,
+        "--dataset",
+        dataset,
+        "--samples",
+        "4",
+        "--out",
+        &figure,
     ]);
     let svg = std::fs::read_to_string(&figure).unwrap();
-    assert!(svg.contains("nominal level") && svg.contains("2DGBNN"), "{svg}");
+    assert!(
+        svg.contains("nominal level") && svg.contains("2DGBNN"),
+        "{svg}"
+    );
     serde_json::from_str(&out).unwrap()
 }
 
