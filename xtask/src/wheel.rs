@@ -72,7 +72,9 @@ pub fn build(root: &Path, req: &WheelRequest) -> Result<PathBuf> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    if !req.local && !(name.contains("manylinux_2_17") || name.contains(MANYLINUX)) {
+    // A local wheel carries this machine's tag; a wheel to share, manylinux2014's.
+    let tagged = name.contains("manylinux_2_17") || name.contains(MANYLINUX);
+    if !(req.local || tagged) {
         bail!("{name} is not tagged {MANYLINUX} (manylinux_2_17)");
     }
     Ok(wheel)
