@@ -376,7 +376,7 @@ impl TrainConfig {
     /// the two stages differ by the KL alone. SGD with momentum ([`TrainConfig::deterministic`])
     /// fails a Gaussian head with a learned spread: early steps inflate the spread, which
     /// shrinks the means' gradients by its square (a training NLL stuck near 2.5 nats on a
-    /// synthetic table, where Adam reaches 0.3).
+    /// synthetic table after 20 epochs, where Adam reached 0.22).
     pub fn deterministic_regression(epochs: usize) -> Self {
         Self {
             weight_decay: 0.0,
