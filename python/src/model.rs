@@ -104,10 +104,10 @@ impl Model {
     }
 
     /// Runs `f` on the model with the device's generator held, outside the GIL.
-    fn with_net<R: Send>(
+    fn with_net<R: Send, E: std::fmt::Display + Send>(
         &self,
         py: Python<'_>,
-        f: impl FnOnce(&Network, &Device) -> Result<R, bnn_metrics::MetricsError> + Send,
+        f: impl FnOnce(&Network, &Device) -> Result<R, E> + Send,
     ) -> PyResult<R> {
         let device = cpu()?;
         let net = self
@@ -181,24 +181,17 @@ impl Model {
             mean: &tabular.target_mean,
             std: &tabular.target_std,
         };
-        let device = cpu()?;
-        let net = self
-            .net
-            .lock()
-            .map_err(|_| value_error("the model was poisoned by a failed call"))?;
-        py.detach(|| {
-            let _rng = bnn_layers::lock_device_rng();
+        self.with_net(py, |net, device| {
             bnn_train::predict_regression_arrays(
-                &net,
+                net,
                 &values,
                 shape,
                 samples,
                 Some(seed),
                 Some(scale),
-                &device,
+                device,
             )
         })
-        .map_err(|e| value_error(e.to_string()))
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -425,7 +418,7 @@ impl Model {
             };
             let mc = bnn_metrics::McLogits::new(&l.logits, l.samples, l.n, l.classes)?;
             let fit = bnn_metrics::fit_temperature(&mc, &l.labels)?;
-            Ok(swbnn_ops::calibration::Calibration::of(&fit, &l))
+            Ok::<_, bnn_metrics::MetricsError>(swbnn_ops::calibration::Calibration::of(&fit, &l))
         })?;
         if store {
             py.detach(|| swbnn_ops::calibration::ModelFile::at(&self.path).store(&calibration))

@@ -398,6 +398,7 @@ pub fn defaults_json() -> PyResult<String> {
         "torch_tau_sd": swshare::config::TORCH_TAU_SD,
         "search": SearchConfig::default(),
         "min_validation_images": swbnn_ops::search::MIN_VALIDATION_IMAGES,
+        "gaussian_min_std": bnn_models::MIN_STD,
     });
     Ok(v.to_string())
 }

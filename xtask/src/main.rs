@@ -141,6 +141,17 @@ enum Command {
         /// cover the other classes, and the OOD set is the held-out classes' test images.
         #[arg(long, value_parser = swbnn::args::held_out_classes)]
         ood: Option<HeldOutClasses>,
+        /// A target column of a `csv:` table (repeatable): a table runs the regression
+        /// experiment (deterministic, BBB, 2DGBNN, conformal intervals) and writes
+        /// regression.md, regression.json and report.md.
+        #[arg(long = "target", value_name = "NAME")]
+        targets: Vec<String>,
+        /// A regression network's noise model: heteroscedastic (default) or homoscedastic.
+        #[arg(long, value_parser = swbnn::args::noise())]
+        noise: Option<bnn_models::Noise>,
+        /// The MLP's hidden widths, comma-separated (a table's default: 100,100).
+        #[arg(long, value_name = "WIDTHS", value_delimiter = ',')]
+        mlp_hidden: Option<Vec<usize>>,
     },
     /// Mutation fuzzing of the readers of untrusted files; one JSON line per target. Fails
     /// on any panic or an execution beyond the heap (or, for swb-cost, decode-work) bound.
@@ -230,12 +241,16 @@ impl Observer for Log {
     }
 
     fn on_epoch(&mut self, s: &EpochStats) {
+        // A regression network has no accuracy: its training RMSE (standardised units).
+        let fit = match s.rmse {
+            Some(rmse) => format!("train rmse {rmse:.4}"),
+            None => format!("train acc {:.4}", s.accuracy),
+        };
         eprintln!(
-            "  epoch {}: loss {:.4} nll {:.4} train acc {:.4} ({:.0} img/s, {:.0} s)",
+            "  epoch {}: loss {:.4} nll {:.4} {fit} ({:.0} img/s, {:.0} s)",
             s.epoch + 1,
             s.loss,
             s.nll,
-            s.accuracy,
             s.images_per_s,
             s.seconds
         );
@@ -286,6 +301,9 @@ fn main() -> Result<()> {
             tables,
             dry_run,
             ood,
+            targets,
+            noise,
+            mlp_hidden,
         } => {
             anyhow::ensure!(seeds >= 1, "--seeds must be at least 1");
             let name = match dataset.preset() {
@@ -296,6 +314,7 @@ fn main() -> Result<()> {
             let ood_search = swbnn_ops::data::OodSearch::from_env(&repo_root());
             let mut setup = swbnn_harness::presets::setup_for_source(
                 &dataset,
+                &targets,
                 arch,
                 quick,
                 &ood_search,
@@ -322,6 +341,10 @@ fn main() -> Result<()> {
                 ood_to_fetch = None;
             }
             setup.data_dir = data.or(setup.data_dir);
+            setup.noise = noise.or(setup.noise);
+            if mlp_hidden.is_some() {
+                setup.mlp_hidden = mlp_hidden;
+            }
             if corruptions {
                 setup.corruptions = bnn_data::Corruption::all();
             }
@@ -411,7 +434,7 @@ fn main() -> Result<()> {
                 match setup.compress.retrain_stop {
                     swshare::retrain_stop::RetrainStop::Epochs => "",
                     swshare::retrain_stop::RetrainStop::ConfidenceRecovered { .. } =>
-                        " (at most: stage 3 ends once BBB's confidence is recovered)",
+                        " (at most: stage 3 ends once it is as confident as BBB, or a regression network as good in validation NLL)",
                 },
                 match (&setup.ood, &setup.held_out_classes[..]) {
                     (_, [_, ..]) => format!("the held-out classes {:?}", setup.held_out_classes),
@@ -454,6 +477,11 @@ fn main() -> Result<()> {
                     }
                     eprintln!("wrote {}/table.md and table.json", out.display());
                     eprintln!("wrote {}", report.display());
+                }
+                Reproduction::Regression(r) => {
+                    println!("{}", swbnn_harness::regression::markdown(&r.summaries));
+                    eprintln!("wrote {}", r.table.display());
+                    eprintln!("wrote {}", r.report.display());
                 }
                 Reproduction::Seeds {
                     summaries, report, ..

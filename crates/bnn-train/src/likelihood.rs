@@ -37,16 +37,22 @@ pub fn targets_tensor(batch: &Batch, device: &Device) -> Tensor<2> {
     )
 }
 
+/// `ln N(y; mean, std^2)` of every cell, `[B, T]`.
+pub fn gaussian_log_pdf(mean: Tensor<2>, std: Tensor<2>, targets: Tensor<2>) -> Tensor<2> {
+    let z = (targets - mean) / std.clone();
+    (std.log() + z.powf_scalar(2.0).mul_scalar(0.5))
+        .add_scalar(HALF_LN_TWO_PI)
+        .neg()
+}
+
 /// The mean Gaussian NLL per example (module docs) of `targets` under `N(mean, std^2)`,
 /// all `[B, T]`.
 pub fn gaussian_nll(mean: Tensor<2>, std: Tensor<2>, targets: Tensor<2>) -> Tensor<1> {
-    let [b, t] = mean.dims();
-    let z = (targets - mean) / std.clone();
-    let per_cell = std.log() + z.powf_scalar(2.0).mul_scalar(0.5);
-    per_cell
+    let [b, _] = mean.dims();
+    gaussian_log_pdf(mean, std, targets)
         .sum()
+        .neg()
         .div_scalar(b.max(1) as f64)
-        .add_scalar(HALF_LN_TWO_PI * t as f64)
 }
 
 /// Checks that batches of `target_dim` targets per example (0: class labels) fit a model

@@ -641,6 +641,9 @@ pub fn run(setup: &Setup, device: &Device, progress: &mut dyn Progress) -> Resul
     // than the training split (a preset's are the same).
     let classes = data.test.classes().max(data.train.classes());
     let mut config = ModelConfig::for_input(setup.arch, Kind::Deterministic, classes, c, h);
+    if let Some(widths) = &setup.mlp_hidden {
+        config = config.with_mlp_hidden(widths.clone());
+    }
     config.bayes = setup.bayes.clone();
     config.trained_on = Some(data.trained_on.clone());
     // A user's data set has no published constants: its models record the normalisation

@@ -19,6 +19,7 @@ pub mod method;
 pub mod paper_presets;
 pub mod plot;
 pub mod presets;
+pub mod regression;
 pub mod report;
 mod reproduce;
 pub mod results;

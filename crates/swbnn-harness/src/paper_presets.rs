@@ -141,6 +141,9 @@ pub fn setup(
     Some(Setup {
         dataset: dataset.into(),
         arch,
+        targets: Vec::new(),
+        noise: None,
+        mlp_hidden: None,
         data_dir: None,
         ood: ood.find_paired(dataset),
         ood_halves: true,

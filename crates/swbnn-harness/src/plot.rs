@@ -199,6 +199,14 @@ enum Source {
 
 fn open_source(args: &PlotRequest, device: &Device) -> Result<Source, Error> {
     let path = &args.model;
+    if crate::regression::is_regression_run(path) {
+        return Err(Error::Usage(format!(
+            "{} is the run of a regression table: its figure is `coverage` (swbnn plot \
+             coverage {} --out FILE)",
+            path.display(),
+            path.display()
+        )));
+    }
     if RunDir::is_run(path) {
         return Ok(Source::Run(Box::new(RunDir::open(path, args.seed)?)));
     }
@@ -489,6 +497,11 @@ fn draw_predictions(
 /// The coverage figure of a regression network's file: its test rows evaluated as `swbnn eval`
 /// evaluates them, the reliability points drawn.
 fn coverage(args: &PlotRequest, device: &Device, out: &Path) -> Result<(), Error> {
+    if crate::regression::is_regression_run(&args.model) {
+        // A reproduction's run: its rows hold each method's points.
+        let rows = crate::regression::read_rows(&args.model, args.seed)?;
+        return crate::regression::draw_coverage(&rows, args.size(figures::COVERAGE_SIZE), out);
+    }
     let dataset = args.dataset.clone().ok_or_else(|| {
         Error::Usage("the coverage figure evaluates the model on --dataset's test rows".into())
     })?;

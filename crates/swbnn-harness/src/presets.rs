@@ -109,6 +109,9 @@ fn fashion_mnist_like(
     let mut setup = Setup {
         dataset,
         arch,
+        targets: Vec::new(),
+        noise: None,
+        mlp_hidden: None,
         data_dir: None,
         ood,
         // Choices read half A of the OOD set, the test rows half B.
@@ -192,15 +195,24 @@ pub fn user_validation(n: usize) -> ValidationSplit {
 /// - no out-of-distribution set (`--setup` may give one: `{"ood": ["mnist", "DIR"]}`);
 /// - the report's class names are the class folders' names, else the class indices.
 ///
+/// A regression table (`csv:FILE` with its target columns `targets`, or an `.npz` with
+/// floating-point `y_*`) has its own recipe, [`table_setup`].
+///
 /// A user's data set must have a test split (`x_test`/`y_test`, or `train/` and `test/`
 /// folders); the experiment refuses one without it. Errors: the data cannot be read.
 pub fn setup_for_source(
     source: &DataSource,
+    targets: &[String],
     arch: Option<Arch>,
     quick: bool,
     ood: &OodSearch,
     out_dir: PathBuf,
 ) -> Result<Setup, crate::Error> {
+    if source.preset().is_none() && source.is_regression()? {
+        return table_setup(source, targets, arch, out_dir);
+    }
+    // `--target` on images: refused with the flag's words.
+    swbnn_ops::table::check_table_options(source, targets, None, Arch::Mlp, None)?;
     if let Some(id) = source.preset() {
         return Ok(setup(id, arch, quick, ood, out_dir));
     }
@@ -209,6 +221,68 @@ pub fn setup_for_source(
     let arch = arch.unwrap_or_else(|| user_arch(channels, side, quick));
     let mut s = fashion_mnist_like(source.clone(), arch, quick, None, out_dir);
     s.validation = user_validation(train.data.len());
+    Ok(s)
+}
+
+/// The validation split [`table_setup`] holds out of a table's `n` training rows: a fifth,
+/// at least one row and at most [`ValidationSplit::DEFAULT_SIZE`]. More than an image set's
+/// tenth, as the conformal intervals are fitted on it and a small table has few rows; the
+/// recipe's epochs and K were chosen with a fifth held out.
+pub fn table_validation(n: usize) -> ValidationSplit {
+    ValidationSplit::new((n / 5).clamp(1, ValidationSplit::DEFAULT_SIZE))
+}
+
+/// Epochs of each stage of a table's recipe ([`table_setup`]): the deterministic net, BBB and
+/// stage 3's ceiling.
+pub const TABLE_EPOCHS: usize = 100;
+
+/// Components of the GMM in a table's recipe ([`table_setup`]).
+pub const TABLE_K: usize = 16;
+
+/// The MLP's hidden widths in a table's recipe ([`table_setup`]).
+pub const TABLE_MLP_HIDDEN: [usize; 2] = [100, 100];
+
+/// The setup of `cargo xtask reproduce` for the regression table `source` with the target
+/// columns `targets` (a `.npz` names none), the one place its recipe is written:
+/// - the MLP (`arch` may only name it) with two hidden layers of 100 units
+///   ([`TABLE_MLP_HIDDEN`], fixed before any run), a heteroscedastic Gaussian head;
+/// - [`TABLE_EPOCHS`] epochs for the deterministic net (Adam,
+///   [`TrainConfig::deterministic_regression`]), for BBB (the pretrained recipe, from the
+///   deterministic net) and as stage 3's ceiling, whose stop rule compares validation NLL;
+///   K = [`TABLE_K`]; the command line's compression otherwise. The epochs and K were chosen
+///   on the development rows of the synthetic table of docs/results.md ("Regression");
+///   `--quick` changes nothing, as a table's run takes minutes;
+/// - the validation split is [`table_validation`]: a fifth of the training rows, drawn at
+///   random with a fixed seed; features and targets are standardised on the rest;
+/// - 30 Monte-Carlo samples; no OOD set, corruptions or subsets.
+///
+/// Errors: the table cannot be read, or a CSV's `targets` are missing from it.
+pub fn table_setup(
+    source: &DataSource,
+    targets: &[String],
+    arch: Option<Arch>,
+    out_dir: PathBuf,
+) -> Result<Setup, crate::Error> {
+    let arch = arch.unwrap_or(Arch::Mlp);
+    let hidden = TABLE_MLP_HIDDEN.to_vec();
+    swbnn_ops::table::check_table_options(source, targets, None, arch, Some(&hidden))?;
+    let table = swbnn_ops::table::open_table(source, targets)?;
+    let mut s = fashion_mnist_like(source.clone(), arch, true, None, out_dir);
+    s.targets = targets.to_vec();
+    s.mlp_hidden = Some(hidden);
+    s.ood_halves = false;
+    s.validation = table_validation(table.train.data.len());
+    let det_seed = s.deterministic.seed;
+    s.deterministic = TrainConfig::deterministic_regression(TABLE_EPOCHS);
+    s.deterministic.seed = det_seed;
+    s.bbb.epochs = TABLE_EPOCHS;
+    apply_recipe(BbbRecipe::Pretrained, &mut s);
+    let mut compress = command_line_compress();
+    compress.sharing.gmm.k = TABLE_K;
+    compress.sharing.gmm.seed = s.compress.sharing.gmm.seed;
+    compress.retrain.seed = s.compress.retrain.seed;
+    compress.retrain.epochs = TABLE_EPOCHS;
+    s.compress = compress;
     Ok(s)
 }
 
@@ -458,7 +532,7 @@ mod tests {
         let search = crate::data::cache_only(dir.path(), Vec::new());
         let json = |s: &Setup| serde_json::to_value(s).unwrap();
         for quick in [true, false] {
-            let s = setup_for_source(&source, None, quick, &search, "out".into()).unwrap();
+            let s = setup_for_source(&source, &[], None, quick, &search, "out".into()).unwrap();
             // 8 px grey images: LeNet-5 on both runs.
             assert_eq!(s.arch, Arch::Lenet5);
             assert_eq!(s.dataset, source);
@@ -482,16 +556,17 @@ mod tests {
                 assert_eq!(a[key], b[key], "{key}, quick {quick}");
             }
         }
-        let s = setup_for_source(&source, Some(Arch::Mlp), false, &search, "o".into()).unwrap();
+        let s =
+            setup_for_source(&source, &[], Some(Arch::Mlp), false, &search, "o".into()).unwrap();
         assert_eq!(s.arch, Arch::Mlp);
         // A preset is the preset's setup.
         let fm = DataSource::Preset(DatasetId::FashionMnist);
-        let s = setup_for_source(&fm, None, true, &search, "out".into()).unwrap();
+        let s = setup_for_source(&fm, &[], None, true, &search, "out".into()).unwrap();
         let preset = setup(DatasetId::FashionMnist, None, true, &search, "out".into());
         assert_eq!(json(&s), json(&preset));
         // A missing file is an error naming it.
         let gone = DataSource::Npz(dir.path().join("gone.npz"));
-        let e = setup_for_source(&gone, None, true, &search, "o".into()).unwrap_err();
+        let e = setup_for_source(&gone, &[], None, true, &search, "o".into()).unwrap_err();
         assert!(e.to_string().contains("gone.npz"), "{e}");
     }
 

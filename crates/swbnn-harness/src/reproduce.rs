@@ -12,6 +12,7 @@ use burn::prelude::*;
 
 use crate::Error;
 use crate::experiment::{self, Progress};
+use crate::regression::RegressionReproduction;
 use crate::results::{Outcome, SeedSummary};
 use crate::setup::Setup;
 use crate::store;
@@ -38,6 +39,8 @@ pub enum Reproduction {
     },
     /// The tables of `--tables` (the main table among them), one outcome per seed.
     Tables(Vec<TablesOutcome>),
+    /// The regression experiment of a table: its rows per seed, the table and the report.
+    Regression(Box<RegressionReproduction>),
 }
 
 /// Runs a reproduction into `setup.out_dir`: writes its `setup.json` first, then the main
@@ -48,7 +51,8 @@ pub enum Reproduction {
 /// A user's data set (`setup.dataset` a `folder:DIR` or `npz:FILE`, as
 /// [`crate::presets::setup_for_source`] makes it) runs the main experiment and its report;
 /// `tables` (the paper's tables) and `setup.data_dir` (where presets are found) are refused
-/// for it.
+/// for it. A regression table (`csv:FILE`, or an `.npz` with floating-point `y_*`) runs the
+/// regression experiment ([`crate::regression::run_seeds`]) and its report.
 #[allow(clippy::too_many_arguments)]
 pub fn reproduce(
     setup: &Setup,
@@ -82,7 +86,16 @@ pub fn reproduce(
     if setup.resume {
         store::check_resume(&setup.out_dir, setup)?;
     }
+    let regression = crate::regression::is_regression(setup)?;
+    if regression {
+        crate::regression::check_setup(setup)?;
+    }
     store::write_setup(&setup.out_dir, setup)?;
+    if regression {
+        return Ok(Reproduction::Regression(Box::new(
+            crate::regression::run_seeds(setup, seeds, device, progress)?,
+        )));
+    }
     if !tables.is_empty() {
         return Ok(Reproduction::Tables(tables::run_seeds(
             setup,

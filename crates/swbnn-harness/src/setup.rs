@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use bnn_data::{Corruption, DataSource, DatasetId};
-use bnn_models::{Arch, BayesOptions};
+use bnn_models::{Arch, BayesOptions, Noise};
 use bnn_train::TrainConfig;
 use serde::{Deserialize, Serialize};
 
@@ -26,6 +26,17 @@ pub struct Setup {
     pub dataset: DataSource,
     /// Architecture.
     pub arch: Arch,
+    /// The target columns of a `csv:` table (at least one there, none elsewhere). A table
+    /// (`csv:`, or an `.npz` with floating-point `y_*`) runs the regression experiment
+    /// ([`crate::regression`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub targets: Vec<String>,
+    /// A regression network's noise model (`None`: heteroscedastic); tables only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub noise: Option<Noise>,
+    /// The MLP's hidden widths (`None`: the MLP's default); the MLP only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mlp_hidden: Option<Vec<usize>>,
     /// Where the data are (else the usual search order).
     pub data_dir: Option<PathBuf>,
     /// Out-of-distribution set: kind and directory.
@@ -101,8 +112,9 @@ pub const DEFAULT_SEED_OFFSET: u64 = 6;
 impl Setup {
     /// Checks every setting a run would meet later, with the words of the flag or field's own
     /// check: the Monte Carlo samples ([`swbnn_ops::limits::check_samples`]), each training
-    /// stage ([`TrainConfig::validate`], epochs included) and the compression
-    /// ([`CompressConfig::validate`], K included). `cargo xtask reproduce` calls it on the
+    /// stage ([`TrainConfig::validate`], epochs included), the compression
+    /// ([`CompressConfig::validate`], K included) and a table's options
+    /// ([`swbnn_ops::table::check_table_options`]). `cargo xtask reproduce` calls it on the
     /// setup its flags, `--config` file and preset make; [`crate::reproduce`] on any setup it is
     /// given; nothing is read or written before it passes.
     pub fn check(&self) -> Result<(), crate::Error> {
@@ -119,6 +131,13 @@ impl Setup {
         self.compress
             .validate()
             .map_err(|e| stage("compression settings", &e))?;
+        swbnn_ops::table::check_table_options(
+            &self.dataset,
+            &self.targets,
+            self.noise,
+            self.arch,
+            self.mlp_hidden.as_deref(),
+        )?;
         Ok(())
     }
 

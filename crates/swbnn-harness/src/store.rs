@@ -82,6 +82,12 @@ pub const REPORT_JSON: &str = "report.json";
 pub const TABLES_MD: &str = "tables.md";
 /// The other tables' rows.
 pub const TABLES_JSON: &str = "tables.json";
+/// A regression run's table over its seeds, in Markdown ([`crate::regression`]).
+pub const REGRESSION_MD: &str = "regression.md";
+/// A regression run's rows and summaries, in JSON.
+pub const REGRESSION_JSON: &str = "regression.json";
+/// A regression stage's row, cached in its stage directory.
+pub const REGRESSION_ROW_FILE: &str = "regression-row.json";
 /// A table variant's 2DGBNN configuration, in its stage directory.
 pub const COMPRESS_CONFIG_FILE: &str = "compress.json";
 /// The directory of a stage's predictions on the corrupted test sets.

@@ -16,10 +16,49 @@ use bnn_data::{
     ColumnRole, Compose, DataLoader, DataSource, Dataset, FileDigest, LoaderConfig, Published,
     Standardizer, TabularDataset, file_digests,
 };
-use bnn_models::{ModelConfig, TabularInput};
+use bnn_models::{Arch, Kind, ModelConfig, Noise, TabularInput};
 
 use crate::Error;
 use crate::data::OpenedSplit;
+
+/// Checks the settings that belong to a regression table, before any data is read: `targets`
+/// (the target columns) are named for a CSV data set and only for one, `noise` is set for a
+/// table (CSV or `.npz`) only, and `mlp_hidden` (hidden widths) passes the MLP's own checks.
+/// The one owner of these rules: `swbnn train`, Python and a reproduction's setup call it, so
+/// each gives the same error, in the words of the command line's flags.
+pub fn check_table_options(
+    dataset: &DataSource,
+    targets: &[String],
+    noise: Option<Noise>,
+    arch: Arch,
+    mlp_hidden: Option<&[usize]>,
+) -> Result<(), Error> {
+    let csv = matches!(dataset, DataSource::Csv(_));
+    if !targets.is_empty() && !csv {
+        return Err(Error::Usage(format!(
+            "--target names the target columns of CSV files; {dataset} is not a csv: data set"
+        )));
+    }
+    if csv && targets.is_empty() {
+        return Err(Error::Usage(format!(
+            "{dataset} is a table: name its target column(s) with --target NAME (repeatable)"
+        )));
+    }
+    if noise.is_some() && !matches!(dataset, DataSource::Csv(_) | DataSource::Npz(_)) {
+        return Err(Error::Usage(format!(
+            "--noise sets a regression network's noise model; {dataset} holds images"
+        )));
+    }
+    if let Some(widths) = mlp_hidden {
+        // The model's own rules (the MLP's option, its bounds).
+        let c = ModelConfig::for_input(arch, Kind::Deterministic, 1, 1, 1)
+            .with_mlp_hidden(widths.to_vec());
+        c.check_arch_options()
+            .and_then(|()| c.validate())
+            .map_err(|e| Error::Usage(format!("--mlp-hidden: {e}")))?;
+    }
+    Ok(())
+}
 
 /// A regression data set opened for a command.
 pub struct OpenedTable {
@@ -213,6 +252,51 @@ pub fn target_columns(
         )));
     }
     Ok(tabular.target_names.clone())
+}
+
+/// Opens the table `source` for the regression network of `config` saved at `model`: its
+/// target columns ([`target_columns`]), the files compared with what it trained on (a warning
+/// when they differ) and its columns checked against the model's ([`check_columns`], naming
+/// `what` in the error).
+pub fn open_model_table(
+    model: &Path,
+    config: &ModelConfig,
+    source: &DataSource,
+    what: &str,
+) -> Result<OpenedTable, Error> {
+    let targets = target_columns(config, source, &[])?;
+    let table = open_table(source, &targets)?;
+    crate::data::check_trained_on(model, config, source, &table.train);
+    check_columns(config, &table.feature_names, &table.target_names, what)?;
+    Ok(table)
+}
+
+/// The Monte-Carlo predictive of the regression network `net` (of the record `tabular`) on
+/// `rows` (the user's units), in the user's units, with the device's generator held and seeded
+/// by `seed`: what `eval` and `calibrate` measure, `samples` checked against the rows first.
+pub fn predict_rows(
+    net: &bnn_models::Network,
+    tabular: &TabularInput,
+    rows: &dyn Dataset,
+    samples: usize,
+    seed: u64,
+    workers: usize,
+    device: &burn::prelude::Device,
+) -> Result<bnn_train::RegressionPredictions, Error> {
+    crate::limits::check_samples(samples, rows.len(), "the rows").map_err(Error::Usage)?;
+    let loader = table_loader(standardized(rows, tabular, false)?, 256, false, 0, workers)?;
+    let _rng = bnn_layers::lock_device_rng();
+    device.seed(seed);
+    let scale = bnn_train::TargetScale {
+        mean: &tabular.target_mean,
+        std: &tabular.target_std,
+    };
+    Ok(bnn_train::predict_regression(
+        net,
+        &loader,
+        samples,
+        Some(scale),
+    )?)
 }
 
 /// A loader over rows already at the network's scale ([`standardized`]): no transform,

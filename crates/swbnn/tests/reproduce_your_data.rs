@@ -43,6 +43,7 @@ fn tiny_setup(source: &DataSource, out: &Path) -> Setup {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let mut setup = swbnn::presets::setup_for_source(
         source,
+        &[],
         None,
         true,
         &swbnn::data::OodSearch::from_env(&root),

@@ -4,35 +4,9 @@
 //! refused naming the file.
 
 use std::path::Path;
-use std::process::{Command, Output};
-
-fn swbnn(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_swbnn"))
-        .args(args)
-        .env("RUST_BACKTRACE", "0")
-        .env_remove("SWBNN_DATA")
-        .output()
-        .expect("running swbnn")
-}
-
-fn ok(args: &[&str]) -> (String, String) {
-    let o = swbnn(args);
-    let err = String::from_utf8_lossy(&o.stderr).into_owned();
-    assert!(o.status.success(), "{args:?} failed: {err}");
-    (String::from_utf8_lossy(&o.stdout).into_owned(), err)
-}
-
-fn refused(args: &[&str], needles: &[&str]) {
-    let o = swbnn(args);
-    let err = String::from_utf8_lossy(&o.stderr).into_owned();
-    assert!(!o.status.success(), "{args:?} succeeded");
-    assert!(!err.contains("panicked"), "{args:?} panicked: {err}");
-    for n in needles {
-        assert!(err.contains(n), "{args:?}: `{n}` not in: {err}");
-    }
-}
 
 mod common;
+use common::cli::{ok, refused, swbnn};
 use common::npz_fixture::{images, npy, write_npz};
 
 /// Trains, compresses, calibrates and evaluates on `dataset`; returns eval's JSON.

@@ -29,9 +29,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::report::{ConfidenceCheck, RetrainStopTrace};
 
-/// `ln(2 pi) / 2`.
-const HALF_LN_TWO_PI: f64 = 0.918_938_533_204_672_8;
-
 /// When stage 3 ends. `retrain.epochs` is the most it trains either way.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -239,11 +236,7 @@ impl<'a, B: ClassifierBody> StopRule<'a, B> {
                 let (m, s) = valid
                     .mean_std(valid.forward(x.clone()))
                     .map_err(|e| TrainError::Config(e.to_string()))?;
-                let z = (y.clone() - m) / s.clone();
-                // ln N(y; m, s^2), per row and target: [B, T].
-                let log_pdf = (s.log() + z.powf_scalar(2.0).mul_scalar(0.5))
-                    .add_scalar(HALF_LN_TWO_PI)
-                    .neg();
+                let log_pdf = bnn_train::likelihood::gaussian_log_pdf(m, s, y.clone());
                 logs.push(log_pdf.unsqueeze_dim::<3>(0));
             }
             // ln of the mixture: logsumexp over the samples, less ln S.

@@ -14,11 +14,15 @@ from __future__ import annotations
 import math
 from typing import List, Tuple
 
+import json
+
 import torch
 import torch.nn.functional as F
 
-#: The smallest predictive standard deviation (``bnn_models::MIN_STD``).
-MIN_STD = 1e-3
+from .. import _native
+
+#: The smallest predictive standard deviation: ``bnn_models::MIN_STD``, read from the Rust core.
+MIN_STD = float(json.loads(_native.defaults_json())["gaussian_min_std"])
 _HALF_LN_TWO_PI = 0.5 * math.log(2 * math.pi)
 
 

@@ -86,11 +86,16 @@ impl Plan {
 }
 
 /// `(training, test)` examples of `source`: a preset's published sizes ([`dataset_sizes`]),
-/// or a user's data set counted by reading it (`(0, 0)` when it cannot be read: the run
-/// itself names the error).
-pub fn source_sizes(source: &DataSource) -> (usize, usize) {
+/// or a user's data set counted by reading it, a table's rows with its target columns
+/// `targets` (`(0, 0)` when it cannot be read: the run itself names the error).
+pub fn source_sizes(source: &DataSource, targets: &[String]) -> (usize, usize) {
     if let Some(id) = source.preset() {
         return dataset_sizes(id);
+    }
+    if source.is_regression().unwrap_or(false) {
+        return source.load_tabular(targets).map_or((0, 0), |t| {
+            (t.train.len(), t.test.as_ref().map_or(0, |d| d.len()))
+        });
     }
     let count = |split: Split| {
         source
@@ -115,7 +120,7 @@ fn push_once(stages: &mut Vec<PlannedStage>, stage: PlannedStage) {
 /// without opening any data of a preset (a user's data set is read to count its images,
 /// [`source_sizes`]).
 pub fn plan(setup: &Setup, cfg: &TablesConfig, tables: &[TableId]) -> Plan {
-    let (train, test) = source_sizes(&setup.dataset);
+    let (train, test) = source_sizes(&setup.dataset, &setup.targets);
     let cap = |n: usize, subset: Option<usize>| subset.map_or(n, |s| s.min(n));
     // The validation split is held out first; the training subset is drawn from the rest.
     let train = cap(

@@ -20,9 +20,8 @@ use crate::data::{
 };
 use crate::load::load_model;
 use crate::split::ValidationSplit;
-use crate::table::{check_columns, open_table, standardized, table_loader, target_columns};
+use crate::table::{open_model_table, predict_rows};
 use bnn_metrics::{ConformalCalibration, NormalizedIntervalCalibration};
-use bnn_train::{TargetScale, predict_regression};
 
 /// What `swbnn calibrate` does: every field a flag of the command.
 #[derive(Debug, Clone)]
@@ -179,35 +178,19 @@ fn calibrate_regression(
     level: f64,
     device: &Device,
 ) -> Result<Calibration, Error> {
-    let config = &loaded.config;
-    let targets = target_columns(config, &r.dataset, &[])?;
-    let table = open_table(&r.dataset, &targets)?;
-    check_trained_on(&r.model, config, &r.dataset, &table.train);
-    check_columns(
-        config,
-        &table.feature_names,
-        &table.target_names,
-        "the data set",
-    )?;
+    let table = open_model_table(&r.model, &loaded.config, &r.dataset, "the data set")?;
     let (_, held_out) = training_split(table.train.data.clone(), split, None).map_err(within(
         format_args!("the validation split of {} rows", split.size),
     ))?;
-    crate::limits::check_samples(r.samples, held_out.len(), "the validation rows")
-        .map_err(Error::Usage)?;
-    let loader = table_loader(
-        standardized(held_out.as_ref(), tabular, false)?,
-        256,
-        false,
-        0,
+    let pred = predict_rows(
+        &loaded.net,
+        tabular,
+        held_out.as_ref(),
+        r.samples,
+        r.seed,
         r.workers,
+        device,
     )?;
-    let _rng = bnn_layers::lock_device_rng();
-    device.seed(r.seed);
-    let scale = TargetScale {
-        mean: &tabular.target_mean,
-        std: &tabular.target_std,
-    };
-    let pred = predict_regression(&loaded.net, &loader, r.samples, Some(scale))?;
     let cal = NormalizedIntervalCalibration::fit(&pred.predictive, &pred.targets, level)?;
     let nll = bnn_metrics::gaussian_nll(&pred.predictive, &pred.targets)?;
     Ok(Calibration {

@@ -21,7 +21,7 @@ use crate::data::{
 };
 use crate::search::{SearchConfig, SearchInputs, SearchProgress, SearchReport};
 use crate::split::ValidationSplit;
-use crate::table::{check_columns, open_table, standardized, table_loader, target_columns};
+use crate::table::{open_model_table, standardized, table_loader};
 use bnn_train::ModelDir;
 
 /// Where the compression settings come from.
@@ -359,15 +359,7 @@ fn open_table_data(
         .tabular
         .clone()
         .ok_or_else(|| Error::Usage("a regression network without its input record".into()))?;
-    let targets = target_columns(&bayes_config, &r.dataset, &[])?;
-    let table = open_table(&r.dataset, &targets)?;
-    check_trained_on(&r.model, &bayes_config, &r.dataset, &table.train);
-    check_columns(
-        &bayes_config,
-        &table.feature_names,
-        &table.target_names,
-        "the training data",
-    )?;
+    let table = open_model_table(&r.model, &bayes_config, &r.dataset, "the training data")?;
     warn_other_split(r, &bayes_config);
     let (train_data, validation_data) =
         training_split(table.train.data.clone(), r.validation, r.subset)?;

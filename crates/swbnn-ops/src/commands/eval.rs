@@ -7,16 +7,16 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use bnn_data::DataSource;
-use bnn_train::{Evaluation, TargetScale, evaluate_tempered, predict_regression};
+use bnn_train::{Evaluation, evaluate_tempered};
 use burn::prelude::*;
 
 use super::require;
 use crate::Error;
 use crate::corruptions::CorruptionRow;
 use crate::corruptions::{evaluate_corruptions, weight_stats};
-use crate::data::{EvalData, check_trained_on, eval_loader, model_norm, open_eval_data, subset};
+use crate::data::{EvalData, eval_loader, model_norm, open_eval_data, subset};
 use crate::load::{LoadedModel, load_model};
-use crate::table::{check_columns, open_table, standardized, table_loader, target_columns};
+use crate::table::{open_model_table, predict_rows};
 use bnn_metrics::{
     ConformalCalibration, ConformalIntervalSummary, ConformalSetSummary, CoveragePoint,
     DEFAULT_RELIABILITY_LEVELS, RegressionSummary, WeightStats, regression_reliability,
@@ -347,15 +347,7 @@ fn eval_regression(
         })?),
         None => None,
     };
-    let targets = target_columns(config, &r.dataset, &[])?;
-    let table = open_table(&r.dataset, &targets)?;
-    check_trained_on(&r.model, config, &r.dataset, &table.train);
-    check_columns(
-        config,
-        &table.feature_names,
-        &table.target_names,
-        "test data",
-    )?;
+    let table = open_model_table(&r.model, config, &r.dataset, "test data")?;
     let test = table.test.ok_or_else(|| {
         Error::Usage(format!(
             "{} has no test split to evaluate on (give csv:TRAIN.csv,test=TEST.csv, or a .npz \
@@ -364,22 +356,16 @@ fn eval_regression(
         ))
     })?;
     let test = subset(test, r.subset, 2, "the test set")?;
-    crate::limits::check_samples(r.samples, test.len(), "the test rows").map_err(Error::Usage)?;
-    let loader = table_loader(
-        standardized(test.as_ref(), tabular, false)?,
-        256,
-        false,
-        0,
+    let pred = predict_rows(
+        &loaded.net,
+        tabular,
+        test.as_ref(),
+        r.samples,
+        r.seed,
         r.workers,
-    )?;
-    let _rng = bnn_layers::lock_device_rng();
-    device.seed(r.seed);
-    let scale = TargetScale {
-        mean: &tabular.target_mean,
-        std: &tabular.target_std,
-    };
-    let pred = predict_regression(&loaded.net, &loader, r.samples, Some(scale))
-        .map_err(|e| Error::Usage(format!("evaluating {}: {e}", r.model.display())))?;
+        device,
+    )
+    .map_err(|e| Error::Usage(format!("evaluating {}: {e}", r.model.display())))?;
     let summary = RegressionSummary::compute(&pred.predictive, &pred.targets)?;
     let reliability =
         regression_reliability(&pred.predictive, &pred.targets, &DEFAULT_RELIABILITY_LEVELS)?;

@@ -17,7 +17,9 @@ use crate::data::{
 };
 use crate::defaults::BbbRecipe;
 use crate::split::ValidationSplit;
-use crate::table::{check_columns, fit_tabular, open_table, standardized, table_loader};
+use crate::table::{
+    check_columns, check_table_options, fit_tabular, open_table, standardized, table_loader,
+};
 use bnn_interop::ExportAs;
 use bnn_train::ModelDir;
 
@@ -162,67 +164,12 @@ impl TrainRequest {
              deterministic run does not take it (pass --kind bayesian)"
                 .into()
         })?;
-        require(
-            self.targets.is_empty() || matches!(self.dataset, DataSource::Csv(_)),
-            || {
-                format!(
-                    "--target names the target columns of CSV files; {} is not a csv: data set",
-                    self.dataset
-                )
-            },
-        )?;
-        require(
-            !matches!(self.dataset, DataSource::Csv(_)) || !self.targets.is_empty(),
-            || {
-                format!(
-                    "{} is a table: name its target column(s) with --target NAME (repeatable)",
-                    self.dataset
-                )
-            },
-        )?;
-        require(
-            self.noise.is_none() || matches!(self.dataset, DataSource::Csv(_) | DataSource::Npz(_)),
-            || {
-                format!(
-                    "--noise sets a regression network's noise model; {} holds images",
-                    self.dataset
-                )
-            },
-        )?;
-        require(self.mlp_hidden.is_none() || self.arch == Arch::Mlp, || {
-            format!(
-                "--mlp-hidden sets the widths of the MLP's hidden layers; {} does not take it",
-                self.arch
-            )
-        })?;
-        if let Some(widths) = &self.mlp_hidden {
-            require(widths.len() <= bnn_models::MAX_MLP_LAYERS, || {
-                format!(
-                    "--mlp-hidden gives {} layers: at most {}",
-                    widths.len(),
-                    bnn_models::MAX_MLP_LAYERS
-                )
-            })?;
-            require(
-                widths
-                    .iter()
-                    .all(|w| (1..=bnn_models::MAX_MLP_WIDTH).contains(w)),
-                || {
-                    format!(
-                        "--mlp-hidden {widths:?}: every width from 1 to {}",
-                        bnn_models::MAX_MLP_WIDTH
-                    )
-                },
-            )?;
-        }
-        require(
-            !matches!(self.dataset, DataSource::Csv(_)) || self.arch == Arch::Mlp,
-            || {
-                format!(
-                    "a regression network on rows of features is an MLP (--arch mlp), not {}",
-                    self.arch
-                )
-            },
+        check_table_options(
+            &self.dataset,
+            &self.targets,
+            self.noise,
+            self.arch,
+            self.mlp_hidden.as_deref(),
         )?;
         require(
             self.image_size.is_none() || matches!(self.dataset, DataSource::Folder(_)),
@@ -415,18 +362,18 @@ struct TrainingData {
 /// model: a classifier of the images, or a regression MLP of the table's columns.
 fn training_data(r: &TrainRequest) -> Result<TrainingData, Error> {
     if r.dataset.is_regression()? {
-        let table = open_table(&r.dataset, &r.targets)?;
-        let record = trained_on(&r.dataset, &table.train, None, r.validation)?;
-        let (train, _) = training_split(table.train.data.clone(), r.validation, r.subset)?;
-        let tabular = fit_tabular(train.as_ref(), &table.feature_names, &table.target_names)?;
-        let mut config =
-            ModelConfig::regression(Kind::Deterministic, tabular, r.noise.unwrap_or_default());
         if r.arch != Arch::Mlp {
             return Err(Error::Usage(format!(
                 "a regression network on rows of features is an MLP (--arch mlp), not {}",
                 r.arch
             )));
         }
+        let table = open_table(&r.dataset, &r.targets)?;
+        let record = trained_on(&r.dataset, &table.train, None, r.validation)?;
+        let (train, _) = training_split(table.train.data.clone(), r.validation, r.subset)?;
+        let tabular = fit_tabular(train.as_ref(), &table.feature_names, &table.target_names)?;
+        let mut config =
+            ModelConfig::regression(Kind::Deterministic, tabular, r.noise.unwrap_or_default());
         config.trained_on = Some(record);
         config.validate()?;
         return Ok(TrainingData {

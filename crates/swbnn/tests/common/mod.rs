@@ -1,1 +1,3 @@
+pub mod cli;
 pub mod npz_fixture;
+pub mod table_fixture;

@@ -31,12 +31,23 @@ pub fn images(n: usize, side: usize, seed: u64) -> (Vec<u8>, Vec<u8>) {
 
 /// The `.npy` bytes of a uint8 array of `shape`.
 pub fn npy(shape: &[usize], data: &[u8]) -> Vec<u8> {
+    npy_of("|u1", shape, data)
+}
+
+/// The `.npy` bytes of a little-endian float32 array of `shape`.
+pub fn npy_f32(shape: &[usize], data: &[f32]) -> Vec<u8> {
+    let bytes: Vec<u8> = data.iter().flat_map(|v| v.to_le_bytes()).collect();
+    npy_of("<f4", shape, &bytes)
+}
+
+/// The `.npy` bytes of an array of NumPy dtype `descr` and `shape` holding `data`.
+fn npy_of(descr: &str, shape: &[usize], data: &[u8]) -> Vec<u8> {
     let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
     let shape = match dims.len() {
         1 => format!("({},)", dims[0]),
         _ => format!("({})", dims.join(", ")),
     };
-    let mut header = format!("{{'descr': '|u1', 'fortran_order': False, 'shape': {shape}, }}");
+    let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
     while (10 + header.len() + 1) % 64 != 0 {
         header.push(' ');
     }
