@@ -193,6 +193,27 @@ pub fn check_resume(dir: &Path, setup: &Setup) -> Result<(), Error> {
             setup.held_out_classes
         )));
     }
+    // A table's cached rows describe its targets, noise model and widths: another of any is
+    // another experiment (absent in a file written before tables: the defaults).
+    for (key, now) in [
+        ("targets", serde_json::json!(setup.targets)),
+        ("noise", serde_json::json!(setup.noise)),
+        ("mlp_hidden", serde_json::json!(setup.mlp_hidden)),
+    ] {
+        let recorded = match recorded.get(key) {
+            None if key == "targets" => serde_json::json!([]),
+            None => serde_json::Value::Null,
+            Some(v) => v.clone(),
+        };
+        if recorded != now {
+            return Err(Error::Usage(format!(
+                "cannot resume {}: it was made with {key} {recorded}, this run asks for {now}; \
+                 its stages would go on as another model. Resume it as it was made, or leave \
+                 out --resume to start afresh; nothing was changed",
+                path.display()
+            )));
+        }
+    }
     if old != setup.validation {
         let show = |v: ValidationSplit| match v.size {
             0 => "none".to_string(),

@@ -162,6 +162,19 @@ fn a_csv_table_runs_the_regression_experiment_and_resumes_its_stages() {
         det_time
     );
     assert_eq!(again.runs, done.runs, "same seed, same numbers");
+    // Resumed as another model: refused before any stage, naming what differs.
+    let other = Setup {
+        noise: Some(bnn_models::Noise::Homoscedastic),
+        ..resumed.clone()
+    };
+    let e = run(&other, 1).unwrap_err().to_string();
+    assert!(e.contains("cannot resume") && e.contains("noise"), "{e}");
+    let wider = Setup {
+        mlp_hidden: Some(vec![20]),
+        ..resumed
+    };
+    let e = run(&wider, 1).unwrap_err().to_string();
+    assert!(e.contains("mlp_hidden") && e.contains("[20]"), "{e}");
 }
 
 #[test]
