@@ -624,10 +624,7 @@ fn missing_stage(setup: &Setup, method: Method) -> Error {
 /// under `out_dir`.
 pub fn run(setup: &Setup, device: &Device, progress: &mut dyn Progress) -> Result<Outcome, Error> {
     std::fs::create_dir_all(&setup.out_dir).map_err(|e| Error::io(&setup.out_dir, e))?;
-    let stages = store::stages_dir(&setup.out_dir);
-    if !setup.resume && stages.exists() {
-        std::fs::remove_dir_all(&stages).map_err(|e| Error::io(&stages, e))?;
-    }
+    store::clear_stages_unless_resuming(setup)?;
     let data = ExperimentData::open(setup)?;
     // The run's `setup.json` records what it read, so that runs can be checked to have read
     // the same files.

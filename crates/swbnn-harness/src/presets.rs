@@ -244,7 +244,7 @@ pub const TABLE_MLP_HIDDEN: [usize; 2] = [100, 100];
 
 /// The setup of `cargo xtask reproduce` for the regression table `source` with the target
 /// columns `targets` (a `.npz` names none), the one place its recipe is written:
-/// - the MLP (`arch` may only name it) with two hidden layers of 100 units
+/// - the MLP (`arch` may only name it, [`swbnn_ops::table::check_table_arch`]) with two hidden layers of 100 units
 ///   ([`TABLE_MLP_HIDDEN`], fixed before any run), a heteroscedastic Gaussian head;
 /// - [`TABLE_EPOCHS`] epochs for the deterministic net (Adam,
 ///   [`TrainConfig::deterministic_regression`]), for BBB (the pretrained recipe, from the
@@ -264,6 +264,7 @@ pub fn table_setup(
     out_dir: PathBuf,
 ) -> Result<Setup, crate::Error> {
     let arch = arch.unwrap_or(Arch::Mlp);
+    swbnn_ops::table::check_table_arch(arch)?;
     let hidden = TABLE_MLP_HIDDEN.to_vec();
     swbnn_ops::table::check_table_options(source, targets, None, arch, Some(&hidden))?;
     let table = swbnn_ops::table::open_table(source, targets)?;

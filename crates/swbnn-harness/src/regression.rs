@@ -116,11 +116,6 @@ pub struct RegressionReproduction {
     pub report: PathBuf,
 }
 
-/// Whether `setup` runs the regression experiment: its data set is a table.
-pub fn is_regression(setup: &Setup) -> Result<bool, Error> {
-    Ok(setup.dataset.is_regression()?)
-}
-
 /// The top-level fields of two values' JSON that differ, each as `prefix.field`.
 fn differing(prefix: &str, given: &impl Serialize, expected: &impl Serialize) -> Vec<String> {
     let (Ok(serde_json::Value::Object(a)), Ok(serde_json::Value::Object(b))) =
@@ -214,10 +209,7 @@ pub fn run(
     progress: &mut dyn Progress,
 ) -> Result<Vec<RegressionRow>, Error> {
     let recipe = check_setup(setup)?;
-    let stages = store::stages_dir(&setup.out_dir);
-    if !setup.resume && stages.exists() {
-        std::fs::remove_dir_all(&stages).map_err(|e| Error::io(&stages, e))?;
-    }
+    store::clear_stages_unless_resuming(setup)?;
     let mut rows = Vec::with_capacity(Method::MAIN.len());
     for method in Method::MAIN {
         progress.stage(method.name());

@@ -86,7 +86,7 @@ pub fn reproduce(
     if setup.resume {
         store::check_resume(&setup.out_dir, setup)?;
     }
-    let regression = crate::regression::is_regression(setup)?;
+    let regression = setup.dataset.is_regression()?;
     if regression {
         crate::regression::check_setup(setup)?;
     }

@@ -107,6 +107,16 @@ pub fn stage_path(out_dir: &Path, name: &str) -> PathBuf {
     stages_dir(out_dir).join(name)
 }
 
+/// Clears the stages an earlier run left in `setup.out_dir` unless `setup.resume`: a run that
+/// does not resume starts every stage afresh.
+pub fn clear_stages_unless_resuming(setup: &Setup) -> Result<(), Error> {
+    let stages = stages_dir(&setup.out_dir);
+    if !setup.resume && stages.exists() {
+        std::fs::remove_dir_all(&stages).map_err(|e| Error::io(&stages, e))?;
+    }
+    Ok(())
+}
+
 /// The directory of seed `i` of a multi-seed run in `out_dir`.
 pub fn seed_dir(out_dir: &Path, i: u64) -> PathBuf {
     out_dir.join(format!("seed-{i}"))
@@ -194,23 +204,20 @@ pub fn check_resume(dir: &Path, setup: &Setup) -> Result<(), Error> {
         )));
     }
     // A table's cached rows describe its targets, noise model and widths: another of any is
-    // another experiment (absent in a file written before tables: the defaults).
-    for (key, now) in [
-        ("targets", serde_json::json!(setup.targets)),
-        ("noise", serde_json::json!(setup.noise)),
-        ("mlp_hidden", serde_json::json!(setup.mlp_hidden)),
-    ] {
-        let recorded = match recorded.get(key) {
-            None if key == "targets" => serde_json::json!([]),
-            None => serde_json::Value::Null,
-            Some(v) => v.clone(),
-        };
-        if recorded != now {
+    // another experiment. Compared as `setup.json` writes them, where a default is absent (as
+    // in a file written before these fields).
+    let now = serde_json::to_value(setup).map_err(Error::json)?;
+    for key in ["targets", "noise", "mlp_hidden"] {
+        let (was, asked) = (recorded.get(key), now.get(key));
+        if was != asked {
+            let show = |v: Option<&serde_json::Value>| v.map_or("none".into(), |v| v.to_string());
             return Err(Error::Usage(format!(
-                "cannot resume {}: it was made with {key} {recorded}, this run asks for {now}; \
-                 its stages would go on as another model. Resume it as it was made, or leave \
-                 out --resume to start afresh; nothing was changed",
-                path.display()
+                "cannot resume {}: it was made with {key} {}, this run asks for {}; its \
+                 stages would go on as another model. Resume it as it was made, or leave out \
+                 --resume to start afresh; nothing was changed",
+                path.display(),
+                show(was),
+                show(asked)
             )));
         }
     }

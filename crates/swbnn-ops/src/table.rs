@@ -21,6 +21,18 @@ use bnn_models::{Arch, Kind, ModelConfig, Noise, TabularInput};
 use crate::Error;
 use crate::data::OpenedSplit;
 
+/// Checks that a regression network on a table's rows is the MLP, the zoo's one architecture
+/// on rows of features. The one owner of the rule: `swbnn train` and a reproduction's setup
+/// call it.
+pub fn check_table_arch(arch: Arch) -> Result<(), Error> {
+    if arch != Arch::Mlp {
+        return Err(Error::Usage(format!(
+            "a regression network on rows of features is an MLP (--arch mlp), not {arch}"
+        )));
+    }
+    Ok(())
+}
+
 /// Checks the settings that belong to a regression table, before any data is read: `targets`
 /// (the target columns) are named for a CSV data set and only for one, `noise` is set for a
 /// table (CSV or `.npz`) only, and `mlp_hidden` (hidden widths) passes the MLP's own checks.

@@ -3,19 +3,10 @@
 //! candidate in the search file; bad requests are refused before any work.
 
 use std::path::Path;
-use std::process::{Command, Output};
 
 mod common;
+use common::cli::swbnn;
 use common::npz_fixture::write_image_npz;
-
-fn swbnn(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_swbnn"))
-        .args(args)
-        .env("RUST_BACKTRACE", "0")
-        .env_remove("SWBNN_DATA")
-        .output()
-        .expect("running swbnn")
-}
 
 fn ok(args: &[&str]) -> String {
     let o = swbnn(args);

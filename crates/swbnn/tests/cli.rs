@@ -6,14 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
-fn swbnn(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_swbnn"))
-        .args(args)
-        .env("RUST_BACKTRACE", "0")
-        .env_remove("SWBNN_DATA")
-        .output()
-        .expect("running swbnn")
-}
+mod common;
+use common::cli::swbnn;
 
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()

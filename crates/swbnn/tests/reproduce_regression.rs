@@ -213,6 +213,18 @@ fn settings_the_regression_experiment_does_not_run_are_refused_before_any_write(
     .unwrap_err()
     .to_string();
     assert!(e.contains("--target"), "{e}");
+    // A table's network is the MLP: another architecture is refused in the words of that rule.
+    let e = presets::setup_for_source(
+        &source,
+        &["price".to_string()],
+        Some(bnn_models::Arch::Lenet5),
+        true,
+        &swbnn_ops::data::OodSearch::from_env(Path::new(".")),
+        out.clone(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("--arch mlp") && e.contains("lenet5"), "{e}");
     let mut images = base.clone();
     images.dataset = DataSource::Preset(bnn_data::DatasetId::FashionMnist);
     let e = images.check().unwrap_err().to_string();

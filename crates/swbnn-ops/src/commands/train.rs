@@ -18,7 +18,8 @@ use crate::data::{
 use crate::defaults::BbbRecipe;
 use crate::split::ValidationSplit;
 use crate::table::{
-    check_columns, check_table_options, fit_tabular, open_table, standardized, table_loader,
+    check_columns, check_table_arch, check_table_options, fit_tabular, open_table, standardized,
+    table_loader,
 };
 use bnn_interop::ExportAs;
 use bnn_train::ModelDir;
@@ -362,12 +363,7 @@ struct TrainingData {
 /// model: a classifier of the images, or a regression MLP of the table's columns.
 fn training_data(r: &TrainRequest) -> Result<TrainingData, Error> {
     if r.dataset.is_regression()? {
-        if r.arch != Arch::Mlp {
-            return Err(Error::Usage(format!(
-                "a regression network on rows of features is an MLP (--arch mlp), not {}",
-                r.arch
-            )));
-        }
+        check_table_arch(r.arch)?;
         let table = open_table(&r.dataset, &r.targets)?;
         let record = trained_on(&r.dataset, &table.train, None, r.validation)?;
         let (train, _) = training_split(table.train.data.clone(), r.validation, r.subset)?;
